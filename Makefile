@@ -1,0 +1,36 @@
+# Quick start: `make run` (main job) and `make test` (fast test tier). Both set up .venv themselves.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: setup run test test-slow bench lint clean
+
+$(BIN)/edge: setup.py
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU build of torch first, so that no multi-GB CUDA build is pulled in on CPU machines.
+	$(BIN)/pip install -q "torch==2.13.0" || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(BIN)/edge
+
+setup: $(BIN)/edge
+
+run: setup
+	$(BIN)/edge run
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m "slow or bench"
+
+bench: setup
+	$(BIN)/python benchmarks/sim_speed.py
+
+lint: setup
+	$(BIN)/pip install -q -e ".[dev]" && $(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,42 @@
+"""Shared flags for commands that build a simulated tabletop env."""
+
+from __future__ import annotations
+
+import argparse
+
+TASKS = ("stack", "pick_place", "push")
+SIMS = ("mujoco", "pybullet")
+
+
+def add_env_args(p: argparse.ArgumentParser, episodes: int) -> None:
+    p.add_argument("--task", default="stack", choices=TASKS, help="task family")
+    p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
+    p.add_argument("--n-blocks", type=int, default=2, choices=(2, 3), help="stack only: number of cubes")
+    p.add_argument("--distribution", default="train", choices=("train", "ood"), help="randomisation")
+    p.add_argument("--episodes", type=int, default=episodes, help="number of episodes (seeds)")
+    p.add_argument("--seed", type=int, default=0, help="first episode seed; episode i uses seed+i")
+    p.add_argument("--image-size", type=int, default=96, help="camera image side in pixels")
+
+
+def env_kwargs(args: argparse.Namespace, **extra) -> dict:
+    from edge.errors import EdgeError
+
+    if args.episodes < 1:
+        raise EdgeError(f"--episodes={args.episodes} must be >= 1")
+    if not 16 <= args.image_size <= 512:
+        raise EdgeError(f"--image-size={args.image_size} is out of range; allowed [16, 512]")
+    return {"task": args.task, "sim": args.sim, "n_blocks": args.n_blocks,
+            "distribution": args.distribution, "image_size": args.image_size, **extra}
+
+
+def make_env(args: argparse.Namespace, **extra):
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import sim
+    from edge.errors import EdgeError
+
+    try:
+        return sim.make_env(**env_kwargs(args, **extra))
+    except ValueError as err:
+        raise EdgeError(str(err)) from None

@@ -1,0 +1,84 @@
+"""`edge data record`: scripted-expert demonstrations in the format of :mod:`sim.demos`."""
+
+from __future__ import annotations
+
+import argparse
+
+from edge.cli import add_subparser
+from edge.commands._sim_args import add_env_args, make_env
+
+
+def register(sub) -> None:
+    p = add_subparser(sub, "data", "Record and inspect demonstration datasets.", """
+  edge data record --task stack --sim mujoco --episodes 200 --out data/stack_mj
+  edge data record --task pick_place --sim pybullet --episodes 50 --out data/pp_pb --wrist
+  edge data info data/stack_mj""")
+    dsub = p.add_subparsers(dest="data_command", metavar="<action>")
+    r = add_subparser(dsub, "record", "Record expert demonstrations (resumable; atomic per episode).", """
+  edge data record --task stack --episodes 200 --out data/stack_mj
+  # interrupted? run the same command again: finished episodes are kept, the rest recorded""")
+    add_env_args(r, episodes=100)
+    r.add_argument("--out", required=True, help="dataset directory (created; reopened to resume)")
+    r.add_argument("--wrist", action="store_true", help="also record the wrist camera")
+    r.add_argument("--keep-failures", action="store_true",
+                   help="also write episodes where the expert failed (marked success=false)")
+    r.set_defaults(func=record)
+    i = add_subparser(dsub, "info", "Summarise a dataset directory.", "  edge data info data/stack_mj")
+    i.add_argument("path")
+    i.set_defaults(func=info)
+
+
+def record(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from tqdm import tqdm
+
+    from sim import demos
+    from sim.env import ACTION_LAYOUT, PROPRIO_LAYOUT
+    from sim.experts import PHASES
+    from sim.rollout import expert_episode
+
+    env = make_env(args, wrist_camera=args.wrist)
+    u = env.unwrapped
+    meta = {
+        "task": args.task, "sim": args.sim, "env_config": asdict(u.cfg),
+        "control_rate_hz": u.cfg.control_rate_hz, "action_layout": list(ACTION_LAYOUT),
+        "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
+        "cameras": {"front": [args.image_size, args.image_size]}
+        | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
+    }
+    root = demos.prepare_dir(args.out, meta)
+    done = demos.done_seeds(root)
+    seeds = [args.seed + i for i in range(args.episodes)]
+    todo = [s for s in seeds if s not in done]
+    ok = failed = 0
+    bar = tqdm(todo, desc=f"record {args.task}/{args.sim}", unit="ep", initial=len(seeds) - len(todo),
+               total=len(seeds))
+    for seed in bar:
+        ep = expert_episode(env, seed)
+        ok += ep["success"]
+        failed += not ep["success"]
+        if ep["success"] or args.keep_failures:
+            demos.write_episode(root, seed, {k: v for k, v in ep.items() if k not in ("steps", "regrasps")})
+        bar.set_postfix(success=f"{ok}/{ok + failed}")
+    env.close()
+    print(f"recorded {ok} successful episodes ({failed} expert failures "
+          f"{'kept' if args.keep_failures else 'skipped'}) into {root}; "
+          f"{len(seeds) - len(todo)} were already there")
+    return 0
+
+
+def info(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from sim import demos
+
+    meta = demos.read_meta(args.path)
+    eps = list(demos.iter_episodes(args.path))
+    steps = [len(e["action"]) for e in eps]
+    phases = np.concatenate([e["phase"] for e in eps]) if eps else np.zeros(0, int)
+    print(f"{args.path}: task={meta['task']} sim={meta['sim']} episodes={len(eps)} "
+          f"success={sum(e['success'] for e in eps)} steps/episode={np.mean(steps) if steps else 0:.1f}")
+    for i, name in enumerate(meta["phases"]):
+        print(f"  phase {name:<9} {np.mean(phases == i) * 100 if len(phases) else 0:5.1f}% of steps")
+    return 0

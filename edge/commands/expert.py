@@ -1,0 +1,83 @@
+"""`edge expert eval`: measure the scripted experts' success rate (with a 95% Wilson interval)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+from edge.cli import add_subparser
+from edge.commands._sim_args import add_env_args, make_env
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval for k successes out of n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def register(sub) -> None:
+    p = add_subparser(sub, "expert", "Scripted experts: evaluate success rates.", """
+  edge expert eval --task stack --sim mujoco --episodes 100
+  edge expert eval --task stack --n-blocks 3 --sim pybullet --episodes 100 --out results.json""")
+    esub = p.add_subparsers(dest="expert_command", metavar="<action>")
+    e = add_subparser(esub, "eval", "Run the expert on seeds seed..seed+episodes-1 and report success.", """
+  edge expert eval --task pick_place --sim pybullet --episodes 100""")
+    add_env_args(e, episodes=100)
+    e.add_argument("--out", help="write a JSON report here")
+    e.set_defaults(func=evaluate)
+
+
+def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    from sim.rollout import expert_episode
+
+    env = make_env(args, render_images=False)
+    seeds = [args.seed + i for i in range(args.episodes)]
+    rows = []
+    t0 = time.perf_counter()
+    bar = tqdm(seeds, desc=f"expert {args.task}/{args.sim}", unit="ep", disable=not progress)
+    for seed in bar:
+        ep = expert_episode(env, seed, keep_frames=False)
+        rows.append({"seed": seed, "success": ep["success"], "steps": ep["steps"], "regrasps": ep["regrasps"]})
+        bar.set_postfix(success=f"{sum(r['success'] for r in rows)}/{len(rows)}")
+    wall = time.perf_counter() - t0
+    env.close()
+    k, n = sum(r["success"] for r in rows), len(rows)
+    lo, hi = wilson(k, n)
+    return {
+        "task": args.task, "sim": args.sim, "n_blocks": args.n_blocks, "distribution": args.distribution,
+        "episodes": n, "successes": k, "success_rate": k / n, "ci95": [lo, hi],
+        "mean_steps": sum(r["steps"] for r in rows) / n, "episodes_per_min": 60 * n / wall,
+        "failed_seeds": [r["seed"] for r in rows if not r["success"]], "wall_s": wall,
+        "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
+                    "processor": platform.processor() or platform.machine()},
+        "command": " ".join(sys.argv),
+    }
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.touch()
+        except OSError as err:
+            raise PermissionError(f"cannot write --out {out}: {err.strerror}") from None
+    rep = run_eval(args)
+    print(f"{rep['task']} ({rep['sim']}, {rep['n_blocks']} blocks, {rep['distribution']}): "
+          f"{rep['successes']}/{rep['episodes']} = {rep['success_rate']:.1%} "
+          f"[95% CI {rep['ci95'][0]:.1%}–{rep['ci95'][1]:.1%}], failed seeds {rep['failed_seeds']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rep, indent=2))
+    return 0

@@ -1,0 +1,1 @@
+"""Physics backends: one small interface (:class:`sim.backends.base.PhysicsBackend`), two engines."""

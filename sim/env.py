@@ -1,0 +1,297 @@
+"""The tabletop gymnasium env: one class, two engines (MuJoCo / PyBullet), three tasks.
+
+Actions (``action_mode``):
+
+* ``ee_delta`` (default), shape (5,), float32: ``[dx_m, dy_m, dz_m, dyaw_rad, gripper]`` — a change
+  of the commanded TCP target per control step in the robot base frame (±0.03 m, ±0.2 rad), and a
+  gripper command in [0, 1] (0 = open 8 cm, 1 = closed; force-limited). The env integrates the
+  deltas into a target pose, converts it to joint targets by damped-least-squares IK
+  (:func:`sim.robot_model.ik_step`) and servos the joints for ``control_dt_s``.
+* ``joint_pos``, shape (8,): seven joint targets in rad (within the URDF limits) + gripper [0, 1].
+* ``discrete8`` (push only): ``Discrete(8)``, a 2 cm TCP move along one of 8 compass directions
+  (0 = +x, counter-clockwise in 45° steps).
+
+Clipping: values outside the action box are clipped to it, and the TCP target is kept inside the
+workspace box ``TARGET_BOX_M``; neither is silent — every clip is counted in ``info["clipped"]``
+and ``info["clip_counts"]`` (per episode). In ``push``, z, yaw and the gripper are held by the env
+(TCP 1.5 cm above the table, gripper closed); ``info["ignored_dims"]`` names those action entries.
+
+Observations: ``front`` (H, W, 3) uint8, optional ``wrist`` (H, W, 3) uint8, ``proprio`` (22,)
+float32 = ``PROPRIO_LAYOUT``, ``instruction`` (text). ``info`` carries privileged ground truth for
+experts and metrics (``object_poses`` name → (7,) xyz+wxyz, ``success``, ``task``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from sim import robot_model as rm
+from sim.randomization import DISTRIBUTIONS, sample_scene
+from sim.realism import Realism, RealismConfig
+from sim.tasks import TASKS, TaskSpec, make_spec, scene_request, success_now
+
+SIMS = ("mujoco", "pybullet")
+ACTION_MODES = ("ee_delta", "joint_pos", "discrete8")
+ACTION_LAYOUT = ("dx_m", "dy_m", "dz_m", "dyaw_rad", "gripper")
+JOINT_ACTION_LAYOUT = tuple(f"q{i}_rad" for i in range(7)) + ("gripper",)
+PROPRIO_LAYOUT = (tuple(f"q{i}_rad" for i in range(7)) + tuple(f"qd{i}_rad_s" for i in range(7))
+                  + ("gripper_width_m", "tcp_x_m", "tcp_y_m", "tcp_z_m", "tcp_qw", "tcp_qx", "tcp_qy", "tcp_qz"))
+MAX_DPOS_M = 0.03
+MAX_DYAW_RAD = 0.2
+TARGET_BOX_M = ((0.25, 0.80), (-0.35, 0.35), (0.005, 0.45))
+PUSH_Z_M = 0.015
+PUSH_START_M = (0.33, 0.0, PUSH_Z_M)
+DISCRETE_STEP_M = 0.02
+DEFAULT_MAX_STEPS = {"stack": 220, "pick_place": 200, "push": 200}
+INSTRUCTION_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.:'-"
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Env settings; validated on construction (the message names key, value and range)."""
+
+    task: str = "stack"
+    sim: str = "mujoco"
+    n_blocks: int = 2  # stack only: 2 or 3
+    distribution: str = "train"
+    control_rate_hz: float = 20.0
+    physics_dt_s: float = 0.002  # >= 250 Hz physics; control_dt must be a multiple
+    image_size: int = 96
+    wrist_camera: bool = False
+    segmentation: bool = False  # add "front_seg" (H, W) int32 to observations
+    render_images: bool = True  # False: image observations are black (state-only evaluation, benchmarks)
+    action_mode: str = "ee_delta"
+    max_steps: int = 0  # 0 = task default
+    hold_s: float = 0.5
+    realism: RealismConfig = field(default_factory=RealismConfig)
+
+    def __post_init__(self) -> None:
+        choices = {"task": TASKS, "sim": SIMS, "distribution": DISTRIBUTIONS, "action_mode": ACTION_MODES}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"env.{key}={getattr(self, key)!r} is not allowed; choose one of {allowed}")
+        ranges = {"n_blocks": (2, 3), "control_rate_hz": (1.0, 100.0), "physics_dt_s": (1e-4, 0.004),
+                  "image_size": (16, 512), "max_steps": (0, 100000), "hold_s": (0.0, 5.0)}
+        for key, (lo, hi) in ranges.items():
+            v = getattr(self, key)
+            if not (lo <= v <= hi):
+                raise ValueError(f"env.{key}={v!r} is out of range; allowed [{lo}, {hi}]")
+        n_sub = (1.0 / self.control_rate_hz) / self.physics_dt_s
+        if abs(n_sub - round(n_sub)) > 1e-6:
+            raise ValueError(f"env.control_rate_hz={self.control_rate_hz} with physics_dt_s={self.physics_dt_s}: "
+                             "the control period must be a whole number of physics steps")
+        if self.action_mode == "discrete8" and self.task != "push":
+            raise ValueError("env.action_mode='discrete8' is only offered for task 'push'")
+        if isinstance(self.realism, dict):
+            object.__setattr__(self, "realism", RealismConfig(**self.realism))
+
+
+def make_backend(sim: str, physics_dt_s: float):
+    if sim == "mujoco":
+        from sim.backends.mujoco_backend import MuJoCoBackend
+
+        return MuJoCoBackend(physics_dt_s)
+    if sim == "pybullet":
+        from sim.backends.pybullet_backend import PyBulletBackend
+
+        return PyBulletBackend(physics_dt_s)
+    raise ValueError(f"unknown sim {sim!r}; choose one of {SIMS}")
+
+
+def _rot_to_quat(R: np.ndarray) -> np.ndarray:
+    w = np.sqrt(max(1e-12, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2
+    if w > 1e-3:
+        return np.array([w, (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)])
+    i = int(np.argmax(np.diag(R)))
+    j, k = (i + 1) % 3, (i + 2) % 3
+    s = np.sqrt(max(1e-12, 1.0 + R[i, i] - R[j, j] - R[k, k])) * 2
+    q = np.zeros(4)
+    q[0] = (R[k, j] - R[j, k]) / s
+    q[1 + i] = s / 4
+    q[1 + j] = (R[j, i] + R[i, j]) / s
+    q[1 + k] = (R[k, i] + R[i, k]) / s
+    return q
+
+
+class TabletopEnv(gym.Env):
+    """Franka Panda tabletop (see module docstring for spaces, units and clipping)."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
+        cfg = config or EnvConfig()
+        if overrides:
+            cfg = EnvConfig(**{**asdict(cfg), **overrides, "realism": overrides.get("realism", cfg.realism)})
+        self.cfg = cfg
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode={render_mode!r}; supported: {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        self.control_dt_s = 1.0 / cfg.control_rate_hz
+        self.n_substeps = int(round(self.control_dt_s / cfg.physics_dt_s))
+        self.max_steps = cfg.max_steps or DEFAULT_MAX_STEPS[cfg.task] + (150 if cfg.n_blocks == 3 else 0)
+        self.backend = make_backend(cfg.sim, cfg.physics_dt_s)
+        self.realism = Realism(cfg.realism)
+        s = cfg.image_size
+        spaces = {
+            "front": gym.spaces.Box(0, 255, (s, s, 3), np.uint8),
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (len(PROPRIO_LAYOUT),), np.float32),
+            "instruction": gym.spaces.Text(max_length=160, min_length=1, charset=INSTRUCTION_CHARS),
+        }
+        if cfg.wrist_camera:
+            spaces["wrist"] = gym.spaces.Box(0, 255, (s, s, 3), np.uint8)
+        if cfg.segmentation:
+            spaces["front_seg"] = gym.spaces.Box(0, 255, (s, s), np.int32)
+        self.observation_space = gym.spaces.Dict(spaces)
+        if cfg.action_mode == "ee_delta":
+            hi = np.array([MAX_DPOS_M] * 3 + [MAX_DYAW_RAD, 1.0], np.float32)
+            lo = -hi.copy()
+            lo[4] = 0.0
+            self.action_space = gym.spaces.Box(lo, hi, dtype=np.float32)
+        elif cfg.action_mode == "joint_pos":
+            qlo, qhi, _ = rm.arm_limits()
+            self.action_space = gym.spaces.Box(np.append(qlo, 0.0).astype(np.float32),
+                                               np.append(qhi, 1.0).astype(np.float32), dtype=np.float32)
+        else:
+            self.action_space = gym.spaces.Discrete(8)
+        self.scene = None
+        self.spec_task: TaskSpec | None = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        rng = self.np_random
+        req = scene_request(self.cfg.task, self.cfg.n_blocks, self.cfg.wrist_camera)
+        self.scene = sample_scene(rng, req, self.cfg.distribution)
+        self.spec_task = make_spec(self.cfg.task, self.scene, rng)
+        self.backend.build(self.scene)
+        self.realism.reset(np.random.default_rng(rng.integers(2**63)))
+        q = np.array(self.scene.q_home_rad)
+        if self.cfg.task == "push":  # start low, in front of the workspace, gripper closed
+            for _ in range(30):
+                q = rm.ik_step(q, np.array(PUSH_START_M), rm.down_rotation(0.0))
+            self.backend.reset_robot(q, 0.0)
+        p, R, _ = rm.fk(q)
+        self._target_pos = p.copy()
+        self._target_yaw = rm.tcp_yaw(R)
+        self._q_target = q
+        self._gripper_cmd = 1.0 if self.cfg.task == "push" else 0.0
+        self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
+        self.backend.step(self.n_substeps * 4)  # let the fingers settle / close before step 0
+        self.t_step = 0
+        self._hold_steps = 0
+        self.clip_counts = {"action_box": 0, "workspace": 0}
+        return self._observe(), self._info(False)
+
+    def step(self, action):
+        a, clipped = self._parse_action(action)
+        hold = np.array([0, 0, 0, 0, self._gripper_cmd], np.float32)
+        if self.cfg.action_mode == "joint_pos":
+            hold = np.append(self._q_target, self._gripper_cmd).astype(np.float32)
+        a = self.realism.action(a, hold) if self.cfg.realism.enabled else a
+        self._apply(a)
+        self.backend.step(self.n_substeps)
+        self.t_step += 1
+        ok = success_now(self.spec_task, self.scene, self.backend)
+        self._hold_steps = self._hold_steps + 1 if ok else 0
+        success = self._hold_steps * self.control_dt_s >= self.cfg.hold_s - 1e-9
+        truncated = self.t_step >= self.max_steps and not success
+        info = self._info(success)
+        info["clipped"] = clipped
+        return self._observe(), float(success), bool(success), bool(truncated), info
+
+    def render(self):
+        if self.render_mode == "rgb_array":
+            return self.backend.render("front", 224, 224)
+        return None
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _gripper_width_target(cmd: float) -> float:
+        return (1.0 - float(cmd)) * rm.GRIPPER_MAX_WIDTH_M
+
+    def _parse_action(self, action) -> tuple[np.ndarray, bool]:
+        if self.cfg.action_mode == "discrete8":
+            if np.ndim(action) != 0 or int(action) != action or not 0 <= int(action) < 8:
+                raise ValueError(f"discrete8 action must be an integer in [0, 8), got {action!r}")
+            ang = int(action) * np.pi / 4
+            return np.array([DISCRETE_STEP_M * np.cos(ang), DISCRETE_STEP_M * np.sin(ang), 0, 0, 1], np.float32), False
+        a = np.asarray(action, dtype=np.float32)
+        if a.shape != self.action_space.shape:
+            raise ValueError(f"action shape {a.shape} != {self.action_space.shape} ({self.cfg.action_mode})")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action contains NaN/Inf: {a}")
+        c = np.clip(a, self.action_space.low, self.action_space.high)
+        clipped = bool(np.any(c != a))
+        self.clip_counts["action_box"] += int(clipped)
+        return c, clipped
+
+    def _apply(self, a: np.ndarray) -> None:
+        if self.cfg.action_mode == "joint_pos":
+            self._q_target = a[:7].astype(float)
+            self._gripper_cmd = float(a[7])
+        else:
+            new = self._target_pos + a[:3]
+            if self.cfg.task == "push":
+                new[2] = PUSH_Z_M
+            box = np.array(TARGET_BOX_M)
+            lim = np.clip(new, box[:, 0], box[:, 1])
+            self.clip_counts["workspace"] += int(np.any(lim != new))
+            # Keep the target within 6 cm of the real TCP so a blocked arm does not wind up.
+            q, _ = self.backend.arm_state()
+            p, _, _ = rm.fk(q)
+            off = lim - p
+            n = np.linalg.norm(off)
+            self._target_pos = p + off * min(1.0, 0.06 / n) if n > 1e-9 else lim
+            if self.cfg.task != "push":
+                self._target_yaw = float(np.clip(self._target_yaw + a[3], -np.pi / 2 - 0.3, np.pi / 2 + 0.3))
+                self._gripper_cmd = float(a[4])
+            self._q_target = rm.ik_step(q, self._target_pos, rm.down_rotation(self._target_yaw))
+        self.backend.set_arm_targets(self._q_target)
+        self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
+
+    def commanded_target(self) -> tuple[np.ndarray, float, float]:
+        """The env's integrated TCP target (3,) m, target yaw rad and gripper command (for experts)."""
+        return self._target_pos.copy(), self._target_yaw, self._gripper_cmd
+
+    def tcp_pose(self) -> tuple[np.ndarray, float]:
+        """Measured TCP position (3,) m and yaw rad."""
+        q, _ = self.backend.arm_state()
+        p, R, _ = rm.fk(q)
+        return p, rm.tcp_yaw(R)
+
+    def _observe(self) -> dict:
+        q, qd = self.backend.arm_state()
+        p, R, _ = rm.fk(q)
+        proprio = np.concatenate([q, qd, [self.backend.gripper_width()], p, _rot_to_quat(R)]).astype(np.float32)
+        s = self.cfg.image_size
+        names = ("front", "wrist") if self.cfg.wrist_camera else ("front",)
+        if self.cfg.render_images:
+            imgs = {n: self.backend.render(n, s, s) for n in names}
+        else:
+            imgs = {n: np.zeros((s, s, 3), np.uint8) for n in names}
+        if self.cfg.realism.enabled:
+            proprio = self.realism.proprio(proprio)
+            imgs = self.realism.images(imgs)
+        obs = {**imgs, "proprio": proprio, "instruction": self.spec_task.instruction}
+        if self.cfg.segmentation:
+            obs["front_seg"] = self.backend.render_segmentation("front", s, s)
+        return obs
+
+    def _info(self, success: bool) -> dict:
+        poses = {}
+        for o in self.scene.objects:
+            pos, quat = self.backend.object_pose(o.name)
+            poses[o.name] = np.concatenate([pos, quat])
+        return {
+            "success": bool(success), "is_success": bool(success), "task": self.cfg.task,
+            "object_poses": poses, "order": self.spec_task.order, "goal": self.spec_task.goal,
+            "clip_counts": dict(self.clip_counts), "step": self.t_step,
+            "ignored_dims": ("dz_m", "dyaw_rad", "gripper") if self.cfg.task == "push" else (),
+        }

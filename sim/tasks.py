@@ -1,0 +1,98 @@
+"""Task definitions: scene request, language instruction, and the success test.
+
+Every success test requires the result to *hold*: the condition must be true with the objects at
+rest (|v| < 2 cm/s, |w| < 0.5 rad/s) and — where the task involves grasping — the fingers not
+touching the object, continuously for ``hold_s`` (0.5 s by default). The env counts consecutive
+control steps; see :class:`sim.env.TabletopEnv`.
+
+* ``stack`` (2 or 3 cubes): each upper cube's centre lies above the cube below (xy offset less
+  than that cube's half size) at one cube-height above it (±1 cm).
+* ``pick_place``: the named cube's centre lies inside the goal square and the cube rests on the table.
+* ``push``: like pick_place, but the cube is pushed (gripper closed, TCP kept in a plane above the
+  table), so there is no release condition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.randomization import SceneRequest
+from sim.scene import Scene
+
+LIN_REST_M_S = 0.02
+ANG_REST_RAD_S = 0.5
+TASKS = ("stack", "pick_place", "push")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task instance for one episode: which objects play which role, and the instruction."""
+
+    name: str
+    instruction: str
+    order: tuple[str, ...]  # stack: bottom → top; pick_place/push: (object,)
+    goal: str | None = None
+
+
+_STACK2 = ("stack the {a} block on the {b} block", "put the {a} cube on top of the {b} cube",
+           "place the {a} block onto the {b} block")
+_STACK3 = ("stack the {a} block on the {b} block, then the {c} block on the {a} block",
+           "build a tower: {b} at the bottom, then {a}, then {c}")
+_PICK = ("put the {a} block in the white square", "place the {a} cube on the white square",
+         "pick up the {a} block and put it on the white target")
+_PUSH = ("push the {a} block onto the white square", "slide the {a} cube to the white square")
+
+
+def scene_request(task: str, n_blocks: int, wrist_camera: bool) -> SceneRequest:
+    if task == "stack":
+        return SceneRequest(n_cubes=n_blocks, wrist_camera=wrist_camera)
+    if task == "pick_place":
+        return SceneRequest(n_cubes=2, n_goals=1, wrist_camera=wrist_camera)
+    if task == "push":
+        return SceneRequest(n_cubes=2, n_goals=1, top_down=True, goal_half_m=0.06,
+                            wrist_camera=wrist_camera)
+    raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+
+
+def make_spec(task: str, scene: Scene, rng: np.random.Generator) -> TaskSpec:
+    """Assign roles to the scene's (non-distractor) cubes and phrase the instruction."""
+    cubes = [o.name for o in scene.objects if not o.distractor]
+    if task == "stack":
+        order = tuple(cubes[i] for i in rng.permutation(len(cubes)))  # bottom first
+        if len(order) == 2:
+            text = _STACK2[rng.integers(len(_STACK2))].format(a=order[1], b=order[0])
+        else:
+            text = _STACK3[rng.integers(len(_STACK3))].format(a=order[1], b=order[0], c=order[2])
+        return TaskSpec("stack", text, order)
+    target = cubes[int(rng.integers(len(cubes)))]
+    templates = _PICK if task == "pick_place" else _PUSH
+    text = templates[rng.integers(len(templates))].format(a=target)
+    return TaskSpec(task, text, (target,), goal=scene.goals[0].name)
+
+
+def at_rest(lin: np.ndarray, ang: np.ndarray) -> bool:
+    return float(np.linalg.norm(lin)) < LIN_REST_M_S and float(np.linalg.norm(ang)) < ANG_REST_RAD_S
+
+
+def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
+    """The instantaneous success condition (the env requires it to hold for ``hold_s``)."""
+    for name in spec.order:
+        if not at_rest(*backend.object_velocity(name)):
+            return False
+    if spec.name == "stack":
+        for lower, upper in zip(spec.order[:-1], spec.order[1:]):
+            (pl, _), (pu, _) = backend.object_pose(lower), backend.object_pose(upper)
+            hl, hu = scene.object(lower).half_size_m[0], scene.object(upper).half_size_m[0]
+            if np.linalg.norm(pu[:2] - pl[:2]) > hl or abs((pu[2] - pl[2]) - (hl + hu)) > 0.01:
+                return False
+        return not backend.fingers_touch(spec.order[-1])
+    name = spec.order[0]
+    pos, _ = backend.object_pose(name)
+    goal = next(g for g in scene.goals if g.name == spec.goal)
+    inside = all(abs(pos[i] - goal.center_m[i]) <= goal.half_size_m[i] for i in range(2))
+    on_table = abs(pos[2] - scene.object(name).half_size_m[2]) < 0.01
+    if not (inside and on_table):
+        return False
+    return spec.name == "push" or not backend.fingers_touch(name)
