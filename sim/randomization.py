@@ -49,6 +49,7 @@ class SceneRequest:
     top_down: bool = False
     goal_half_m: float = 0.05
     wrist_camera: bool = False
+    friction_range: tuple[float, float] = (0.8, 1.2)
 
 
 def _sample_positions(rng: np.random.Generator, n: int, sep_m: float) -> list[np.ndarray]:
@@ -81,7 +82,7 @@ def sample_scene(rng: np.random.Generator, req: SceneRequest, distribution: str 
         h = _half_size(rng, distribution)
         objects.append(BoxObject(
             name=color, half_size_m=(h, h, h), rgba=COLORS[color], color_name=color,
-            mass_kg=float(rng.uniform(0.05, 0.2)), friction=float(rng.uniform(0.8, 1.2)),
+            mass_kg=float(rng.uniform(0.05, 0.2)), friction=float(rng.uniform(*req.friction_range)),
             pos_m=(float(pts[i][0]), float(pts[i][1]), h),
             yaw_rad=float(rng.uniform(-np.pi / 4, np.pi / 4)), distractor=i >= req.n_cubes,
         ))

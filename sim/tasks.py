@@ -51,8 +51,9 @@ def scene_request(task: str, n_blocks: int, wrist_camera: bool) -> SceneRequest:
     if task == "pick_place":
         return SceneRequest(n_cubes=2, n_goals=1, wrist_camera=wrist_camera)
     if task == "push":
+        # Lower friction: pushed low on the side, cubes with friction ~1 tip over instead of sliding.
         return SceneRequest(n_cubes=2, n_goals=1, top_down=True, goal_half_m=0.06,
-                            wrist_camera=wrist_camera)
+                            wrist_camera=wrist_camera, friction_range=(0.4, 0.6))
     raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
 
 

@@ -47,7 +47,7 @@ class PhysicsBackend(Protocol):
         """Position (3,) m and quaternion (4,) wxyz of an object's centre."""
 
     def object_velocity(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """Linear (3,) m/s and angular (3,) rad/s velocity of an object."""
+        """Linear (3,) m/s in the world frame and angular (3,) rad/s in the object's own frame."""
 
     def fingers_touch(self, name: str) -> bool:
         """True if either finger is in contact with the object."""

@@ -1,0 +1,36 @@
+"""Scripted-expert success rates over 100 seeds per cell, both sims (issue 2 targets:
+stack-2 and pick_place >= 95%, stack-3 >= 90%). Writes benchmarks/results/expert_success.json.
+
+    python benchmarks/expert_success.py [--episodes 100] [--cells stack2,stack3,pick_place,push]
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from edge.commands.expert import run_eval
+
+CELLS = {"stack2": ("stack", 2), "stack3": ("stack", 3), "pick_place": ("pick_place", 2), "push": ("push", 2)}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--sims", default="mujoco,pybullet")
+    ap.add_argument("--out", default="benchmarks/results/expert_success.json")
+    a = ap.parse_args()
+    out = Path(a.out)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    for sim_name in a.sims.split(","):
+        for cell in a.cells.split(","):
+            task, n_blocks = CELLS[cell]
+            ns = argparse.Namespace(task=task, sim=sim_name, n_blocks=n_blocks, distribution="train",
+                                    episodes=a.episodes, seed=1000, image_size=96)
+            rep = run_eval(ns, progress=False)
+            rep["command"] = " ".join(sys.argv)
+            results[f"{cell}/{sim_name}"] = rep
+            out.write_text(json.dumps(results, indent=2))
+            print(f"{cell:>10} {sim_name:>8}: {rep['successes']}/{rep['episodes']} "
+                  f"CI95 [{rep['ci95'][0]:.2f}, {rep['ci95'][1]:.2f}]  {rep['episodes_per_min']:.0f} ep/min",
+                  flush=True)

@@ -1,0 +1,56 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from edge.config import ConfigError, cfg, check_fields, load_config
+
+
+@dataclass
+class Inner:
+    gain: float = cfg(1.0, "gain", range=(0.0, 10.0))
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+@dataclass
+class Outer:
+    rate_hz: float = cfg(20.0, "control rate", range=(1.0, 1000.0))
+    mode: str = cfg("replace", "seam", choices=("replace", "weighted"))
+    steps: int = cfg(10, "steps", range=(1, 100))
+    inner: Inner = field(default_factory=Inner)
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+def test_yaml_and_overrides(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("rate_hz: 50\ninner:\n  gain: 2\n")
+    c = load_config(Outer, p, ["steps=3", "inner.gain=4.5"])
+    assert (c.rate_hz, c.steps, c.inner.gain, c.mode) == (50.0, 3, 4.5, "replace")
+
+
+@pytest.mark.parametrize("override, words", [
+    (["rate_hz=5000"], ["rate_hz", "5000", "[1.0, 1000.0]"]),
+    (["mode=blend"], ["mode", "blend", "replace"]),
+    (["steps=2.5"], ["steps", "2.5", "integer"]),
+    (["ratee_hz=5"], ["unknown key", "ratee_hz", "rate_hz"]),
+    (["inner.gain=-1"], ["gain", "-1", "[0.0, 10.0]"]),
+    (["inner.gainz=1"], ["unknown key", "inner.gainz"]),
+    (["steps"], ["key=value"]),
+])
+def test_bad_values_name_key_value_and_range(override, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(Outer, None, override)
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_missing_and_invalid_yaml_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Outer, tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(Outer, bad)

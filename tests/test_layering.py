@@ -1,0 +1,50 @@
+"""DESIGN.md layering: parse every module's imports and fail on a forbidden edge."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("edge", "adapters", "world_models", "drivers", "sim", "firmware_bridge")
+# importer package -> project packages it must not import
+FORBIDDEN = {
+    "sim": {"edge", "adapters", "world_models", "drivers", "firmware_bridge"},
+    "firmware_bridge": {"edge", "adapters", "world_models", "drivers", "sim"},
+    "edge": {"adapters", "world_models", "drivers"},  # edge core; the CLI/app layer is exempt
+    "adapters": {"drivers", "world_models"},
+    "world_models": {"drivers", "adapters"},
+    "drivers": {"adapters", "world_models"},
+}
+COMPOSITION = ("edge/cli.py", "edge/commands/")  # the one place that wires concrete classes
+
+
+def imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & set(PACKAGES)
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    bad = []
+    for pkg, forbidden in FORBIDDEN.items():
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith(COMPOSITION):
+                continue
+            for target in imported_packages(path) & forbidden:
+                bad.append(f"{rel} imports {target}")
+    return bad
+
+
+def test_no_forbidden_imports():
+    assert violations() == []
+
+
+def test_checker_catches_a_forbidden_edge(tmp_path):
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "bad.py").write_text("from edge.config import cfg\n")
+    assert violations(tmp_path) == ["sim/bad.py imports edge"]
