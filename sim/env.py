@@ -198,9 +198,11 @@ class TabletopEnv(gym.Env):
         ok = success_now(self.spec_task, self.scene, self.backend)
         self._hold_steps = self._hold_steps + 1 if ok else 0
         success = self._hold_steps * self.control_dt_s >= self.cfg.hold_s - 1e-9
-        truncated = self.t_step >= self.max_steps and not success
+        diverged = bool(getattr(self.backend, "diverged", False))
+        truncated = (self.t_step >= self.max_steps or diverged) and not success
         info = self._info(success)
         info["clipped"] = clipped
+        info["sim_diverged"] = diverged  # physics blew up: episode ends, counted as a failure
         return self._observe(), float(success), bool(success), bool(truncated), info
 
     def render(self):

@@ -38,7 +38,7 @@ def expert_episode(env, seed: int, keep_frames: bool = True) -> dict[str, Any]:
         "proprio": np.asarray(proprios, np.float32), "action": np.asarray(actions, np.float32),
         "phase": np.asarray(phases, np.int8), "object_pos": np.asarray(objpos, np.float32),
         "instruction": obs["instruction"], "success": bool(info["success"]), "seed": int(seed),
-        "steps": len(actions), "regrasps": expert.regrasps,
+        "steps": len(actions), "regrasps": expert.regrasps, "sim_diverged": bool(info.get("sim_diverged")),
     }
     if keep_frames:
         out["front"] = np.asarray(fronts, np.uint8)

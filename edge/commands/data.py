@@ -59,7 +59,8 @@ def record(args: argparse.Namespace) -> int:
         ok += ep["success"]
         failed += not ep["success"]
         if ep["success"] or args.keep_failures:
-            demos.write_episode(root, seed, {k: v for k, v in ep.items() if k not in ("steps", "regrasps")})
+            demos.write_episode(root, seed, {k: v for k, v in ep.items()
+                                            if k not in ("steps", "regrasps", "sim_diverged")})
         bar.set_postfix(success=f"{ok}/{ok + failed}")
     env.close()
     print(f"recorded {ok} successful episodes ({failed} expert failures "

@@ -49,7 +49,8 @@ def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
     bar = tqdm(seeds, desc=f"expert {args.task}/{args.sim}", unit="ep", disable=not progress)
     for seed in bar:
         ep = expert_episode(env, seed, keep_frames=False)
-        rows.append({"seed": seed, "success": ep["success"], "steps": ep["steps"], "regrasps": ep["regrasps"]})
+        rows.append({"seed": seed, "success": ep["success"], "steps": ep["steps"], "regrasps": ep["regrasps"],
+                     "sim_diverged": ep["sim_diverged"]})
         bar.set_postfix(success=f"{sum(r['success'] for r in rows)}/{len(rows)}")
     wall = time.perf_counter() - t0
     env.close()
@@ -60,6 +61,7 @@ def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
         "episodes": n, "successes": k, "success_rate": k / n, "ci95": [lo, hi],
         "mean_steps": sum(r["steps"] for r in rows) / n, "episodes_per_min": 60 * n / wall,
         "failed_seeds": [r["seed"] for r in rows if not r["success"]], "wall_s": wall,
+        "diverged_seeds": [r["seed"] for r in rows if r["sim_diverged"]],
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
                     "processor": platform.processor() or platform.machine()},
         "command": " ".join(sys.argv),

@@ -272,6 +272,15 @@ class MuJoCoBackend:
     def step(self, n_substeps: int) -> None:
         self._mj.mj_step(self.model, self.data, nstep=int(n_substeps))
 
+    @property
+    def diverged(self) -> bool:
+        """True once MuJoCo flagged NaN/huge values this episode (it then silently resets the
+        state, so the env must end the episode and say so)."""
+        w = self.data.warning
+        bad = (self._mj.mjtWarning.mjWARN_BADQACC, self._mj.mjtWarning.mjWARN_BADQVEL,
+               self._mj.mjtWarning.mjWARN_BADQPOS)
+        return any(w[int(b)].number > 0 for b in bad)
+
     # ------------------------------------------------------------------ state
     def arm_state(self) -> tuple[np.ndarray, np.ndarray]:
         return self.data.qpos[self._arm_qadr].copy(), self.data.qvel[self._arm_dadr].copy()

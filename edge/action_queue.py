@@ -1,0 +1,250 @@
+"""Time-indexed action buffer between the inference worker and the control loop, plus the sampler-side
+half of real-time chunking (RTC).
+
+Time is discretised into *slots*: slot ``n`` is the control tick whose deadline is
+``t0_s + n * period_s``. A chunk observed at ``t_start_s`` puts action ``i`` into slot
+``slot_of(t_start_s) + i``; only its first ``execute`` actions are executable, the rest (the tail) is
+kept for blending and guidance but never executed.
+
+``merge(chunk, now_slot)`` (called when a chunk arrives at tick ``now_slot``):
+
+* latency compensation: actions for slots before ``now_slot`` already passed while the model was
+  computing; they are dropped and counted (``dropped_late``). With compensation off (synchronous
+  execution) the chunk is re-stamped to start at ``now_slot`` instead.
+* seam with what is left of the previous chunk, by ``QueueConfig.seam``:
+  ``replace`` — the new chunk supersedes the old one;
+  ``weighted`` — on the overlap of both executable windows, ``(1 - w) * old + w * new``;
+  ``rtc`` — slots before ``frozen_until_slot`` (the actions that were going to run while this
+  query computed) keep the old actions; the rest come from the new chunk, which the sampler was
+  guided toward the old one with :func:`guided_sample`.
+
+``pop(now_slot)`` returns the action for this tick or None when the queue is dry (counted as
+starvation). Entries for past slots are purged, never replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge.config import cfg, check_fields
+from edge.contracts import ActionChunk
+
+SEAMS = ("replace", "weighted", "rtc")
+
+
+@dataclass
+class QueueConfig:
+    """How chunks are aligned to time and stitched together."""
+
+    seam: str = cfg("rtc", "seam strategy between consecutive chunks", choices=SEAMS)
+    blend_new: float = cfg(0.5, "weighted: weight of the new chunk on the overlap", range=(0.0, 1.0))
+    latency_compensation: bool = cfg(True, "drop actions whose time passed during inference")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class QueuedAction:
+    action: np.ndarray  # (Da,)
+    slot: int
+    query_id: int
+    t_obs_s: float  # observation time of the query that produced it
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    query_id: int
+    start_slot: int  # slot of action 0
+    now_slot: int
+    dropped_late: int  # executable actions dropped because their time had passed
+    overlap: int  # slots where old and new executable actions met
+    frozen_kept: int  # rtc: old actions kept in the frozen region
+    executable: int  # executable actions in the queue after the merge
+    expired: bool  # every executable action of the chunk had already passed
+
+
+class ActionQueue:
+    """Slot-indexed buffer. Not thread-safe: only the control loop thread touches it."""
+
+    def __init__(self, config: QueueConfig, action_dim: int, period_s: float, t0_s: float) -> None:
+        self.config = config
+        self.action_dim = action_dim
+        self.period_s = period_s
+        self.t0_s = t0_s
+        self.starved_ticks = 0
+        self.dropped_late = 0
+        self.skipped = 0  # executable actions whose slot passed without being popped (overruns)
+        self.served = 0
+        self.clear()
+
+    def slot_of(self, t_s: float) -> int:
+        """Slot whose period contains ``t_s`` (the loop reads state just after each deadline)."""
+        return math.floor((t_s - self.t0_s) / self.period_s + 1e-6)
+
+    def clear(self) -> None:
+        """Drop everything (reset, e-stop): nothing planned before this call will run."""
+        self._base = 0
+        self._a = np.zeros((0, self.action_dim), dtype=np.float32)
+        self._exec = np.zeros(0, dtype=bool)
+        self._qid = np.zeros(0, dtype=np.int64)
+        self._tobs = np.zeros(0, dtype=np.float64)
+
+    # ------------------------------------------------------------------ reads
+    def depth(self, now_slot: int) -> int:
+        """Executable actions at or after ``now_slot``."""
+        k = max(0, now_slot - self._base)
+        return int(self._exec[k:].sum())
+
+    def prefix(self, from_slot: int, n: int) -> np.ndarray:
+        """Queued actions (executable or tail) for slots ``from_slot ..`` contiguous, at most ``n``:
+        (m, Da). Used as the RTC guidance target for a query observed at ``from_slot``."""
+        k = from_slot - self._base
+        if k < 0 or k >= len(self._a):
+            return np.zeros((0, self.action_dim), dtype=np.float32)
+        return self._a[k : k + n].copy()
+
+    # ------------------------------------------------------------------ writes
+    def merge(self, chunk: ActionChunk, now_slot: int, frozen_until_slot: int | None = None) -> MergeReport:
+        if abs(chunk.period_s - self.period_s) > 1e-9:
+            raise ValueError(f"chunk period {chunk.period_s} s != loop period {self.period_s} s")
+        new = np.asarray(chunk.actions, dtype=np.float32)
+        H = new.shape[0]
+        if new.ndim != 2 or new.shape[1] != self.action_dim:
+            raise ValueError(f"chunk actions have shape {new.shape}, expected (H, {self.action_dim})")
+        start = self.slot_of(chunk.t_start_s) if self.config.latency_compensation else now_slot
+        C = int(min(max(chunk.execute, 0), H))
+        first = max(0, now_slot - start)  # index of the first action still in the future
+        dropped = min(first, C)
+        self.dropped_late += dropped
+        report = {
+            "query_id": chunk.query_id,
+            "start_slot": start,
+            "now_slot": now_slot,
+            "dropped_late": dropped,
+        }
+        if first >= C:
+            return MergeReport(
+                **report, overlap=0, frozen_kept=0, executable=self.depth(now_slot), expired=True
+            )
+
+        self._purge(now_slot)  # old entries now start at now_slot (or later)
+        n_new = H - first
+        a = new[first:].copy()
+        ex = np.arange(first, H) < C
+        old_n = len(self._a) - max(0, now_slot - self._base)
+        off = max(0, self._base - now_slot)  # old entries begin this many slots after now
+        old_a = np.zeros_like(a)
+        old_ex = np.zeros(n_new, dtype=bool)
+        qid = np.full(n_new, chunk.query_id, dtype=np.int64)
+        tobs = np.full(n_new, chunk.t_start_s, dtype=np.float64)
+        old_q, old_t = qid.copy(), tobs.copy()
+        m = max(0, min(old_n, n_new - off))
+        if m:
+            old_a[off : off + m] = self._a[:m]
+            old_ex[off : off + m] = self._exec[:m]
+            old_q[off : off + m] = self._qid[:m]
+            old_t[off : off + m] = self._tobs[:m]
+        both = old_ex & ex
+        overlap, frozen_kept = int(both.sum()), 0
+        if self.config.seam == "weighted" and overlap:
+            w = self.config.blend_new
+            a[both] = (1.0 - w) * old_a[both] + w * a[both]
+        elif self.config.seam == "rtc" and frozen_until_slot is not None:
+            frozen = old_ex & (np.arange(n_new) + now_slot < frozen_until_slot)
+            a[frozen] = old_a[frozen]
+            qid[frozen], tobs[frozen] = old_q[frozen], old_t[frozen]
+            ex = ex | frozen
+            frozen_kept = int(frozen.sum())
+        self._base = now_slot
+        self._a = a
+        self._exec = ex
+        self._qid, self._tobs = qid, tobs
+        return MergeReport(
+            **report, overlap=overlap, frozen_kept=frozen_kept, executable=int(ex.sum()), expired=False
+        )
+
+    def pop(self, now_slot: int) -> QueuedAction | None:
+        """The action for ``now_slot`` or None (dry: counted in ``starved_ticks``)."""
+        self._purge(now_slot)
+        if self._base == now_slot and len(self._a) and self._exec[0]:
+            qa = QueuedAction(self._a[0].copy(), now_slot, int(self._qid[0]), float(self._tobs[0]))
+            self._drop_front(1)
+            self.served += 1
+            return qa
+        self.starved_ticks += 1
+        return None
+
+    def _purge(self, now_slot: int) -> None:
+        k = now_slot - self._base
+        if k > 0:
+            self.skipped += int(self._exec[:k].sum())
+            self._drop_front(k)
+
+    def _drop_front(self, k: int) -> None:
+        self._a, self._exec = self._a[k:], self._exec[k:]
+        self._qid, self._tobs = self._qid[k:], self._tobs[k:]
+        self._base += k
+
+
+# ---------------------------------------------------------------------- sampler side of RTC
+
+
+def rtc_weights(horizon: int, frozen: int, overlap: int) -> np.ndarray:
+    """Guidance weights (H,): 1 on the ``frozen`` actions that run during inference, an exponential
+    ramp down to 0 over the rest of the ``overlap`` with the previous chunk, 0 after it."""
+    w = np.zeros(horizon, dtype=np.float64)
+    overlap = min(overlap, horizon)
+    frozen = min(frozen, overlap)
+    w[:frozen] = 1.0
+    span = overlap - frozen
+    if span > 0:
+        i = np.arange(span)
+        c = (span - i) / (span + 1.0)  # (0, 1): 1 near the frozen part, -> 0 at the end
+        w[frozen:overlap] = c * np.expm1(c) / np.expm1(1.0)
+    return w
+
+
+def guided_sample(
+    denoise_step: Callable[[Any, np.ndarray, float, float], np.ndarray],
+    features: Any,
+    noise: np.ndarray,
+    num_steps: int,
+    target: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+    trace: list[np.ndarray] | None = None,
+) -> np.ndarray:
+    """Euler integration of a flow-matching policy from noise (tau=0) to actions (tau=1), with
+    training-free prefix inpainting toward ``target``.
+
+    ``noise`` (H, Da); ``target`` (m, Da) with m <= H: the previous chunk's actions for the same
+    slots; ``weights`` (H,) from :func:`rtc_weights`. After every step the first m rows are pulled
+    toward where the target would be on the straight noise->target path at the new ``tau``:
+    ``x[i] <- (1 - w_i) x[i] + w_i (tau * target[i] + (1 - tau) * noise[i])``, so the frozen actions
+    come out exactly equal to the target and the ramp joins the two chunks smoothly. No gradients
+    are needed (cheap on an edge GPU). If ``trace`` is a list, the clean-action estimate after each
+    step is appended to it (for post-sampling schedulers).
+    """
+    x = np.array(noise, dtype=np.float32)
+    m = 0 if target is None else min(len(target), x.shape[0])
+    if m and weights is None:
+        raise ValueError("guided_sample: weights are required with a target")
+    dtau = 1.0 / num_steps
+    for k in range(num_steps):
+        tau = k * dtau
+        x_next = np.asarray(denoise_step(features, x, tau, dtau), dtype=np.float32)
+        if trace is not None:
+            # clean estimate from the step's velocity: x1 = x + (1 - tau) * v, v = (x_next - x) / dtau
+            trace.append(x + (1.0 - tau) * (x_next - x) / dtau)
+        x = x_next
+        if m:
+            tau_n = (k + 1) * dtau
+            w = weights[:m, None].astype(np.float32)
+            on_path = tau_n * target[:m] + (1.0 - tau_n) * noise[:m]
+            x[:m] = (1.0 - w) * x[:m] + w * on_path
+    return x

@@ -1,0 +1,144 @@
+"""Clocks and inference-latency models.
+
+* :class:`RealClock` — ``time.monotonic``; ``sleep_until`` takes an absolute deadline (sleeping to
+  a deadline instead of for a duration means a late tick does not push every later tick back).
+  An optional short spin before the deadline trades CPU for wake-up precision.
+* :class:`VirtualClock` — time only moves when the loop sleeps to its next deadline, i.e. exactly
+  one control period per tick, however long the host takes. Inference latency is then *charged*
+  in virtual time, either from a wall-clock measurement or from a :class:`LatencyModel`, so "what
+  happens at 80 ms of inference latency" is a reproducible experiment.
+
+Latency models (seeded, deterministic): ``constant`` (``latency_s``), ``gaussian``
+(``mean_s``, ``std_s``, truncated at ``min_s``) and ``per_step`` (``a_ms + b_ms * K`` plus optional
+Gaussian jitter), the last matching the published "fixed prefix + cost per denoising step" shape.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from edge.config import ConfigError, cfg, check_fields
+
+
+class RealClock:
+    """Monotonic wall clock. ``spin_s``: busy-wait this long before each deadline (0 = pure sleep)."""
+
+    def __init__(self, spin_s: float = 0.0) -> None:
+        if not 0.0 <= spin_s <= 0.01:
+            raise ConfigError(f"spin_s={spin_s!r} is out of range; allowed [0, 0.01]")
+        self.spin_s = spin_s
+        self.is_virtual = False
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep_until(self, t_s: float) -> None:
+        remaining = t_s - time.monotonic() - self.spin_s
+        if remaining > 0:
+            time.sleep(remaining)
+        while self.spin_s and time.monotonic() < t_s:
+            pass
+
+
+class VirtualClock:
+    """Deterministic clock: ``now()`` only changes through ``sleep_until`` / ``advance``."""
+
+    def __init__(self, start_s: float = 0.0) -> None:
+        self._t = float(start_s)
+        self.is_virtual = True
+
+    def now(self) -> float:
+        return self._t
+
+    def sleep_until(self, t_s: float) -> None:
+        if t_s > self._t:
+            self._t = float(t_s)
+
+    def advance(self, dt_s: float) -> None:
+        if dt_s < 0:
+            raise ValueError(f"cannot advance a clock backwards (dt_s={dt_s})")
+        self._t += dt_s
+
+
+class LatencyModel(Protocol):
+    """Inference latency (seconds) charged for one query with ``num_steps`` denoising steps."""
+
+    def sample(self, num_steps: int) -> float: ...
+
+
+@dataclass
+class LatencyConfig:
+    """How inference latency is charged on the virtual clock."""
+
+    kind: str = cfg(
+        "measured",
+        "measured (wall time of the real compute) or a model",
+        choices=("measured", "constant", "gaussian", "per_step"),
+    )
+    latency_s: float = cfg(0.05, "constant: latency per query", range=(0.0, 10.0))
+    mean_s: float = cfg(0.05, "gaussian: mean latency", range=(0.0, 10.0))
+    std_s: float = cfg(0.01, "gaussian: standard deviation", range=(0.0, 10.0))
+    min_s: float = cfg(0.0, "gaussian/per_step: lower bound after jitter", range=(0.0, 10.0))
+    a_ms: float = cfg(20.0, "per_step: fixed cost per query (encoder, prefix)", range=(0.0, 1e4))
+    b_ms: float = cfg(5.0, "per_step: cost per denoising step", range=(0.0, 1e4))
+    jitter_std_ms: float = cfg(0.0, "per_step: Gaussian jitter", range=(0.0, 1e4))
+    seed: int = cfg(0, "seed of the jitter generator", range=(0, None))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+class ConstantLatency:
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = float(latency_s)
+
+    def sample(self, num_steps: int) -> float:
+        return self.latency_s
+
+
+class GaussianLatency:
+    def __init__(self, mean_s: float, std_s: float, min_s: float = 0.0, seed: int = 0) -> None:
+        self.mean_s, self.std_s, self.min_s = mean_s, std_s, min_s
+        self._rng = np.random.default_rng(seed)
+
+    def sample(self, num_steps: int) -> float:
+        return max(self.min_s, float(self._rng.normal(self.mean_s, self.std_s)))
+
+
+class PerStepLatency:
+    """``a_ms + b_ms * K`` (+ jitter): fixed prefix cost plus a linear cost per denoising step."""
+
+    def __init__(
+        self, a_ms: float, b_ms: float, jitter_std_ms: float = 0.0, min_s: float = 0.0, seed: int = 0
+    ) -> None:
+        self.a_ms, self.b_ms, self.jitter_std_ms, self.min_s = a_ms, b_ms, jitter_std_ms, min_s
+        self._rng = np.random.default_rng(seed)
+
+    def sample(self, num_steps: int) -> float:
+        ms = self.a_ms + self.b_ms * num_steps
+        if self.jitter_std_ms > 0:
+            ms += float(self._rng.normal(0.0, self.jitter_std_ms))
+        return max(self.min_s, ms / 1000.0)
+
+
+def make_latency_model(config: LatencyConfig) -> LatencyModel | None:
+    """The configured model, or None for ``measured`` (charge the real compute time)."""
+    if config.kind == "measured":
+        return None
+    if config.kind == "constant":
+        return ConstantLatency(config.latency_s)
+    if config.kind == "gaussian":
+        return GaussianLatency(config.mean_s, config.std_s, config.min_s, config.seed)
+    return PerStepLatency(config.a_ms, config.b_ms, config.jitter_std_ms, config.min_s, config.seed)
+
+
+def steps_for(duration_s: float, period_s: float) -> int:
+    """Whole control periods needed to cover ``duration_s`` (a small tolerance absorbs float error)."""
+    if not math.isfinite(duration_s) or duration_s <= 0:
+        return 0
+    return math.ceil(duration_s / period_s - 1e-9)

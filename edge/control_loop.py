@@ -1,0 +1,436 @@
+"""The fixed-rate control loop: read state -> take the action due now -> safety -> driver.
+
+Timing: tick ``n`` has the absolute deadline ``t0_s + n * period_s`` on the injected clock. A tick
+that finishes after the next deadline is an *overrun*: the missed deadlines are counted and skipped
+(their actions are purged from the queue), never caught up in a burst. Lateness (wake time minus
+deadline) and tick overhead (wall time of the tick's own work) are measured every tick.
+
+Inference never blocks the loop (``execution="async"``): a query starts when none is in flight and
+either the plan's ``next_query_in_steps`` has elapsed since the last query's observation, or the
+executable actions left in the queue would run out before a new chunk could arrive
+(``depth <= delay_steps + prefetch_margin_steps``, with ``delay_steps`` from the windowed p95 of
+measured latencies, warm-up queries excluded). ``execution="sync"`` is the blocking baseline: query
+only when the queue is empty and execute the chunk from its first action (no latency compensation).
+
+The observation handed to the worker is stamped with the tick time (``Observation.t_s``), so the
+chunk's actions land in the slots they were planned for. For the ``rtc`` seam the loop passes the
+queued actions from the observation slot on as the guidance target and freezes the ones that run
+while the query computes.
+
+Errors: the loop never swallows an exception. If anything raises inside a tick (including
+KeyboardInterrupt and a failed inference query), the driver is told to hold (e-stop if that fails),
+the error is logged to the run record, and the exception propagates.
+
+Not thread-safe, except :meth:`request_estop`, which any thread may call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge.action_queue import ActionQueue, QueueConfig
+from edge.clock import steps_for
+from edge.config import ConfigError, cfg, check_fields
+from edge.contracts import (
+    Clock,
+    DriverState,
+    ObservationSource,
+    QueryContext,
+    RobotDriver,
+)
+from edge.errors import EdgeError
+from edge.inference_worker import InferenceWorker, QueryRequest, QueryResult
+from edge.safety import SafetyMode, SafetySupervisor, check_compatibility
+from edge.telemetry import RunRecorder
+
+log = logging.getLogger("edge.loop")
+
+
+@dataclass
+class LoopConfig:
+    """Control loop settings."""
+
+    rate_hz: float = cfg(20.0, "control rate; must equal the robot's and the policy's", range=(1.0, 2000.0))
+    execution: str = cfg(
+        "async", "async (inference overlaps execution) | sync (blocking baseline)", choices=("async", "sync")
+    )
+    prefetch_margin_steps: int = cfg(
+        1, "start the next query this many ticks before the queue would run dry", range=(0, 1000)
+    )
+    latency_window: int = cfg(20, "recent queries used for the latency estimate", range=(1, 10000))
+    warmup_queries: int = cfg(1, "first queries excluded from the latency estimate", range=(0, 1000))
+    gil_switch_interval_s: float = cfg(
+        0.0005,
+        "real clock only: Python thread switch interval so the loop thread wakes on time (0 = leave as is)",
+        range=(0.0, 0.1),
+    )
+    record_ticks: bool = cfg(True, "write one telemetry line per tick")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    ticks: int
+    reason: str  # "max_ticks" | "stop_when" | "fault" | "estop"
+    mode: SafetyMode
+
+
+class ControlLoop:
+    def __init__(
+        self,
+        config: LoopConfig,
+        clock: Clock,
+        driver: RobotDriver,
+        observer: ObservationSource,
+        worker: InferenceWorker,
+        safety: SafetySupervisor,
+        queue_config: QueueConfig | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> None:
+        policy, spec = worker.policy, safety.spec
+        check_compatibility(spec, policy.control_rate_hz, policy.action_layout, policy.action_dim)
+        if abs(config.rate_hz - spec.control_rate_hz) > 1e-9:
+            raise ConfigError(
+                f"loop rate_hz={config.rate_hz} differs from robot {spec.name!r} "
+                f"control_rate_hz={spec.control_rate_hz}; they must match"
+            )
+        if getattr(driver, "action_layout", spec.action_layout) != spec.action_layout:
+            raise ConfigError(
+                f"driver action_layout={driver.action_layout!r} differs from robot "
+                f"{spec.name!r} action_layout={spec.action_layout!r}"
+            )
+        self.config, self.clock, self.driver, self.observer = config, clock, driver, observer
+        self.worker, self.safety, self.recorder = worker, safety, recorder
+        self.queue_config = queue_config or QueueConfig()
+        if config.execution == "sync":
+            self.queue_config = dataclasses.replace(self.queue_config, latency_compensation=False)
+        self.period_s = 1.0 / config.rate_hz
+        self.horizon = policy.chunk_len
+        self.queue: ActionQueue | None = None
+        self.n = 0  # slot of the next tick
+        self.episode = 0
+        self.overruns = 0
+        self.lateness_s: deque[float] = deque(maxlen=200_000)
+        self.overhead_s: deque[float] = deque(maxlen=200_000)
+        self._latencies: deque[float] = deque(maxlen=config.latency_window)
+        self._latency_cache: tuple[float, float] | None = None
+        self._n_results = 0
+        self._estop_reason: str | None = None
+        self._estop_lock = threading.Lock()
+        self._old_switch: float | None = None
+        self._started = False
+        self._reset_episode_state()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Connect and activate the driver, fix t0, arm the safety supervisor."""
+        if self.driver.state is DriverState.DISCONNECTED:
+            self.driver.connect()
+        if self.driver.state is not DriverState.ACTIVE:
+            self.driver.activate()
+        if not getattr(self.clock, "is_virtual", False) and self.config.gil_switch_interval_s > 0:
+            self._old_switch = sys.getswitchinterval()
+            sys.setswitchinterval(self.config.gil_switch_interval_s)
+        self.t0_s = self.clock.now()
+        self.queue = ActionQueue(self.queue_config, self.worker.policy.action_dim, self.period_s, self.t0_s)
+        self.n = 0
+        self.safety.start(self.driver.read_state(), self.t0_s)
+        self._started = True
+        self._event(
+            "start",
+            t0_s=self.t0_s,
+            period_s=self.period_s,
+            execution=self.config.execution,
+            seam=self.queue_config.seam,
+        )
+
+    def new_episode(self) -> None:
+        """Forget plans from the previous episode (call after the sim/robot was reset)."""
+        if self.safety.mode is not SafetyMode.RUNNING:
+            raise EdgeError(
+                f"safety is {self.safety.mode.value} ({self.safety.fault_reason}); call reset() first"
+            )
+        self.episode += 1
+        self._discard_plans()
+        self._reset_episode_state()
+        self.worker.scheduler.reset()
+        self.safety.start(self.driver.read_state(), self.clock.now())
+        self._event("episode_start")
+
+    def end_episode(self, **extra: Any) -> dict[str, Any]:
+        """Write the episode record (loop statistics + ``extra``, e.g. success) and flush."""
+        rec = {"ep": self.episode, **self._ep, "safety_mode": self.safety.mode.value, **extra}
+        if self.recorder is not None:
+            self.recorder.end_episode(rec)
+        return rec
+
+    def request_estop(self, reason: str = "operator") -> None:
+        """Thread-safe: latch a software e-stop at the start of the next tick."""
+        with self._estop_lock:
+            self._estop_reason = reason
+
+    def reset(self) -> None:
+        """Explicitly clear a latched e-stop/fault. The interrupted chunk is discarded; motion
+        resumes only from a query observed after this call."""
+        now = self.clock.now()
+        self._discard_plans()
+        self.safety.reset(self.driver.read_state(), now)
+        if self.driver.state is not DriverState.ACTIVE:
+            self.driver.activate()
+        self.safety.start(self.driver.read_state(), now)
+        self._event("reset")
+
+    def close(self, close_driver: bool = True) -> None:
+        """Stop the worker; hold and close the driver (unless ``close_driver`` is False, e.g. when
+        the same driver is reused); flush the recorder (closing it is the caller's job)."""
+        self.worker.close()
+        if close_driver and self.driver.state is DriverState.ACTIVE:
+            self.driver.hold()
+        if close_driver and self.driver.state is not DriverState.DISCONNECTED:
+            self.driver.close()
+        if self._old_switch is not None:
+            sys.setswitchinterval(self._old_switch)
+            self._old_switch = None
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.flush()
+
+    # ------------------------------------------------------------------ running
+    def run(self, max_ticks: int, stop_when: Callable[[dict[str, Any]], bool] | None = None) -> LoopResult:
+        """Tick until ``max_ticks``, ``stop_when(tick_record)``, a latched fault, or an e-stop."""
+        if not self._started:
+            self.start()
+        ticks = 0
+        try:
+            while ticks < max_ticks:
+                rec = self.step()
+                ticks += 1
+                mode = self.safety.mode
+                if mode in (SafetyMode.FAULT, SafetyMode.ESTOP):
+                    return LoopResult(ticks, mode.value, mode)
+                if stop_when is not None and stop_when(rec):
+                    return LoopResult(ticks, "stop_when", mode)
+        except BaseException as err:  # includes KeyboardInterrupt; re-raised after a safe stop
+            self._safe_stop(err)
+            raise
+        return LoopResult(ticks, "max_ticks", self.safety.mode)
+
+    def step(self) -> dict[str, Any]:
+        """One tick. Returns the tick record (also written to the recorder)."""
+        deadline = self.t0_s + self.n * self.period_s
+        self.clock.sleep_until(deadline)
+        now = self.clock.now()
+        p0 = time.perf_counter()
+        n = self.n
+        self._handle_estop_request(now)
+        state = self.driver.read_state()
+        running = self.safety.mode is SafetyMode.RUNNING
+        if running:
+            self._collect(now)
+            self._maybe_query(state, now)
+            self._collect(now)  # an inline query with no charged latency is due right away
+        qa = self.queue.pop(n) if running else None
+        decision = self.safety.filter(
+            None if qa is None else qa.action, state, now, None if qa is None else qa.t_obs_s
+        )
+        sent = None
+        if decision.command is not None:
+            sent = self.driver.send_command(decision.command)
+        self._note_faults(decision, now)
+        overhead = time.perf_counter() - p0
+        self.n += 1
+        skipped = 0
+        if not getattr(self.clock, "is_virtual", False):
+            late_by = self.clock.now() - (self.t0_s + self.n * self.period_s)
+            if late_by > 0:  # missed the next deadline: skip, don't burst
+                skipped = int(late_by // self.period_s) + 1
+                self.n += skipped
+                self.overruns += skipped
+        self.lateness_s.append(now - deadline)
+        self.overhead_s.append(overhead)
+        self._ep["ticks"] += 1
+        self._ep["overruns"] += skipped
+        self._ep["starved"] += int(qa is None and running)
+        self._ep["executed"] += int(decision.kind == "act")
+        rec = {
+            "ep": self.episode,
+            "n": n,
+            "t": now,
+            "late": now - deadline,
+            "ovh": overhead,
+            "ovr": skipped,
+            "q": state.q_rad,
+            "g": state.gripper,
+            "ee": state.ee_pos_m,
+            "raw": None if qa is None else qa.action,
+            "qid": None if qa is None else qa.query_id,
+            "cmd": decision.command,
+            "sent": sent,
+            "kind": decision.kind,
+            "mode": decision.mode.value,
+            "iv": [(iv.kind, iv.detail) for iv in decision.interventions] or None,
+            "depth": self.queue.depth(n + 1),
+            "starved": qa is None and running,
+        }
+        if self.recorder is not None and self.config.record_ticks:
+            self.recorder.tick(rec)
+        return rec
+
+    # ------------------------------------------------------------------ queries
+    def _maybe_query(self, state: Any, now: float) -> None:
+        if self.worker.busy:
+            return
+        n = self.n
+        depth = self.queue.depth(n)
+        delay = self._delay_steps()
+        if self.config.execution == "sync":
+            due = depth == 0
+        else:
+            due = (
+                self._next_query_slot is None
+                or n >= self._next_query_slot
+                or depth <= delay + self.config.prefetch_margin_steps
+            )
+        if not due:
+            return
+        obs = dataclasses.replace(self.observer.observe(state), t_s=now)
+        p50, p95 = self._latency_stats()
+        ctx = QueryContext(
+            t_s=now,
+            period_s=self.period_s,
+            chunk_len=self.horizon,
+            queue_depth=depth,
+            latency_p50_s=p50,
+            latency_p95_s=p95,
+            delay_steps=delay,
+            query_index=self._query_index,
+            last_plan=self._last_plan,
+        )
+        prefix, frozen, frozen_until = None, 0, None
+        if self.queue_config.seam == "rtc" and self.config.execution == "async":
+            prefix = self.queue.prefix(n, self.horizon)
+            frozen = min(delay, len(prefix))
+            frozen_until = n + frozen
+        self._query_id += 1
+        self._query_index += 1
+        req = QueryRequest(obs, self._query_id, self.worker.epoch, ctx, now, prefix, frozen, frozen_until)
+        self._depth_at_query[self._query_id] = depth
+        self.worker.submit(req)
+
+    def _collect(self, now: float) -> None:
+        res = self.worker.poll(now)
+        if res is None:
+            return
+        rep = self.queue.merge(res.chunk, self.n, res.request.frozen_until_slot)
+        self._n_results += 1
+        if self._n_results > self.config.warmup_queries or not self._latencies:
+            self._latencies.append(res.latency_s)
+            self._latency_cache = None
+        self._last_plan = res.plan
+        self._next_query_slot = self.queue.slot_of(res.request.obs.t_s) + res.plan.next_query_in_steps
+        self._ep["queries"] += 1
+        self._ep["nfe"] += res.nfe
+        if self.recorder is not None:
+            self.recorder.query(self._query_record(res, rep, now))
+
+    def _query_record(self, res: QueryResult, rep: Any, now: float) -> dict[str, Any]:
+        req, plan = res.request, res.plan
+        return {
+            "ep": self.episode,
+            "qid": req.query_id,
+            "epoch": req.epoch,
+            "t_obs": req.obs.t_s,
+            "t_submit": req.t_submit_s,
+            "t_ready": res.t_ready_s,
+            "t_merged": now,
+            "latency_s": res.latency_s,
+            "compute_s": res.compute_s,
+            "K": plan.num_steps,
+            "C": plan.execute,
+            "next": plan.next_query_in_steps,
+            "nfe": res.nfe,
+            "signals": dict(plan.signals),
+            "backend": res.backend,
+            "scheduler": getattr(self.worker.scheduler, "name", "?"),
+            "guided": res.guided,
+            "delay_steps_est": req.context.delay_steps,
+            "depth_at_query": self._depth_at_query.pop(req.query_id, None),
+            "start_slot": rep.start_slot,
+            "merge_slot": rep.now_slot,
+            "dropped_late": rep.dropped_late,
+            "overlap": rep.overlap,
+            "frozen_kept": rep.frozen_kept,
+            "expired": rep.expired,
+            "seam": self.queue_config.seam,
+        }
+
+    def _latency_stats(self) -> tuple[float, float]:
+        if self._latency_cache is None:  # recomputed only when a new latency arrives
+            if not self._latencies:
+                return float("nan"), float("nan")
+            p50, p95 = np.percentile(np.fromiter(self._latencies, dtype=float), (50, 95))
+            self._latency_cache = (float(p50), float(p95))
+        return self._latency_cache
+
+    def _delay_steps(self) -> int:
+        return steps_for(self._latency_stats()[1], self.period_s)
+
+    # ------------------------------------------------------------------ safety plumbing
+    def _handle_estop_request(self, now: float) -> None:
+        with self._estop_lock:
+            reason, self._estop_reason = self._estop_reason, None
+        if reason is None or self.safety.mode is SafetyMode.ESTOP:
+            return
+        self.safety.estop(reason)
+        self.driver.estop()
+        self._discard_plans()
+        self._event("estop", detail=reason)
+
+    def _note_faults(self, decision: Any, now: float) -> None:
+        for iv in decision.interventions:
+            if iv.kind in ("protective_stop", "watchdog_stop"):
+                self._event("fault", detail=f"{iv.kind}: {iv.detail}")
+                self._discard_plans()
+
+    def _discard_plans(self) -> None:
+        self.worker.cancel()
+        if self.queue is not None:
+            self.queue.clear()
+        self._next_query_slot = None
+        self._last_plan = None
+        self._query_index = 0
+
+    def _safe_stop(self, err: BaseException) -> None:
+        log.error("control loop stopping on %s: %s", type(err).__name__, err)
+        try:
+            self.driver.hold()
+        except Exception as hold_err:  # noqa: BLE001 - whatever broke the hold, fall back to e-stop
+            log.error("driver.hold() failed (%s); calling estop()", hold_err)
+            self.driver.estop()
+        finally:
+            self._event("loop_error", detail=f"{type(err).__name__}: {err}")
+            if self.recorder is not None and not self.recorder.closed:
+                self.recorder.flush()
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.event(kind, self.clock.now(), ep=self.episode, **fields)
+
+    def _reset_episode_state(self) -> None:
+        self._query_id = getattr(self, "_query_id", 0)
+        self._query_index = 0
+        self._next_query_slot: int | None = None
+        self._last_plan = None
+        self._depth_at_query: dict[int, int] = {}
+        self._ep = {"ticks": 0, "overruns": 0, "starved": 0, "executed": 0, "queries": 0, "nfe": 0}

@@ -1,0 +1,298 @@
+"""Inference worker: owns the policy and runs one query at a time off the control loop's critical path.
+
+A query (``QueryRequest``) carries an observation snapshot taken by the loop. The worker asks the
+scheduler for a ``QueryPlan``, runs ``encode`` once and K denoising steps — itself, through
+``denoise_step`` with optional real-time-chunking guidance and a trace, when the policy exposes
+that step, else through the policy's ``sample`` — and returns a ``QueryResult`` whose chunk is
+stamped with the observation time and whose ``t_ready_s`` says when it became available.
+
+Modes (``WorkerConfig.mode``):
+
+* ``thread`` — a background thread; ``t_ready_s`` is the clock time the compute finished (plus an
+  optional emulated device latency from a latency model). The loop polls without waiting.
+* ``inline`` — the compute runs inside ``submit`` on the caller's thread and the latency is
+  *charged* rather than waited for: ``t_ready_s = t_submit_s + latency`` with the latency from the
+  latency model or, for ``measured``, the wall time of the compute. On the virtual clock this makes
+  runs deterministic; on a real clock it is the synchronous (blocking) baseline.
+* ``auto`` — ``inline`` on a virtual clock, ``thread`` on a real one.
+
+Failures are never swallowed: an exception in the policy or scheduler is re-raised from ``poll`` as
+:class:`InferenceError` (the loop then stops the arm and surfaces it).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge.action_queue import guided_sample, rtc_weights
+from edge.clock import LatencyConfig, LatencyModel, make_latency_model
+from edge.config import cfg, check_fields
+from edge.contracts import (
+    ActionChunk,
+    ChunkPolicy,
+    Clock,
+    DenoiseTrace,
+    Observation,
+    QueryContext,
+    QueryPlan,
+    Scheduler,
+)
+from edge.errors import EdgeError
+
+
+class InferenceError(EdgeError):
+    """A query failed (policy or scheduler raised, or returned something malformed)."""
+
+
+@dataclass
+class WorkerConfig:
+    """How queries are executed and how their latency is accounted."""
+
+    mode: str = cfg(
+        "auto", "thread | inline | auto (inline on a virtual clock)", choices=("auto", "thread", "inline")
+    )
+    seed: int = cfg(0, "seed for the initial noise (per query: seed, epoch, query id)", range=(0, None))
+    rtc_guidance: bool = cfg(True, "rtc seam: guide sampling toward the previous chunk's actions")
+    latency: LatencyConfig = cfg(default_factory=LatencyConfig, help="charged/emulated inference latency")
+    torch_threads: int = cfg(
+        0,
+        "thread mode: torch intra-op threads in the worker thread "
+        "(0 = same as the thread that built the worker)",
+        range=(0, 1024),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    obs: Observation
+    query_id: int
+    epoch: int
+    context: QueryContext
+    t_submit_s: float
+    prefix: np.ndarray | None = None  # (m, Da) previous chunk's actions for slots obs.. (RTC target)
+    frozen_steps: int = 0  # leading prefix actions that will run during this query
+    frozen_until_slot: int | None = None  # queue-side freeze for the rtc seam
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    chunk: ActionChunk
+    plan: QueryPlan
+    request: QueryRequest
+    t_ready_s: float
+    latency_s: float  # t_ready_s - obs.t_s
+    compute_s: float  # wall time spent in encode + steps
+    nfe: int  # denoiser evaluations
+    guided: bool  # RTC guidance was applied
+    backend: str
+
+
+class InferenceWorker:
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        scheduler: Scheduler,
+        clock: Clock,
+        config: WorkerConfig | None = None,
+        latency_model: LatencyModel | None = None,
+    ) -> None:
+        self.policy, self.scheduler, self.clock = policy, scheduler, clock
+        self.config = config or WorkerConfig()
+        self.latency_model = (
+            latency_model if latency_model is not None else make_latency_model(self.config.latency)
+        )
+        mode = self.config.mode
+        if mode == "auto":
+            mode = "inline" if getattr(clock, "is_virtual", False) else "thread"
+        self.mode = mode
+        self.period_s = 1.0 / policy.control_rate_hz
+        self.backend = str(getattr(policy, "backend_name", getattr(policy, "backend", "unknown")))
+        self.epoch = 0
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._request: QueryRequest | None = None  # submitted, not yet computed
+        self._result: QueryResult | None = None
+        self._error: BaseException | None = None
+        self._inflight = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._torch_threads = self.config.torch_threads or _current_torch_threads()
+        if self.mode == "thread":
+            self._thread = threading.Thread(target=self._run, name="edge-inference", daemon=True)
+            self._thread.start()
+
+    # ------------------------------------------------------------------ loop-facing API
+    @property
+    def busy(self) -> bool:
+        """A query is in flight or its result has not been collected yet."""
+        return self._inflight
+
+    def submit(self, request: QueryRequest) -> None:
+        if self._inflight:
+            raise InferenceError("submit() while a query is in flight; poll() it first")
+        self._inflight = True
+        if self.mode == "inline":
+            t0 = time.perf_counter()
+            try:
+                out = self.compute(request)
+            except Exception as err:  # noqa: BLE001 - re-raised from poll(), like the threaded path
+                self._error = err
+                return
+            compute_s = time.perf_counter() - t0
+            latency = self.latency_model.sample(out[0].num_steps) if self.latency_model else compute_s
+            self._result = self._make_result(request, out, request.t_submit_s + latency, compute_s)
+            return
+        with self._lock:
+            self._request = request
+            self._wake.notify()
+
+    def poll(self, now_s: float) -> QueryResult | None:
+        """The finished query if it is ready at ``now_s``; raises InferenceError if it failed."""
+        if not self._inflight:
+            return None
+        with self._lock:
+            err, res = self._error, self._result
+            if err is not None:
+                self._error, self._inflight = None, False
+                raise InferenceError(f"inference query failed: {type(err).__name__}: {err}") from err
+            if res is None or res.t_ready_s > now_s + 1e-9:
+                return None
+            self._result, self._inflight = None, False
+        if res.request.epoch != self.epoch:
+            return None  # planned before a reset/e-stop: discard
+        return res
+
+    def cancel(self) -> None:
+        """Discard whatever is in flight (reset, e-stop, new episode). Bumps the epoch."""
+        with self._lock:
+            self.epoch += 1
+            if self._request is not None:  # not started yet
+                self._request, self._inflight = None, False
+            elif self._result is not None or self._error is not None:
+                self._result, self._error, self._inflight = None, None, False
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    # ------------------------------------------------------------------ compute
+    def compute(self, req: QueryRequest) -> tuple[QueryPlan, ActionChunk, int, bool]:
+        """encode once -> plan -> K steps (guided if requested) -> optional refine -> chunk."""
+        policy = self.policy
+        H, Da = policy.chunk_len, policy.action_dim
+        features = policy.encode(req.obs)
+        plan = self.scheduler.plan(features, req.context)
+        _check_plan(plan, H, Da, self.scheduler)
+        noise = plan.noise
+        if noise is None:
+            rng = np.random.default_rng((self.config.seed, req.epoch, req.query_id))
+            noise = rng.standard_normal((H, Da)).astype(np.float32)
+        refine = getattr(self.scheduler, "refine", None)
+        guided = False
+        if hasattr(policy, "denoise_step"):
+            # denoise_step may work on a normalised latent; to_latent/to_actions map to and from it
+            to_latent = getattr(policy, "to_latent", None)
+            to_actions = getattr(policy, "to_actions", None)
+            target = (
+                req.prefix
+                if (self.config.rtc_guidance and req.prefix is not None and len(req.prefix))
+                else None
+            )
+            weights = rtc_weights(H, req.frozen_steps, len(target)) if target is not None else None
+            if target is not None and to_latent is not None:
+                target = np.asarray(to_latent(target), np.float32)
+            trace: list[np.ndarray] | None = [] if refine is not None else None
+            actions = guided_sample(
+                policy.denoise_step, features, noise, plan.num_steps, target, weights, trace
+            )
+            if to_actions is not None:
+                actions = to_actions(actions)
+            guided = target is not None
+            if refine is not None and trace:
+                plan = refine(plan, DenoiseTrace(np.stack(trace)))
+                _check_plan(plan, H, Da, self.scheduler)
+        else:
+            actions = policy.sample(features, noise, plan.num_steps)
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.shape != (H, Da):
+            raise InferenceError(f"policy returned actions of shape {actions.shape}, expected ({H}, {Da})")
+        chunk = ActionChunk(actions, self.period_s, req.obs.t_s, plan.execute, req.query_id, req.epoch)
+        return plan, chunk, plan.num_steps, guided
+
+    def _make_result(
+        self,
+        req: QueryRequest,
+        out: tuple[QueryPlan, ActionChunk, int, bool],
+        t_ready_s: float,
+        compute_s: float,
+    ) -> QueryResult:
+        plan, chunk, nfe, guided = out
+        return QueryResult(
+            chunk, plan, req, t_ready_s, t_ready_s - req.obs.t_s, compute_s, nfe, guided, self.backend
+        )
+
+    def _run(self) -> None:
+        # OpenMP thread settings are per thread: a fresh thread would use every core and, on a
+        # small CPU, fight the control loop (measured 5 ms -> 48 ms per MLP call on 2 cores).
+        if self._torch_threads and "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(self._torch_threads)
+        while True:
+            with self._lock:
+                while self._request is None and not self._stop:
+                    self._wake.wait()
+                if self._stop:
+                    return
+                req = self._request
+                self._request = None
+            t0 = time.perf_counter()
+            try:
+                out = self.compute(req)
+            except Exception as err:  # noqa: BLE001 - handed to the loop thread, which re-raises it
+                with self._lock:
+                    if req.epoch == self.epoch:
+                        self._error = err
+                    else:
+                        self._inflight = False
+                continue
+            compute_s = time.perf_counter() - t0
+            if self.latency_model is not None:  # emulate a slower device on a real clock
+                self.clock.sleep_until(req.t_submit_s + self.latency_model.sample(out[0].num_steps))
+            result = self._make_result(req, out, self.clock.now(), compute_s)
+            with self._lock:
+                if req.epoch == self.epoch:
+                    self._result = result
+                else:
+                    self._inflight = False
+
+
+def _current_torch_threads() -> int:
+    torch = sys.modules.get("torch")  # never import torch here: the policy decides the framework
+    return int(torch.get_num_threads()) if torch is not None else 0
+
+
+def _check_plan(plan: QueryPlan, H: int, Da: int, scheduler: Any) -> None:
+    name = getattr(scheduler, "name", type(scheduler).__name__)
+    if not isinstance(plan.num_steps, (int, np.integer)) or plan.num_steps < 1:
+        raise InferenceError(f"scheduler {name!r} planned num_steps={plan.num_steps!r}; need an int >= 1")
+    if not 1 <= plan.execute <= H:
+        raise InferenceError(f"scheduler {name!r} planned execute={plan.execute}; need 1..{H}")
+    if plan.next_query_in_steps < 1:
+        raise InferenceError(
+            f"scheduler {name!r} planned next_query_in_steps={plan.next_query_in_steps}; need >= 1"
+        )
+    if plan.noise is not None and np.shape(plan.noise) != (H, Da):
+        raise InferenceError(
+            f"scheduler {name!r} planned noise of shape {np.shape(plan.noise)}, expected ({H}, {Da})"
+        )

@@ -1,0 +1,136 @@
+import numpy as np
+import pytest
+
+from edge.action_queue import ActionQueue, QueueConfig, guided_sample, rtc_weights
+from edge.config import ConfigError
+from edge.contracts import ActionChunk
+
+DT = 0.05
+
+
+def chunk(t_start, values, execute=None, qid=1):
+    a = np.asarray(values, np.float32).reshape(-1, 1)
+    return ActionChunk(a, DT, t_start, len(a) if execute is None else execute, qid)
+
+
+def q(seam="replace", **kw):
+    return ActionQueue(QueueConfig(seam=seam, **kw), action_dim=1, period_s=DT, t0_s=0.0)
+
+
+def drain(queue, start, n):
+    out = []
+    for s in range(start, start + n):
+        a = queue.pop(s)
+        out.append(None if a is None else float(a.action[0]))
+    return out
+
+
+def test_slots_and_latency_compensation():
+    queue = q()
+    assert queue.slot_of(0.0) == 0 and queue.slot_of(3 * DT) == 3 and queue.slot_of(3 * DT + 0.049) == 3
+    rep = queue.merge(chunk(0.0, range(10), execute=6), now_slot=2)  # arrived 2 ticks late
+    assert rep.dropped_late == 2 and rep.executable == 4 and not rep.expired
+    assert queue.depth(2) == 4
+    assert drain(queue, 2, 6) == [2, 3, 4, 5, None, None]  # tail (6..9) never executes
+    assert queue.starved_ticks == 2 and queue.dropped_late == 2 and queue.served == 4
+
+
+def test_expired_chunk_does_not_touch_the_queue():
+    queue = q()
+    queue.merge(chunk(0.0, [1, 1, 1, 1]), now_slot=0)
+    rep = queue.merge(chunk(0.0, [9, 9], qid=2), now_slot=3)
+    assert rep.expired and rep.dropped_late == 2
+    assert drain(queue, 3, 2) == [1, None]
+
+
+def test_never_replays_past_actions():
+    queue = q()
+    queue.merge(chunk(0.0, range(8)), now_slot=0)
+    assert drain(queue, 0, 2) == [0, 1]
+    assert queue.pop(5).action[0] == 5  # slots 2..4 skipped (overrun): purged, not replayed
+    assert queue.skipped == 3
+    assert drain(queue, 6, 3) == [6, 7, None]
+
+
+def test_sync_restamps_the_chunk():
+    queue = q(latency_compensation=False)
+    rep = queue.merge(chunk(0.0, range(4)), now_slot=3)
+    assert rep.dropped_late == 0 and rep.start_slot == 3
+    assert drain(queue, 3, 5) == [0, 1, 2, 3, None]
+
+
+def test_replace_and_weighted_seams():
+    for seam, expect in (("replace", [10, 10, 10]), ("weighted", [5.5, 5.5, 10])):
+        queue = q(seam, blend_new=0.5)
+        queue.merge(chunk(0.0, [1] * 6, execute=5), now_slot=0)
+        drain(queue, 0, 3)
+        queue.merge(chunk(3 * DT, [10] * 6, qid=2), now_slot=3)  # overlap: slots 3, 4
+        assert drain(queue, 3, 3) == expect, seam
+
+
+def test_rtc_freezes_the_actions_that_run_during_inference():
+    queue = q("rtc")
+    queue.merge(chunk(0.0, [1, 2, 3, 4, 5, 6, 7, 8], execute=8), now_slot=0)
+    drain(queue, 0, 2)
+    # a query observed at slot 2 expected 2 ticks of latency -> frozen until slot 4; it arrived early
+    rep = queue.merge(chunk(2 * DT, [30, 40, 50, 60, 70, 80], qid=2), now_slot=3, frozen_until_slot=4)
+    assert rep.frozen_kept == 1 and rep.dropped_late == 1
+    out = [queue.pop(s) for s in range(3, 7)]
+    assert [float(a.action[0]) for a in out] == [4, 50, 60, 70]
+    assert [a.query_id for a in out] == [1, 2, 2, 2]
+
+
+def test_prefix_and_clear():
+    queue = q()
+    queue.merge(chunk(0.0, range(6), execute=3), now_slot=0)
+    np.testing.assert_array_equal(queue.prefix(1, 10)[:, 0], [1, 2, 3, 4, 5])  # tail included
+    assert len(queue.prefix(9, 3)) == 0
+    queue.clear()
+    assert queue.depth(0) == 0 and queue.pop(0) is None
+
+
+def test_merge_checks_period_and_shape():
+    queue = q()
+    with pytest.raises(ValueError, match="period"):
+        queue.merge(ActionChunk(np.zeros((3, 1), np.float32), 0.1, 0.0, 3), 0)
+    with pytest.raises(ValueError, match="shape"):
+        queue.merge(ActionChunk(np.zeros((3, 2), np.float32), DT, 0.0, 3), 0)
+    with pytest.raises(ConfigError, match="seam"):
+        QueueConfig(seam="splice")
+
+
+def test_rtc_weights():
+    w = rtc_weights(10, frozen=2, overlap=6)
+    assert w.shape == (10,)
+    np.testing.assert_array_equal(w[:2], 1.0)
+    assert np.all(np.diff(w[2:6]) < 0) and np.all(w[2:6] > 0) and np.all(w[2:6] < 1)
+    np.testing.assert_array_equal(w[6:], 0.0)
+    assert rtc_weights(4, frozen=9, overlap=9).tolist() == [1, 1, 1, 1]
+
+
+def _toward(target):
+    def step(features, x, tau, dtau):
+        return x + dtau * (target - x) / (1.0 - tau)
+
+    return step
+
+
+def test_guided_sample_pins_the_frozen_prefix():
+    rng = np.random.default_rng(0)
+    H, Da = 8, 3
+    policy_target = np.ones((H, Da), np.float32)
+    prev = np.zeros((5, Da), np.float32)
+    noise = rng.standard_normal((H, Da)).astype(np.float32)
+    free = guided_sample(_toward(policy_target), None, noise, 5)
+    np.testing.assert_allclose(free, policy_target, atol=1e-5)
+    trace = []
+    out = guided_sample(
+        _toward(policy_target), None, noise, 5, target=prev, weights=rtc_weights(H, 2, 5), trace=trace
+    )
+    np.testing.assert_allclose(out[:2], 0.0, atol=1e-5)  # frozen = previous chunk exactly
+    assert np.all(out[2:5, 0] > 0) and np.all(out[2:5, 0] < 1)  # ramp between the chunks
+    assert np.all(np.diff(out[:5, 0]) >= -1e-6)
+    np.testing.assert_allclose(out[5:], 1.0, atol=1e-5)  # beyond the overlap: the policy's own
+    assert len(trace) == 5 and trace[0].shape == (H, Da)
+    with pytest.raises(ValueError, match="weights"):
+        guided_sample(_toward(policy_target), None, noise, 2, target=prev)

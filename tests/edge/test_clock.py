@@ -1,0 +1,72 @@
+import time
+
+import pytest
+
+from edge.clock import (
+    ConstantLatency,
+    GaussianLatency,
+    LatencyConfig,
+    PerStepLatency,
+    RealClock,
+    VirtualClock,
+    make_latency_model,
+    steps_for,
+)
+from edge.config import ConfigError
+from edge.contracts import Clock
+
+
+def test_virtual_clock_moves_only_when_told():
+    c = VirtualClock(1.0)
+    assert isinstance(c, Clock)
+    assert c.now() == 1.0
+    c.sleep_until(0.5)  # deadlines in the past do not move time backwards
+    assert c.now() == 1.0
+    c.sleep_until(1.25)
+    c.advance(0.25)
+    assert c.now() == 1.5
+    with pytest.raises(ValueError):
+        c.advance(-0.1)
+
+
+def test_real_clock_sleeps_to_absolute_deadline():
+    c = RealClock()
+    t0 = c.now()
+    c.sleep_until(t0 + 0.01)
+    assert c.now() >= t0 + 0.01
+    c.sleep_until(t0)  # past deadline: returns at once
+    assert c.now() - t0 < 0.5
+    with pytest.raises(ConfigError):
+        RealClock(spin_s=1.0)
+
+
+def test_latency_models_are_seeded_and_shaped():
+    assert ConstantLatency(0.08).sample(10) == 0.08
+    per = PerStepLatency(a_ms=20, b_ms=5)
+    assert per.sample(1) == pytest.approx(0.025) and per.sample(10) == pytest.approx(0.070)
+    a = [GaussianLatency(0.05, 0.01, seed=3).sample(4) for _ in range(2)]
+    assert a[0] == a[1]
+    g = GaussianLatency(0.0, 1.0, min_s=0.0, seed=1)
+    assert all(g.sample(1) >= 0.0 for _ in range(100))
+    j1 = PerStepLatency(20, 5, jitter_std_ms=2, seed=7)
+    j2 = PerStepLatency(20, 5, jitter_std_ms=2, seed=7)
+    assert [j1.sample(4) for _ in range(5)] == [j2.sample(4) for _ in range(5)]
+
+
+def test_latency_config_factory_and_validation():
+    assert make_latency_model(LatencyConfig()) is None  # measured
+    m = make_latency_model(LatencyConfig(kind="per_step", a_ms=10, b_ms=2))
+    assert m.sample(5) == pytest.approx(0.020)
+    with pytest.raises(ConfigError, match="kind"):
+        LatencyConfig(kind="warp")
+    with pytest.raises(ConfigError, match="latency_s"):
+        LatencyConfig(latency_s=-1)
+
+
+def test_steps_for():
+    assert steps_for(0.0, 0.05) == 0
+    assert steps_for(float("nan"), 0.05) == 0
+    assert steps_for(0.05, 0.05) == 1  # exactly one period, despite float error
+    assert steps_for(0.3 * 0.05 * 10 / 3, 0.05) == 1
+    assert steps_for(0.051, 0.05) == 2
+    assert time.monotonic() > 0

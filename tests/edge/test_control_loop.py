@@ -1,0 +1,295 @@
+"""Loop behaviour on the virtual clock: rate, overruns, hand-off, stale drop, seams, watchdog, e-stop."""
+
+import numpy as np
+import pytest
+
+from edge.action_queue import QueueConfig
+from edge.clock import ConstantLatency, VirtualClock
+from edge.config import ConfigError
+from edge.contracts import DriverState
+from edge.control_loop import ControlLoop, LoopConfig
+from edge.inference_worker import InferenceError, InferenceWorker, WorkerConfig
+from edge.safety import SafetyConfig, SafetyConfigError, SafetyMode, SafetySupervisor
+from edge.schedulers import fixed
+from tests.fakes import (
+    FakeDriver,
+    FakeObserver,
+    JumpPolicy,
+    SteppingClock,
+    build_loop,
+    joint_spec,
+    ramp_for,
+)
+
+SPEC = joint_spec()
+DT = SPEC.period_s
+
+
+def run(loop, n, **kw):
+    loop.start()
+    return loop.run(n, **kw)
+
+
+def executed(loop, driver):
+    """(tick time, raw action) pairs that the loop took from the queue."""
+    return [(r["t"], r["raw"]) for r in loop._records if r["raw"] is not None]
+
+
+@pytest.fixture(autouse=True)
+def keep_records(monkeypatch):
+    """Collect tick records without a recorder."""
+    orig = ControlLoop.step
+
+    def step(self):
+        rec = orig(self)
+        self.__dict__.setdefault("_records", []).append(rec)
+        return rec
+
+    monkeypatch.setattr(ControlLoop, "step", step)
+
+
+def test_rate_on_virtual_clock():
+    loop, driver, _policy, clock = build_loop(latency_s=0.0)
+    res = run(loop, 40)
+    assert res.ticks == 40 and res.reason == "max_ticks"
+    times = [r["t"] for r in loop._records]
+    np.testing.assert_allclose(np.diff(times), DT, atol=1e-12)
+    assert clock.now() == pytest.approx(39 * DT)
+    assert loop.overruns == 0 and max(loop.lateness_s) == 0.0
+    assert len(driver.sent) == 40 and driver.state is DriverState.ACTIVE
+
+
+@pytest.mark.parametrize("seam", ["replace", "weighted", "rtc"])
+@pytest.mark.parametrize("latency_s", [0.0, 0.03, 0.08, 0.12])
+def test_handoff_executes_each_action_at_its_planned_time(seam, latency_s):
+    loop, driver, policy, _ = build_loop(seam=seam, latency_s=latency_s, K=3, C=8)
+    run(loop, 80)
+    ex = executed(loop, driver)
+    assert len(ex) >= 80 - 4  # only the first query's latency is waited for
+    for t, raw in ex:  # the ramp is consistent across chunks: time alignment must be exact
+        np.testing.assert_allclose(raw, policy.target(t)[0], atol=1e-5)
+    d = int(np.ceil(latency_s / DT - 1e-9))
+    assert loop.queue.dropped_late == d * loop._n_results
+    assert loop.queue.starved_ticks == d  # only while waiting for the first chunk
+
+
+def test_stale_actions_are_dropped_not_replayed():
+    loop, _driver, _policy, _ = build_loop(latency_s=0.12, K=2, C=10)  # 3 ticks late
+    run(loop, 60)
+    qids = [r["qid"] for r in loop._records if r["qid"] is not None]
+    assert qids == sorted(qids)  # never go back to an older chunk
+    assert loop.queue.dropped_late == 3 * loop._n_results  # exactly the 3 overtaken per chunk
+    assert all(r["starved"] is False for r in loop._records[3:])
+
+
+def test_starvation_holds_and_counts_when_latency_exceeds_the_chunk():
+    loop, _driver, _policy, _ = build_loop(latency_s=0.3, K=2, C=4)  # 6 ticks latency, C=4: expires
+    run(loop, 40)
+    assert loop.queue.starved_ticks == 40
+    assert all(r["kind"] == "hold" or r["mode"] != "running" for r in loop._records)
+    assert loop.safety.counts["wait_first_plan"] == 40  # never armed: no fault, but counted
+
+
+def test_seam_strategies_differ_on_disagreeing_chunks():
+    jumps, energy = {}, {}
+    for seam in ("replace", "weighted", "rtc"):
+        base = np.append(SPEC.q_home(), 0.5)
+        policy = JumpPolicy(base, np.zeros(8), chunk_len=10, rate_hz=20.0, jump=0.04)
+        loop, driver, _, _ = build_loop(
+            policy=policy, seam=seam, latency_s=0.08, K=4, C=8, safety=SafetyConfig(accel_scale=1.0)
+        )
+        run(loop, 60)
+        raw = np.array([r for _, r in executed(loop, driver)])[:, 0]
+        jumps[seam] = np.abs(np.diff(raw)).max()
+        energy[seam] = float(np.sum(np.diff(raw) ** 2))  # jerkiness across all seams
+    assert jumps["replace"] == pytest.approx(0.04, abs=1e-5)
+    assert jumps["weighted"] == pytest.approx(0.02, abs=1e-5)  # half-way blend on the overlap
+    assert energy["rtc"] < energy["weighted"] < energy["replace"]
+
+
+def test_sync_mode_waits_and_starts_from_the_first_action():
+    loop, _driver, policy, _ = build_loop(latency_s=0.1, K=2, C=5, execution="sync")
+    run(loop, 21)
+    kinds = "".join("a" if r["kind"] == "act" else "h" for r in loop._records)
+    assert kinds == "hhaaaaa" * 3  # robot waits 2 ticks per query, then runs the whole C
+    assert loop.queue.dropped_late == 0
+    first = next(r for r in loop._records if r["raw"] is not None)
+    np.testing.assert_allclose(first["raw"], policy.target(0.0)[0], atol=1e-5)  # chunk from t=0
+
+
+def test_overrun_skips_deadlines_without_burst():
+    clock = SteppingClock()
+    spec = SPEC
+    policy = ramp_for(spec)
+    worker = InferenceWorker(
+        policy, fixed(2, 10), clock, WorkerConfig(mode="inline"), latency_model=ConstantLatency(0.0)
+    )
+
+    class SlowDriver(FakeDriver):
+        reads = 0
+
+        def read_state(self):
+            self.reads += 1
+            if self.reads == 5:  # start() reads once, then ticks 0, 1, 2, 3
+                clock.spend(0.12)  # tick 3 takes 2.4 periods
+            return super().read_state()
+
+    driver = SlowDriver(clock, spec)
+    loop = ControlLoop(
+        LoopConfig(),
+        clock,
+        driver,
+        FakeObserver(),
+        worker,
+        SafetySupervisor(spec),
+        QueueConfig(seam="replace"),
+    )
+    loop.start()
+    loop.run(8)
+    slots = [r["n"] for r in loop._records]
+    assert slots == [0, 1, 2, 3, 6, 7, 8, 9]
+    assert loop.overruns == 2 and loop._records[3]["ovr"] == 2
+    assert [r["late"] for r in loop._records[4:]] == [0.0] * 4  # back on the grid, no catch-up burst
+    for r in loop._records:
+        if r["raw"] is not None:
+            np.testing.assert_allclose(r["raw"], policy.target(r["n"] * DT)[0], atol=1e-5)
+    assert loop.queue.skipped == 2  # the actions for slots 4 and 5 were purged, not replayed
+
+
+def test_watchdog_stops_when_inference_stalls():
+    loop, _driver, _policy, _ = build_loop(
+        latency_s=0.0, K=2, C=6, safety=SafetyConfig(stale_s=0.2, stop_s=0.5)
+    )
+    loop.start()
+    loop.run(10)
+    loop.worker.latency_model = ConstantLatency(100.0)  # the model "hangs"
+    res = loop.run(100)
+    assert res.reason == "fault" and res.mode is SafetyMode.FAULT
+    c = loop.safety.counts
+    assert c["watchdog_stale"] == 1 and c["watchdog_stop"] == 1
+    with pytest.raises(Exception, match="reset"):
+        loop.new_episode()
+
+
+def test_nan_chunks_lead_to_protective_stop():
+    spec = SPEC
+    loop, driver, _policy, _ = build_loop(
+        policy=ramp_for(spec, nan_at=2), latency_s=0.0, K=2, C=3, safety=SafetyConfig(max_invalid_in_row=3)
+    )
+    res = run(loop, 50)
+    assert res.reason == "fault"
+    assert loop.safety.counts["invalid_action"] == 3 and loop.safety.counts["protective_stop"] == 1
+    assert all(np.all(np.isfinite(s)) for s in driver.sent)
+
+
+def test_inference_error_stops_safely_and_reraises():
+    loop, driver, _policy, _ = build_loop(policy=ramp_for(SPEC, fail_at=3), latency_s=0.0, K=2, C=3)
+    with pytest.raises(InferenceError, match="fake policy failure"):
+        run(loop, 50)
+    assert driver.holds == 1
+
+
+def test_keyboard_interrupt_is_not_swallowed():
+    loop, driver, _, _ = build_loop()
+
+    def stop(rec):
+        if rec["n"] == 5:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        run(loop, 50, stop_when=stop)
+    assert driver.holds == 1
+
+
+def test_estop_latches_and_reset_waits_for_a_fresh_plan():
+    loop, driver, policy, clock = build_loop(latency_s=0.1, K=2, C=20)
+    run(loop, 10)
+    loop.request_estop("test button")
+    n_sent = len(driver.sent)
+    res = loop.run(5)
+    assert res.reason == "estop" and driver.estops == 1 and driver.state is DriverState.ESTOPPED
+    res = loop.run(5)  # still latched: nothing is commanded
+    assert res.reason == "estop" and len(driver.sent) == n_sent
+    assert loop.safety.counts["estop"] == 1
+    t_reset = clock.now()
+    loop.reset()
+    assert driver.state is DriverState.ACTIVE
+    res = loop.run(10)
+    after = [r for r in loop._records if r["t"] > t_reset]
+    assert [r["kind"] for r in after[:2]] == ["hold", "hold"]  # waits for a fresh plan (100 ms)
+    acted = [r for r in after if r["raw"] is not None]
+    assert acted and all(policy.queries[r["qid"] - 1] >= t_reset for r in acted)
+
+
+def test_refuses_to_start_on_mismatch():
+    clock = VirtualClock()
+    with pytest.raises(SafetyConfigError, match="control rate"):
+        w = InferenceWorker(_ramp_at(50.0), fixed(2, 2), clock)
+        ControlLoop(LoopConfig(), clock, FakeDriver(clock, SPEC), FakeObserver(), w, SafetySupervisor(SPEC))
+    ee_policy = _ramp_at(20.0)
+    ee_policy.action_layout = "ee_delta"
+    with pytest.raises(SafetyConfigError, match="action layout"):
+        ControlLoop(
+            LoopConfig(),
+            clock,
+            FakeDriver(clock, SPEC),
+            FakeObserver(),
+            InferenceWorker(ee_policy, fixed(2, 2), clock),
+            SafetySupervisor(SPEC),
+        )
+    with pytest.raises(ConfigError, match="rate_hz"):
+        ControlLoop(
+            LoopConfig(rate_hz=50.0),
+            clock,
+            FakeDriver(clock, SPEC),
+            FakeObserver(),
+            InferenceWorker(_ramp_at(20.0), fixed(2, 2), clock),
+            SafetySupervisor(SPEC),
+        )
+
+
+def _ramp_at(rate_hz):
+    p = ramp_for(SPEC)
+    p.control_rate_hz = rate_hz
+    return p
+
+
+def test_new_episode_discards_the_previous_plan():
+    loop, _driver, policy, clock = build_loop(latency_s=0.05, K=2, C=20)
+    run(loop, 5)
+    loop.new_episode()
+    t_new = clock.now()
+    loop.run(5)
+    eps = [r for r in loop._records if r["ep"] == 1]
+    assert eps[0]["kind"] == "hold"  # nothing from episode 0 carried over
+    assert all(policy.queries[r["qid"] - 1] >= t_new for r in eps if r["qid"] is not None)
+
+
+def test_ee_layout_with_the_adaptive_scheduler(tmp_path):
+    from edge.robot_spec import load_robot_spec
+    from edge.schedulers import DenoisingVarianceScheduler
+    from edge.telemetry import RunRecorder
+
+    spec = load_robot_spec("panda")  # ee_delta, 20 Hz
+    policy = ramp_for(spec)
+    policy.base = np.array([0.002, 0.0, 0.0, 0.0, 1.0])
+    policy.slope = np.zeros(5)
+    policy.action_dim, policy.action_layout = 5, "ee_delta"
+    rec = RunRecorder(tmp_path / "run")
+    loop, driver, _, _ = build_loop(
+        policy=policy,
+        spec=spec,
+        scheduler=DenoisingVarianceScheduler(num_steps=4, max_execute=8),
+        latency_s=0.05,
+        seam="rtc",
+        recorder=rec,
+    )
+    res = run(loop, 60)
+    loop.close()
+    summary = rec.close()
+    assert res.reason == "max_ticks" and driver.state is DriverState.DISCONNECTED
+    assert summary["executed_actions"] >= 55 and summary["queries"] >= 7
+    moved = driver.ee - spec.fk(spec.q_home())[0]
+    assert moved[0] == pytest.approx(0.002 * summary["executed_actions"], rel=0.05)  # 2 mm per action
+    assert driver.gripper == 1.0

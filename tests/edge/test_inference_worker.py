@@ -1,0 +1,178 @@
+import time
+
+import numpy as np
+import pytest
+
+from edge.clock import ConstantLatency, PerStepLatency, RealClock, VirtualClock
+from edge.contracts import Observation, QueryContext, QueryPlan
+from edge.inference_worker import (
+    InferenceError,
+    InferenceWorker,
+    QueryRequest,
+    WorkerConfig,
+)
+from edge.schedulers import fixed
+from tests.fakes import BlackBoxRampPolicy, joint_spec, ramp_for
+
+SPEC = joint_spec()
+
+
+def request(t_obs, qid=1, epoch=0, prefix=None, frozen=0):
+    obs = Observation({}, np.zeros(8, np.float32), "", t_obs)
+    ctx = QueryContext(t_obs, 0.05, 10, 0, float("nan"), float("nan"), frozen, qid - 1)
+    return QueryRequest(obs, qid, epoch, ctx, t_obs, prefix, frozen, None)
+
+
+def test_inline_charges_latency_in_virtual_time():
+    clock = VirtualClock()
+    policy = ramp_for(SPEC)
+    w = InferenceWorker(
+        policy, fixed(10, 6), clock, WorkerConfig(mode="auto"), latency_model=PerStepLatency(a_ms=20, b_ms=6)
+    )  # 80 ms at K=10
+    assert w.mode == "inline"
+    w.submit(request(1.0))
+    assert w.busy
+    assert w.poll(1.05) is None  # not ready before t_obs + latency
+    res = w.poll(1.08)
+    assert res is not None and not w.busy
+    assert res.t_ready_s == pytest.approx(1.08) and res.latency_s == pytest.approx(0.08)
+    assert res.nfe == 10 and res.chunk.execute == 6 and res.chunk.t_start_s == 1.0
+    np.testing.assert_allclose(res.chunk.actions, policy.target(1.0), atol=1e-5)
+    assert policy.steps == 10 and policy.queries == [1.0]  # encode once, K steps
+    assert res.backend == "fake"
+
+
+def test_noise_is_deterministic_per_query():
+    outs = []
+    for _ in range(2):
+        seen = []
+
+        class Spy(BlackBoxRampPolicy):
+            def sample(self, features, noise, num_steps, seen=seen):
+                seen.append(noise.copy())
+                return super().sample(features, noise, num_steps)
+
+        w = InferenceWorker(Spy(np.zeros(8), np.zeros(8)), fixed(2, 2), VirtualClock(), WorkerConfig(seed=5))
+        for qid in (1, 2):
+            w.submit(request(0.0, qid=qid))
+            w.poll(1.0)
+        outs.append(seen)
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    assert not np.array_equal(outs[0][0], outs[0][1])
+
+
+def test_black_box_policy_uses_sample_and_is_never_guided():
+    policy = BlackBoxRampPolicy(np.zeros(8), np.zeros(8))
+    w = InferenceWorker(policy, fixed(3, 3), VirtualClock(), latency_model=ConstantLatency(0.0))
+    w.submit(request(0.0, prefix=np.ones((5, 8), np.float32), frozen=2))
+    res = w.poll(0.0)
+    assert not res.guided and policy.steps == 3
+
+
+def test_rtc_guidance_applied_with_a_prefix():
+    policy = ramp_for(SPEC)
+    w = InferenceWorker(policy, fixed(5, 5), VirtualClock(), latency_model=ConstantLatency(0.0))
+    prefix = policy.target(0.0)[:4] + 0.01
+    w.submit(request(0.0, prefix=prefix, frozen=2))
+    res = w.poll(0.0)
+    assert res.guided
+    np.testing.assert_allclose(res.chunk.actions[:2], prefix[:2], atol=1e-5)
+
+
+def test_errors_surface_from_poll():
+    w = InferenceWorker(ramp_for(SPEC, fail_at=1), fixed(2, 2), VirtualClock())
+    w.submit(request(0.0))
+    with pytest.raises(InferenceError, match="fake policy failure") as info:
+        w.poll(0.0)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert not w.busy
+
+    class BadScheduler:
+        name = "bad"
+
+        def plan(self, features, history):
+            return QueryPlan(None, 0, 3, 3)
+
+        def reset(self):
+            pass
+
+    w2 = InferenceWorker(ramp_for(SPEC), BadScheduler(), VirtualClock())
+    w2.submit(request(0.0))
+    with pytest.raises(InferenceError, match="num_steps=0"):
+        w2.poll(0.0)
+    with pytest.raises(InferenceError, match="in flight"):
+        w3 = InferenceWorker(ramp_for(SPEC), fixed(1, 1), VirtualClock(), latency_model=ConstantLatency(1.0))
+        w3.submit(request(0.0))
+        w3.submit(request(0.0, qid=2))
+
+
+def test_cancel_discards_in_flight_results():
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), VirtualClock(), latency_model=ConstantLatency(0.1))
+    w.submit(request(0.0))
+    w.cancel()
+    assert not w.busy and w.poll(1.0) is None and w.epoch == 1
+
+
+def test_thread_mode_never_blocks_the_caller():
+    class Slow(BlackBoxRampPolicy):
+        def sample(self, features, noise, num_steps):
+            time.sleep(0.05)
+            return super().sample(features, noise, num_steps)
+
+    clock = RealClock()
+    w = InferenceWorker(Slow(np.zeros(8), np.zeros(8)), fixed(2, 2), clock, WorkerConfig(mode="auto"))
+    try:
+        assert w.mode == "thread"
+        t0 = clock.now()
+        w.submit(request(t0))
+        assert w.poll(clock.now()) is None
+        assert clock.now() - t0 < 0.04  # submit + poll returned while the query computes
+        res = None
+        while res is None and clock.now() - t0 < 5.0:
+            time.sleep(0.005)
+            res = w.poll(clock.now())
+        assert res is not None and res.latency_s >= 0.05 and res.compute_s >= 0.05
+        w.submit(request(clock.now(), qid=2))
+        w.cancel()  # the thread finishes the computation, the result is dropped
+        time.sleep(0.1)
+        assert w.poll(clock.now()) is None and not w.busy
+    finally:
+        w.close()
+
+
+def test_thread_mode_error_is_reraised():
+    clock = RealClock()
+    w = InferenceWorker(ramp_for(SPEC, fail_at=1), fixed(2, 2), clock, WorkerConfig(mode="thread"))
+    try:
+        w.submit(request(clock.now()))
+        deadline = time.monotonic() + 5
+        with pytest.raises(InferenceError):
+            while time.monotonic() < deadline:
+                w.poll(clock.now())
+                time.sleep(0.005)
+    finally:
+        w.close()
+
+
+def test_latent_policies_are_mapped_in_and_out():
+    class Latent(type(ramp_for(SPEC))):
+        """Works in a latent scaled by 10: the worker must convert the target and the result."""
+
+        def denoise_step(self, features, x, tau, dtau):
+            self.steps += 1
+            return x + dtau * (self.target(features["t"]) * 10.0 - x) / max(1.0 - tau, 1e-9)
+
+        def to_actions(self, x):
+            return x / 10.0
+
+        def to_latent(self, a):
+            return a * 10.0
+
+    base = ramp_for(SPEC)
+    policy = Latent(base.base, base.slope)
+    w = InferenceWorker(policy, fixed(4, 4), VirtualClock(), latency_model=ConstantLatency(0.0))
+    prefix = policy.target(0.0)[:3] + 0.01
+    w.submit(request(0.0, prefix=prefix, frozen=2))
+    res = w.poll(0.0)
+    np.testing.assert_allclose(res.chunk.actions[:2], prefix[:2], atol=1e-5)
+    np.testing.assert_allclose(res.chunk.actions[5:], policy.target(0.0)[5:], atol=1e-5)
