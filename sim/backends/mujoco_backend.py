@@ -113,7 +113,9 @@ class MuJoCoBackend:
         mujoco = self._mj
         spec = _robot_spec()
         spec.option.timestep = self.physics_dt_s
-        spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+        # Semi-implicit Euler: implicitfast diverged (NaN, cubes ejected) in ~5% of stacking
+        # episodes with these URDF inertias; Euler had none in the same seeds.
+        spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
         spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
         spec.option.impratio = 10.0
         spec.visual.quality.shadowsize = 0
