@@ -1,0 +1,69 @@
+"""``python -m firmware_bridge.emulator --pty``: run an emulated MCU on a pty and print its path.
+
+Open the printed path from the host like a real board (``FirmwareClient.open(path)``). With
+``--schedule faults.json`` the fault proxy sits between that pty and the MCU. SIGUSR1 reboots the
+MCU (new session). Ctrl-C or SIGTERM stops and prints the MCU counters as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import threading
+
+from firmware_bridge.emulator.config import McuConfig
+from firmware_bridge.fault_proxy import FaultSchedule
+from firmware_bridge.rig import PtyRig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m firmware_bridge.emulator")
+    parser.add_argument(
+        "--pty", action="store_true", required=True, help="serve on a new pty"
+    )
+    parser.add_argument("--joints", type=int, default=6)
+    parser.add_argument("--watchdog-ms", type=int, default=50)
+    parser.add_argument(
+        "--state-hz", type=float, default=200.0, help="periodic STATE rate"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="session-id generator seed")
+    parser.add_argument(
+        "--schedule", help="fault schedule JSON (see fault_proxy.FaultSchedule)"
+    )
+    parser.add_argument("--path-file", help="also write the pty path to this file")
+    args = parser.parse_args(argv)
+    config = McuConfig(
+        n_joints=args.joints,
+        watchdog_ms=args.watchdog_ms,
+        state_period_s=1.0 / args.state_hz,
+        seed=args.seed,
+    )
+    schedule = FaultSchedule.from_json(args.schedule) if args.schedule else None
+    rig = PtyRig(config, schedule=schedule)
+    stop = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda *_: rig.reboot())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    rig.start()
+    print(rig.path, flush=True)
+    if args.path_file:
+        with open(args.path_file, "w") as fh:
+            fh.write(rig.path + "\n")
+    try:
+        while rig.error is None and not stop.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        rig.close()
+        with rig.lock:
+            counters = dataclasses.asdict(rig.mcu.counters)
+        counters["link"].pop("rtt_s", None)
+        print(json.dumps(counters), file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

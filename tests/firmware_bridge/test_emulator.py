@@ -1,0 +1,333 @@
+"""MCU rules (PROTOCOL.md section 5), in virtual time through the real client and byte path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from firmware_bridge.client import (
+    CommandRejected,
+    FirmwareClient,
+    HandshakeError,
+    SessionChanged,
+)
+from firmware_bridge.emulator import JointSample, McuConfig, McuEmulator
+from firmware_bridge.frame_codec import StreamDecoder, encode_frame
+from firmware_bridge.messages import Error, Hello, JointCommand, LimitsConfig, Nack
+from firmware_bridge.rig import VirtualRig
+from firmware_bridge.virtual_link import VirtualClock
+from firmware_bridge.wire_constants import ErrorCode, FaultFlag, Flag, Mode
+
+
+def test_watchdog_stops_within_bound(rig_factory, commander):
+    clock, rig, client = rig_factory(watchdog_ms=50, stop_decel_rad_s2=20.0)
+    client.arm()
+    commander(clock, client, [1.0, -1.0], 0.5)  # moving at qd_max = 1 rad/s by now
+    t_last = rig.mcu.last_cmd_rx_s
+    speeds = []
+    while clock.now() < t_last + 0.3:
+        clock.advance(0.001)
+        speeds.append(max(abs(v) for v in rig.mcu.v_ref_rad_s))
+    assert rig.mcu.mode is Mode.FAULT and rig.mcu.fault_flags & FaultFlag.WATCHDOG
+    (trip_t,) = [t for t, what in rig.mcu.events if what == "watchdog expired"]
+    # W + one firmware tick.
+    assert trip_t - t_last <= 0.050 + rig.mcu.config.tick_s + 1e-9
+    # Controlled stop: from 1 rad/s at 20 rad/s^2 takes 50 ms; never faster than the limit.
+    assert max(speeds) <= 1.0 + 1e-9
+    assert speeds[-1] == 0.0
+    client.poll(0.01)
+    assert (
+        isinstance(client.last_error, Error)
+        and client.last_error.error_code is ErrorCode.WATCHDOG_EXPIRED
+    )
+
+
+def test_no_resume_without_clear_and_rearm(rig_factory, commander):
+    clock, rig, client = rig_factory()
+    client.arm()
+    commander(clock, client, [0.2, 0.2], 0.1)
+    clock.advance(0.3)  # silence -> watchdog
+    with pytest.raises(CommandRejected) as info:
+        commander(clock, client, [0.2, 0.2], 0.02)
+        client.poll(0.01)
+        client.arm()
+    assert info.value.code is ErrorCode.FAULT_LATCHED
+    client.clear_faults()
+    assert rig.mcu.mode is Mode.DISARMED
+    applied = rig.mcu.counters.commands_applied
+    commander(clock, client, [0.3, 0.3], 0.05)  # cleared is not armed
+    assert rig.mcu.counters.commands_applied == applied
+    assert client.stats.nacks > 0
+    q_now = list(rig.mcu.sample.q_rad)
+    client.arm()
+    assert rig.mcu.q_cmd_rad == q_now  # re-arm holds where the joints are: no jump
+
+
+def test_estop_latches_until_cleared_at_standstill(rig_factory, commander):
+    clock, rig, client = rig_factory()
+    client.arm()
+    commander(clock, client, [1.0, 1.0], 0.3)
+    assert client.estop(reason=1) is True
+    assert rig.mcu.mode is Mode.ESTOP
+    with pytest.raises(CommandRejected) as info:
+        client.clear_faults()  # still decelerating
+    assert info.value.code is ErrorCode.NOT_STANDSTILL
+    applied = rig.mcu.counters.commands_applied
+    for _ in range(5):
+        client.send_command([1.0, 1.0])
+        client.poll(0.005)
+    assert rig.mcu.counters.commands_applied == applied
+    clock.advance(0.5)
+    with pytest.raises(CommandRejected) as info:
+        client.arm()
+    assert info.value.code is ErrorCode.ESTOP_LATCHED
+    client.clear_faults(int(FaultFlag.WATCHDOG))  # not the e-stop bit: stays latched
+    assert rig.mcu.mode is Mode.ESTOP
+    client.clear_faults(int(FaultFlag.ESTOP))
+    assert rig.mcu.mode is Mode.DISARMED
+    client.arm()
+    assert rig.mcu.mode is Mode.ARMED
+
+
+def test_estop_is_obeyed_from_any_session_without_handshake():
+    clock = VirtualClock()
+    rig = VirtualRig(clock, McuConfig(n_joints=1))
+    client = FirmwareClient(rig.host_port, clock=clock)
+    assert client.estop() is True
+    assert rig.mcu.mode is Mode.ESTOP
+
+
+def test_limits_are_enforced_and_configurable(rig_factory):
+    _clock, rig, client = rig_factory(hard_q_min_rad=-2.0, hard_q_max_rad=2.0)
+    client.configure_limits(
+        LimitsConfig((-1.0, -1.0), (1.0, 1.0), (0.5, 0.5), (4.0, 4.0))
+    )
+    with pytest.raises(CommandRejected) as info:
+        client.configure_limits(
+            LimitsConfig((-3.0, -1.0), (1.0, 1.0), (0.5, 0.5), (4.0, 4.0))
+        )
+    assert info.value.code is ErrorCode.LIMITS_OUT_OF_RANGE
+    with pytest.raises(CommandRejected):
+        client.configure_limits(
+            LimitsConfig((1.0, -1.0), (-1.0, 1.0), (0.5, 0.5), (4.0, 4.0))
+        )
+    client.arm()
+    with pytest.raises(CommandRejected) as info:
+        client.configure_limits(
+            LimitsConfig((-1.0, -1.0), (1.0, 1.0), (0.5, 0.5), (4.0, 4.0))
+        )
+    assert info.value.code is ErrorCode.INVALID_STATE
+    cases = [
+        ([1.5, 0.0], [0.0, 0.0], ErrorCode.LIMIT_VIOLATION),
+        ([0.5, 0.0], [0.9, 0.0], ErrorCode.LIMIT_VIOLATION),
+        ([math.nan, 0.0], [0.0, 0.0], ErrorCode.NOT_FINITE),
+    ]
+    for q, qd, code in cases:
+        seq = client.send_command(q, qd)
+        nack = _await_nack(client, seq)
+        assert nack.error_code is code
+    assert rig.mcu.counters.commands_applied == 0
+    assert rig.mcu.q_cmd_rad == list(rig.mcu.sample.q_rad)  # previous setpoint kept
+
+
+def test_deadlines(rig_factory):
+    _clock, rig, client = rig_factory(max_deadline_ms=200)
+    client.arm()
+    assert (
+        _await_nack(
+            client, client.send_command([0.1, 0.1], valid_for_s=-0.001)
+        ).error_code
+        is ErrorCode.DEADLINE_EXPIRED
+    )
+    assert (
+        _await_nack(client, client.send_command([0.1, 0.1], valid_for_s=1.0)).error_code
+        is ErrorCode.DEADLINE_TOO_FAR
+    )
+    client.send_command([0.1, 0.1], valid_for_s=0.05)
+    client.poll(0.005)
+    assert rig.mcu.counters.commands_applied == 1
+
+
+def test_duplicate_and_stale_frames_are_not_executed(rig_factory):
+    clock, rig, client = rig_factory()
+    client.arm()
+    mcu = rig.mcu
+    sid = client.session_id
+    deadline = (mcu.mcu_time_us(clock.now()) + 100_000) & 0xFFFFFFFF
+    base = client._tx_seq  # the next seq the client would use
+
+    def cmd(seq, q):
+        return encode_frame(
+            JointCommand(deadline, (q, q), (0.0, 0.0)), seq=seq, session_id=sid, t_us=0
+        )
+
+    mcu.receive(cmd(base + 5, 0.3), clock.now())
+    assert mcu.counters.commands_applied == 1 and mcu.q_cmd_rad == pytest.approx(
+        [0.3, 0.3]
+    )
+    mcu.receive(cmd(base + 5, 0.3), clock.now())  # duplicate
+    mcu.receive(cmd(base + 4, -0.3), clock.now())  # older: reordered or replayed
+    assert mcu.counters.commands_applied == 1 and mcu.q_cmd_rad == pytest.approx(
+        [0.3, 0.3]
+    )
+    assert mcu.counters.link.duplicates == 1 and mcu.counters.link.out_of_order == 1
+    assert mcu.counters.link.seq_gaps == 5  # base..base+4 never arrived
+    mcu.receive(cmd(base + 6, 0.4), clock.now())
+    assert mcu.counters.commands_applied == 2
+
+
+def test_wrong_session_and_wrong_direction(rig_factory):
+    clock, rig, _client = rig_factory()
+    mcu = rig.mcu
+    frame = encode_frame(Hello(), seq=1, session_id=0, t_us=0, flags=Flag.FROM_MCU)
+    mcu.receive(frame, clock.now())
+    assert mcu.counters.link.wrong_direction == 1
+    mcu.drain_output()
+    mcu.receive(
+        encode_frame(
+            LimitsConfig((0.0,), (1.0,), (1.0,), (1.0,)),
+            seq=1,
+            session_id=mcu.session_id ^ 1,
+            t_us=0,
+        ),
+        clock.now(),
+    )
+    (reply,) = StreamDecoder().feed(mcu.drain_output())
+    assert (
+        isinstance(reply.message, Nack)
+        and reply.message.error_code is ErrorCode.SESSION_MISMATCH
+    )
+
+
+def test_reboot_gives_new_session_and_forces_rearm(rig_factory, commander):
+    clock, rig, client = rig_factory()
+    client.arm()
+    commander(clock, client, [0.5, 0.5], 0.1)
+    old = client.session_id
+    rig.reboot(clock.now())
+    assert rig.mcu.session_id != old and rig.mcu.mode is Mode.DISARMED
+    client.poll(0.02)
+    assert client.session_changed and client.stats.session_changes == 1
+    with pytest.raises(SessionChanged):
+        client.send_command([0.5, 0.5])
+    with pytest.raises(SessionChanged):
+        client.arm()
+    client.handshake()
+    assert client.session_id == rig.mcu.session_id != old
+    assert rig.mcu.mode is Mode.DISARMED  # handshake alone never arms
+    clock.advance(0.3)  # the joints coast to standstill after the reset
+    client.arm()
+    commander(clock, client, [0.5, 0.5], 0.05)
+    assert rig.mcu.counters.commands_applied > 0
+
+
+def test_boot_delay_makes_the_mcu_deaf(rig_factory):
+    clock, rig, client = rig_factory()
+    rig.reboot(clock.now(), boot_delay_s=0.05)
+    client.poll(0.03)
+    assert client.stats.frames_rx > 0 and not client.session_changed  # nothing new yet
+    clock.advance(0.05)
+    client.poll(0.02)
+    assert client.session_changed
+
+
+def test_version_mismatch_at_handshake():
+    clock = VirtualClock()
+    rig = VirtualRig(clock, McuConfig(n_joints=1))
+    from firmware_bridge.client import ClientConfig
+
+    v2_host = FirmwareClient(
+        rig.host_port, ClientConfig(supported_versions=(2, 3)), clock=clock
+    )
+    with pytest.raises(HandshakeError):
+        v2_host.handshake()
+    assert rig.mcu.mode is Mode.DISARMED
+    # A host that offers a range including 1 gets version 1.
+    rig.mcu.receive(
+        encode_frame(Hello(1, 5, 42), seq=0, session_id=0, t_us=0), clock.now()
+    )
+    (reply,) = [
+        f
+        for f in StreamDecoder().feed(rig.mcu.drain_output())
+        if f.header.msg_type == 0x02
+    ]
+    assert reply.message.proto_version == 1
+
+
+def test_hello_while_armed_stops(rig_factory, commander):
+    clock, rig, client = rig_factory()
+    client.arm()
+    commander(clock, client, [0.5, 0.5], 0.2)
+    client.handshake()
+    assert rig.mcu.mode in (Mode.STOPPING, Mode.DISARMED)
+    clock.advance(0.3)
+    assert rig.mcu.mode is Mode.DISARMED
+
+
+def test_arm_needs_standstill_and_disarm_is_a_controlled_stop(rig_factory, commander):
+    clock, rig, client = rig_factory()
+    client.arm()
+    commander(clock, client, [1.0, 1.0], 0.3)
+    client.disarm()
+    assert rig.mcu.mode is Mode.STOPPING
+    with pytest.raises(CommandRejected) as info:
+        client.arm()
+    assert info.value.code is ErrorCode.NOT_STANDSTILL
+    clock.advance(0.3)
+    assert rig.mcu.mode is Mode.DISARMED
+    client.arm()
+    client.arm()  # a retried ARM is harmless
+    assert rig.mcu.mode is Mode.ARMED
+
+
+class _HotPlant:
+    """A JointPlant from 'a simulator': records the reference it is given, reports 90 C."""
+
+    def __init__(self) -> None:
+        self.refs: list[tuple[float, ...]] = []
+
+    def measure(self) -> JointSample:
+        return JointSample((0.0,), (0.0,), (0.5,), (90.0,))
+
+    def step(self, q_ref_rad, qd_ref_rad_s, dt_s):
+        self.refs.append(tuple(q_ref_rad))
+        return self.measure()
+
+
+def test_plant_hook_drives_state_and_faults():
+    plant = _HotPlant()
+    mcu = McuEmulator(McuConfig(n_joints=1), plant=plant)
+    mcu.tick(0.01)
+    assert len(plant.refs) == 10  # 10 firmware ticks of 1 ms
+    assert mcu.mode is Mode.FAULT and mcu.fault_flags & FaultFlag.OVER_TEMP
+    with pytest.raises(ValueError):
+        McuEmulator(McuConfig(n_joints=2), plant=plant)
+
+
+def test_servo_tracks_within_velocity_limit(rig_factory, commander):
+    clock, _rig, client = rig_factory(default_qd_max_rad_s=0.5)
+    client.arm()
+    commander(clock, client, [0.4, -0.4], 1.5)
+    q = client.latest_state.q_rad
+    assert q[0] == pytest.approx(0.4, abs=0.01) and q[1] == pytest.approx(
+        -0.4, abs=0.01
+    )
+    assert (
+        client.latest_state.mode is Mode.ARMED and client.latest_state.fault_flags == 0
+    )
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        McuConfig(n_joints=0)
+    with pytest.raises(ValueError):
+        McuConfig(default_qd_max_rad_s=9.0, hard_qd_max_rad_s=4.0)
+
+
+def _await_nack(client: FirmwareClient, seq: int) -> Nack:
+    for _ in range(50):
+        for f in client.poll(0.002):
+            if isinstance(f.message, Nack) and f.message.nacked_seq == seq:
+                return f.message
+    raise AssertionError(f"no NACK for seq {seq}")
