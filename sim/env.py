@@ -32,7 +32,7 @@ import numpy as np
 from sim import robot_model as rm
 from sim.randomization import DISTRIBUTIONS, sample_scene
 from sim.realism import Realism, RealismConfig
-from sim.tasks import TASKS, TaskSpec, make_spec, scene_request, success_now
+from sim.tasks import TASKS, TaskSpec, make_spec, progress_stage, scene_request, success_now
 
 SIMS = ("mujoco", "pybullet")
 ACTION_MODES = ("ee_delta", "joint_pos", "discrete8")
@@ -182,6 +182,7 @@ class TabletopEnv(gym.Env):
         self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
         self.backend.step(self.n_substeps * 4)  # let the fingers settle / close before step 0
         self.t_step = 0
+        self.max_stage = 0
         self._hold_steps = 0
         self.clip_counts = {"action_box": 0, "workspace": 0}
         return self._observe(), self._info(False)
@@ -203,6 +204,8 @@ class TabletopEnv(gym.Env):
         info = self._info(success)
         info["clipped"] = clipped
         info["sim_diverged"] = diverged  # physics blew up: episode ends, counted as a failure
+        self.max_stage = max(self.max_stage, 4 if success else progress_stage(self.spec_task, self.scene, self.backend))
+        info["max_stage"] = self.max_stage  # furthest of sim.tasks.PROGRESS_STAGES reached
         return self._observe(), float(success), bool(success), bool(truncated), info
 
     def render(self):

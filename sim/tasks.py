@@ -97,3 +97,32 @@ def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
     if not (inside and on_table):
         return False
     return spec.name == "push" or not backend.fingers_touch(name)
+
+
+PROGRESS_STAGES = ("reach", "grasp", "transport", "place", "success")
+
+
+def progress_stage(spec: TaskSpec, scene: Scene, backend) -> int:
+    """How far an episode got, from privileged state (for failure analysis of learned policies).
+
+    0 ``reach``: the object to move has not been lifted; 1 ``grasp``: it is lifted ≥ 2 cm;
+    2 ``transport``: it is lifted and within 2 cm (xy) of its destination; 3 ``place``: the
+    instantaneous success condition holds (at rest, released); 4 ``success`` is set by the env.
+    For ``push`` (nothing is lifted) stage 1 means the block moved ≥ 2 cm.
+    """
+    if success_now(spec, scene, backend):
+        return 3
+    name = spec.order[-1] if spec.name == "stack" else spec.order[0]
+    pos, _ = backend.object_pose(name)
+    obj = scene.object(name)
+    if spec.name == "stack":
+        dest = np.asarray(backend.object_pose(spec.order[-2])[0][:2])
+    else:
+        dest = np.asarray(next(g for g in scene.goals if g.name == spec.goal).center_m)
+    if spec.name == "push":
+        moved = np.linalg.norm(pos[:2] - np.asarray(obj.pos_m[:2])) >= 0.02
+        return 2 if moved and np.linalg.norm(pos[:2] - dest) < 0.02 else int(moved)
+    lifted = pos[2] >= obj.half_size_m[2] + 0.02
+    if not lifted:
+        return 0
+    return 2 if np.linalg.norm(pos[:2] - dest) < 0.02 else 1

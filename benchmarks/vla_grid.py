@@ -1,0 +1,137 @@
+"""The VLA's success grid over denoising steps K × executed actions C (issue 3) — the baseline every
+compute scheduler is judged against.
+
+Every cell runs the same episodes (seeds seed..seed+N-1, same noise seeds) through the runtime
+loop on the virtual clock with zero inference latency (so execution is exactly "query, execute C
+actions, query again"). Per cell: success with a 95% Wilson interval, NFE per executed action, and
+where failed episodes stopped (``sim.tasks.PROGRESS_STAGES``). Resumable: finished cells are kept.
+
+    python benchmarks/vla_grid.py --episodes 100 --workers 2
+    python benchmarks/vla_grid.py --ks 10 --cs 8 --distribution ood --out benchmarks/results/vla_ood.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def run_cell(job: dict) -> dict:
+    from edge.commands._session import SessionConfig, run_session
+    from edge.commands.expert import wilson
+    from sim.tasks import PROGRESS_STAGES
+
+    cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
+                        backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
+                        execution="sync", latency="constant", latency_ms=0.0, episodes=job["episodes"],
+                        seed=job["seed"], record_ticks=True, video_episodes=0)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = run_session(cfg, tmp, progress=False)
+    eps = res.episodes
+    k = sum(e["success"] for e in eps)
+    lo, hi = wilson(k, len(eps))
+    fails = [e for e in eps if not e["success"]]
+    return {
+        "K": job["k"], "C": job["c"], "episodes": len(eps), "successes": k, "success_rate": k / len(eps),
+        "ci95": [lo, hi], "nfe_per_action": res.summary.get("nfe_per_action"),
+        "failure_stage": {s: sum(e["max_stage"] == i for e in fails) for i, s in enumerate(PROGRESS_STAGES[:4])},
+        "sim_diverged": sum(e.get("sim_diverged", False) for e in eps),
+        "mean_steps": sum(e["steps"] for e in eps) / len(eps), "wall_s": time.perf_counter() - t0,
+    }
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cells = list(results["cells"].values())
+    ks = sorted({c["K"] for c in cells})
+    cs = sorted({c["C"] for c in cells})
+    grid = np.full((len(ks), len(cs)), np.nan)
+    for c in cells:
+        grid[ks.index(c["K"]), cs.index(c["C"])] = c["success_rate"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    im = a.imshow(grid, vmin=0, vmax=1, cmap="viridis", origin="lower")
+    a.set_xticks(range(len(cs)), cs)
+    a.set_yticks(range(len(ks)), ks)
+    a.set_xlabel("executed actions per query C")
+    a.set_ylabel("denoising steps K")
+    for i in range(len(ks)):
+        for j in range(len(cs)):
+            if not np.isnan(grid[i, j]):
+                a.text(j, i, f"{grid[i, j]:.0%}", ha="center", va="center", color="w" if grid[i, j] < 0.6 else "k")
+    fig.colorbar(im, ax=a, label="success")
+    a.set_title(f"stack-2 success ({results['episodes']} episodes/cell)")
+    for c in cs:
+        pts = sorted((x["nfe_per_action"], x["success_rate"], x["ci95"]) for x in cells if x["C"] == c)
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
+        b.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"C={c}")
+    b.set_xscale("log")
+    b.set_xlabel("NFE per executed action (K / C)")
+    b.set_ylabel("success (95% CI)")
+    b.set_ylim(0, 1)
+    b.legend(fontsize=8)
+    b.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
+    ap.add_argument("--backend", default="onnxruntime")
+    ap.add_argument("--sim", default="mujoco")
+    ap.add_argument("--distribution", default="train")
+    ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=100000)
+    ap.add_argument("--ks", default="1,2,3,5,10")
+    ap.add_argument("--cs", default="1,2,4,8,16")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
+    a = ap.parse_args()
+    out = Path(a.out)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    same = {k: results.get(k) for k in ("checkpoint", "sim", "distribution", "episodes", "seed")}
+    if results and same != {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
+                             "episodes": a.episodes, "seed": a.seed}:
+        sys.exit(f"{out} holds a different grid ({same}); choose another --out")
+    results.update({"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
+                    "episodes": a.episodes, "seed": a.seed, "task": "stack", "n_blocks": 2,
+                    "command": " ".join(["python", *sys.argv]),
+                    "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
+                                "cpu_count": os.cpu_count()}})
+    results.setdefault("cells", {})
+    jobs = [{"k": int(k), "c": int(c), "checkpoint": a.checkpoint, "backend": a.backend, "sim": a.sim,
+             "distribution": a.distribution, "episodes": a.episodes, "seed": a.seed}
+            for k in a.ks.split(",") for c in a.cs.split(",") if f"K{k}_C{c}" not in results["cells"]]
+    jobs.sort(key=lambda j: j["k"] / j["c"])  # cheap cells first
+    print(f"{len(jobs)} cells to run, {len(results['cells'])} already done", flush=True)
+    with mp.get_context("spawn").Pool(a.workers) as pool:
+        for cell in pool.imap_unordered(run_cell, jobs):
+            results["cells"][f"K{cell['K']}_C{cell['C']}"] = cell
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2))
+            print(f"K={cell['K']:>2} C={cell['C']:>2}: {cell['successes']}/{cell['episodes']} "
+                  f"NFE/action {cell['nfe_per_action']:.2f}  fail stages {cell['failure_stage']}  "
+                  f"{cell['wall_s']:.0f}s", flush=True)
+    if len(results["cells"]) > 1:
+        plot(results, out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Per-query VLA latency (encoder + K denoising steps) on each available backend, batch 1.
+
+    python benchmarks/vla_latency.py                          # random-init default-size model
+    python benchmarks/vla_latency.py --checkpoint checkpoints/vla_stack --queries 300
+
+For K = 1..10 and each backend: ``--queries`` timed queries after ``--warmup`` untimed ones, each
+query = ``encode`` + ``sample(K)`` on fresh noise; p50/p90/p99/mean in ms. Then the denoising step
+alone, torch eager vs onnxruntime CPU, interleaved call by call in the same process (so both see the
+same machine load), at each thread count in ``--ratio-threads``; the ratio is torch p50 / ORT p50.
+Latency does not depend on the weights' values, so a randomly initialised model of the default
+architecture is as good as a trained one (the JSON says which was used). Writes
+benchmarks/results/vla_latency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def random_default_checkpoint(directory: Path) -> tuple[Path, str]:
+    """A default-architecture model with random weights (zero-initialised gates perturbed too)."""
+    import torch
+
+    from edge.config import load_config
+    from edge.vla.checkpoint import save_model
+    from edge.vla.model import VLAModel
+    from edge.vla.spec import ModelSpec
+    from edge.vla.train import TrainVLAConfig
+
+    config = load_config(TrainVLAConfig, ROOT / "configs/train/vla_default.yaml").model
+    spec = ModelSpec(
+        task="stack", action_layout="ee_delta", proprio_layout=tuple(f"p{i}" for i in range(22)),
+        action_dim=5, proprio_dim=22, control_rate_hz=20.0, chunk_len=config.chunk_len,
+        cameras=tuple(config.cameras), image_hw=(96, 96), feature_dim=config.d_model,
+        lang_encoder_id="sentence-transformers/all-MiniLM-L6-v2", lang_dim=384,
+        action_mean=(0.0,) * 5, action_std=(1.0,) * 5, proprio_mean=(0.0,) * 22,
+        proprio_std=(1.0,) * 22)
+    torch.manual_seed(0)
+    model = VLAModel(config, spec)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    save_model(directory / "model.pt", model)
+    return directory, "random-init default preset (configs/train/vla_default.yaml)"
+
+
+def percentiles(samples_s: list[float]) -> dict[str, float]:
+    a = np.asarray(samples_s) * 1e3
+    return {"p50_ms": float(np.percentile(a, 50)), "p90_ms": float(np.percentile(a, 90)),
+            "p99_ms": float(np.percentile(a, 99)), "mean_ms": float(a.mean()), "n": int(a.size)}
+
+
+def query_latency(backend, inputs, k: int, queries: int, warmup: int, rng) -> dict[str, float]:
+    shape = (1, backend.spec.chunk_len, backend.spec.action_dim)
+    times = []
+    for i in range(warmup + queries):
+        noise = rng.standard_normal(shape, dtype=np.float32)
+        t0 = time.perf_counter()
+        backend.sample(backend.encode(inputs), noise, k)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return percentiles(times)
+
+
+def step_ratio(torch_b, ort_b, feats, pairs: int, rng) -> dict[str, object]:
+    """Interleaved single denoising steps: torch eager vs onnxruntime on identical inputs."""
+    x = rng.standard_normal((1, torch_b.spec.chunk_len, torch_b.spec.action_dim), dtype=np.float32)
+    t = np.full(1, 0.5, np.float32)
+    tt, to = [], []
+    for i in range(pairs + 20):
+        a = time.perf_counter()
+        torch_b.denoise_step(x, t, feats)
+        b = time.perf_counter()
+        ort_b.denoise_step(x, t, feats)
+        c = time.perf_counter()
+        if i >= 20:
+            tt.append(b - a)
+            to.append(c - b)
+    pt, po = percentiles(tt), percentiles(to)
+    return {"torch_eager": pt, "onnxruntime_cpu": po, "ratio_p50": pt["p50_ms"] / po["p50_ms"],
+            "ratio_mean": pt["mean_ms"] / po["mean_ms"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", help="trained checkpoint (default: random-init default model)")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--k-max", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1, help="threads for the per-query table")
+    ap.add_argument("--ratio-threads", default="1,2", help="thread counts for the step ratio")
+    ap.add_argument("--ratio-pairs", type=int, default=300)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/vla_latency.json"))
+    args = ap.parse_args()
+
+    import onnxruntime
+    import torch
+
+    from edge.backends import BackendConfig, availability, make_backend
+    from edge.export import example_inputs
+
+    t_start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="vla-bench-"))
+    if args.checkpoint:
+        ckpt, weights = Path(args.checkpoint), f"trained checkpoint {args.checkpoint}"
+    else:
+        ckpt, weights = random_default_checkpoint(tmp)
+    status = availability()
+    rng = np.random.default_rng(0)
+
+    def build(name: str, threads: int):
+        return make_backend(BackendConfig(name=name, threads=threads), ckpt)
+
+    backends = {n: build(n, args.threads) for n in ("torch", "onnxruntime") if not status[n]}
+    spec = next(iter(backends.values())).spec
+    inputs = example_inputs(spec, batch=1)
+    table: dict[str, dict[str, object]] = {}
+    for name, b in backends.items():
+        torch.set_num_threads(args.threads)
+        b.warmup()
+        feats = b.encode(inputs)
+        enc: list[float] = []
+        for i in range(args.warmup + args.queries):
+            t0 = time.perf_counter()
+            b.encode(inputs)
+            if i >= args.warmup:
+                enc.append(time.perf_counter() - t0)
+        rows = {str(k): query_latency(b, inputs, k, args.queries, args.warmup, rng)
+                for k in range(1, args.k_max + 1)}
+        p50 = np.array([rows[str(k)]["p50_ms"] for k in range(1, args.k_max + 1)])
+        slope, intercept = np.polyfit(np.arange(1, args.k_max + 1), p50, 1)
+        table[name] = {"backend": b.describe(), "encoder": percentiles(enc), "per_k": rows,
+                       "fit_p50_ms": {"fixed": float(intercept), "per_step": float(slope)}}
+        del feats
+        print(f"{name}: encoder p50 {table[name]['encoder']['p50_ms']:.2f} ms; query p50 K=1 "
+              f"{rows['1']['p50_ms']:.2f} ms, K=10 {rows[str(args.k_max)]['p50_ms']:.2f} ms", flush=True)
+
+    ratios = {}
+    if "torch" in backends and "onnxruntime" in backends:
+        for n in [int(x) for x in args.ratio_threads.split(",") if x]:
+            torch.set_num_threads(n)
+            tb, ob = build("torch", n), build("onnxruntime", n)
+            tb.warmup()
+            ob.warmup()
+            feats = tb.encode(inputs)
+            ratios[str(n)] = step_ratio(tb, ob, feats, args.ratio_pairs, rng)
+            print(f"denoise step, {n} thread(s): torch p50 {ratios[str(n)]['torch_eager']['p50_ms']:.3f} ms,"
+                  f" onnxruntime p50 {ratios[str(n)]['onnxruntime_cpu']['p50_ms']:.3f} ms, "
+                  f"ratio {ratios[str(n)]['ratio_p50']:.2f}x", flush=True)
+
+    from edge.vla.checkpoint import load_model
+    from edge.vla.model import parameter_count
+
+    result = {
+        "benchmark": "vla_latency",
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "weights": weights,
+        "parameters": parameter_count(load_model(ckpt)),
+        "batch": 1,
+        "queries_per_k": args.queries,
+        "warmup_per_k": args.warmup,
+        "threads": args.threads,
+        "query": "encode(obs) + sample(features, noise, K) (Euler, float32 state), batch 1",
+        "machine": {"platform": platform.platform(), "machine": platform.machine(),
+                    "processor": platform.processor() or _cpu_model(), "cpu_count": os.cpu_count(),
+                    "python": platform.python_version(), "torch": torch.__version__,
+                    "onnxruntime": onnxruntime.__version__,
+                    "load_avg_1m_at_start": os.getloadavg()[0]},
+        "backends": table,
+        "unavailable": {n: why for n, why in status.items() if why},
+        "denoise_step_torch_over_ort": ratios,
+        "target": "onnxruntime CPU >= 1.5x faster than torch eager for the denoising step at batch 1",
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out} in {result['wall_s']} s")
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

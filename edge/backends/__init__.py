@@ -1,0 +1,132 @@
+"""Inference backends for the reference VLA behind one interface (:class:`Backend`).
+
+=============  ===========================================  =========================================
+name           runs                                         needs
+=============  ===========================================  =========================================
+torch          ``model.pt`` in-process (eager, opt. compile)  torch
+onnxruntime    the ``edge export`` graphs; TensorRT / CUDA /  onnxruntime (or onnxruntime-gpu); a
+               CPU execution providers with fallback         checkpoint is exported on first use
+tensorrt       slot for native engines (its own issue)       the gpu extra on a Jetson / NVIDIA GPU
+=============  ===========================================  =========================================
+
+Example::
+
+    from edge.backends import BackendConfig, make_backend
+    backend = make_backend(BackendConfig(name="onnxruntime"), "checkpoints/vla_stack", robot=robot)
+    feats = backend.encode(inputs)                       # (1, D), once per query
+    actions = backend.sample(feats, noise, num_steps=4)  # (1, H, Da) float32, physical units
+
+This package imports neither torch nor onnxruntime until a backend is made.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge.backends.base import Backend, BackendUnavailable, steps_per_row
+from edge.config import cfg, check_fields
+from edge.errors import EdgeError
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnxruntime", "tensorrt")
+__all__ = ["BACKENDS", "Backend", "BackendConfig", "BackendUnavailable", "availability",
+           "make_backend", "steps_per_row"]
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """How to run the VLA. Fields that do not apply to the chosen backend are ignored."""
+
+    name: str = cfg("torch", "inference backend", choices=BACKENDS)
+    device: str = cfg("cpu", "torch device (cpu, cuda, cuda:1); onnxruntime picks it via providers")
+    precision: str = cfg("fp32", "network precision (torch); the latent stays float32",
+                         choices=("fp32", "bf16", "fp16"))
+    compile: bool = cfg(False, "torch.compile the denoising step (falls back to eager on failure)")
+    providers: tuple[str, ...] = cfg(("auto",), "onnxruntime execution providers in preference "
+                                     "order: tensorrt, cuda, cpu (or full EP names); auto = all present")
+    threads: int = cfg(0, "intra-op threads: onnxruntime per session (0 = all cores); torch "
+                       "process-wide (0 = leave torch's setting)", range=(0, 256))
+    inter_op_threads: int = cfg(1, "onnxruntime inter-op threads", range=(1, 64))
+    allow_spinning: bool = cfg(True, "onnxruntime worker threads spin between ops (lower latency, "
+                               "busier cores)")
+    graph_optimization: str = cfg("all", "onnxruntime graph optimisation level",
+                                  choices=("disable", "basic", "extended", "all"))
+    trt_cache_dir: str = cfg("", "TensorRT EP engine cache directory ('' = no cache)")
+    trt_fp16: bool = cfg(False, "TensorRT EP builds fp16 engines (inputs/outputs stay float32)")
+    seed: int = cfg(0, "seed of the backend's noise generator (used when no noise is passed)",
+                    range=(0, 2**63 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+def availability() -> dict[str, str]:
+    """Backend name -> "" if it can be made here, else the reason it cannot."""
+    from edge.backends.tensorrt_backend import unavailable_reason
+
+    out = {}
+    out["torch"] = "" if importlib.util.find_spec("torch") else "torch is not installed"
+    out["onnxruntime"] = ("" if importlib.util.find_spec("onnxruntime")
+                          else "onnxruntime is not installed (pip install onnxruntime)")
+    out["tensorrt"] = unavailable_reason()
+    return out
+
+
+def _is_export_dir(path: Path) -> bool:
+    from edge.export import METADATA_FILE
+
+    return path.is_dir() and (path / METADATA_FILE).is_file()
+
+
+def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any = None) -> Backend:
+    """Build the configured backend for a checkpoint (dir or ``model.pt``) or an export directory.
+
+    ``robot`` (e.g. :class:`edge.robot_spec.RobotSpec`) is checked against the model's control rate
+    and action layout; a mismatch raises :class:`edge.vla.spec.CheckpointMismatch`. An unknown or
+    unavailable backend raises :class:`BackendUnavailable` listing the ones that are available.
+    """
+    if isinstance(config, str):
+        config = BackendConfig(name=config) if config in BACKENDS else _unknown(config)
+    status = availability()
+    if status.get(config.name):
+        usable = [n for n, why in status.items() if not why]
+        raise BackendUnavailable(f"backend {config.name!r} is not available: {status[config.name]}. "
+                                 f"Available here: {', '.join(usable) or 'none'}")
+    path = Path(model_path)
+    if config.name == "torch":
+        if _is_export_dir(path):
+            raise EdgeError(f"{path} is an ONNX export; the torch backend needs the checkpoint "
+                            "(model.pt) it was exported from")
+        from edge.backends.torch_backend import TorchBackend
+
+        return TorchBackend.from_checkpoint(str(path), robot=robot, device=config.device,
+                                            precision=config.precision, compile=config.compile,
+                                            seed=config.seed, threads=config.threads)
+    if config.name == "onnxruntime":
+        if config.precision != "fp32":
+            raise BackendUnavailable("onnxruntime backend runs the fp32 export; for reduced precision "
+                                     "use providers=[tensorrt] with trt_fp16=true")
+        from edge.backends.ort_backend import OrtBackend
+        from edge.export import ensure_export
+
+        export_dir = path if _is_export_dir(path) else ensure_export(path)
+        return OrtBackend(export_dir, providers=config.providers, threads=config.threads,
+                          inter_op_threads=config.inter_op_threads,
+                          allow_spinning=config.allow_spinning,
+                          graph_optimization=config.graph_optimization,
+                          trt_cache_dir=config.trt_cache_dir, trt_fp16=config.trt_fp16,
+                          seed=config.seed, robot=robot)
+    from edge.backends.tensorrt_backend import TensorRTBackend
+
+    return TensorRTBackend()  # raises BackendUnavailable with the reason
+
+
+def _unknown(name: str) -> BackendConfig:
+    usable = [n for n, why in availability().items() if not why]
+    raise BackendUnavailable(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}; "
+                             f"available here: {', '.join(usable) or 'none'}")

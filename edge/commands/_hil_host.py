@@ -1,0 +1,186 @@
+"""The host side of a HIL run: the on-robot runtime (control loop, safety supervisor, inference
+worker, telemetry) driving the firmware-bridge arm over a serial port. Exactly what would run on the
+robot computer, pointed at the emulator's pty instead of ``/dev/ttyACM0``.
+
+Used in-process by ``edge hil`` (with a camera on the simulator) and as a separate process
+(``python -m edge.commands._hil_host SPEC.json``) for the scenarios that kill or interrupt the host;
+that process prints ``T0 <monotonic seconds>`` once the loop has started.
+
+Run directory (``HostSpec.out_dir``): the runtime's run record (meta, ticks, queries, events with the
+driver's lifecycle/clamp/fault events, summary), ``commands.jsonl`` (every joint command exactly as
+written to the wire: seq, host time, f32 targets) and ``host_result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class HostSpec:
+    """Everything a host run needs (JSON-serialisable, so a subprocess can receive it)."""
+
+    port: str
+    out_dir: str
+    layout: str = "ee_delta"
+    duration_s: float = 3.0
+    policy: str = "replay"  # "replay" | "vla"
+    checkpoint: str = ""
+    num_steps: int = 1
+    chunk_len: int = 16
+    execute: int = 8
+    seam: str = "replace"
+    policy_fault: dict[str, Any] = field(default_factory=dict)  # PolicyFault fields, t_s relative to t0
+    estop_at_s: float = -1.0
+    release_at_s: float = -1.0
+    driver: dict[str, Any] = field(default_factory=dict)  # BridgeArmConfig overrides
+    actions_file: str = ""  # replay actions (.npy) for a subprocess host
+    instruction: str = ""
+
+
+class _Jsonl:
+    """A line-buffered JSON-lines writer (survives SIGKILL up to the line being written)."""
+
+    def __init__(self, path: Path) -> None:
+        self._f = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, rec: dict[str, Any]) -> None:
+        self._f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def run_host(
+    spec: HostSpec,
+    policy: Any,
+    observer: Any = None,
+    on_start: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
+    """Start the loop (connect + activate), run ``duration_s``, stop and close. Returns a result
+    dict (also written to ``host_result.json``). Never raises for a fault the stack handled: the
+    fault is the result. KeyboardInterrupt is handled like a fault (controlled stop, then exit)."""
+    from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
+    from drivers.sim_camera import ProprioObserver
+    from edge.action_queue import QueueConfig
+    from edge.clock import RealClock
+    from edge.config import from_dict
+    from edge.control_loop import ControlLoop, LoopConfig
+    from edge.inference_worker import InferenceWorker, WorkerConfig
+    from edge.robot_spec import load_robot_spec
+    from edge.safety import SafetyConfig, SafetySupervisor
+    from edge.schedulers import fixed
+    from edge.telemetry import RunRecorder
+
+    out = Path(spec.out_dir)
+    robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
+    recorder = RunRecorder(out, meta={"hil_host": asdict(spec), "period_s": robot.period_s})
+    commands = _Jsonl(out / "commands.jsonl")
+    clock = RealClock()
+    dcfg = from_dict(BridgeArmConfig, {**spec.driver, "port": spec.port})
+    driver = BridgeArmDriver(dcfg, robot, clock=clock, event_sink=recorder.event,
+                             command_sink=lambda seq, t, q: commands.write({"seq": seq, "t": t, "q": q}))
+    observer = observer or ProprioObserver(spec.instruction)
+    worker = InferenceWorker(policy, fixed(spec.num_steps, spec.execute), clock, WorkerConfig(mode="thread"))
+    safety = SafetySupervisor(robot, SafetyConfig())
+    loop = ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz), clock, driver, observer, worker, safety,
+                       QueueConfig(seam=spec.seam), recorder)
+    res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
+                           "release_t": None, "interrupted": False}
+    try:
+        try:
+            loop.start()
+        except Exception as err:  # noqa: BLE001 - a refused connect is the result of the run
+            res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now(), phase="connect")
+            recorder.event("connect_failed", clock.now(), detail=str(err))
+            return res
+        t0 = res["t0"] = loop.t0_s
+        if hasattr(policy, "fault"):
+            policy.fault.t_s = t0 + policy.fault.t_s
+        if on_start is not None:
+            on_start(t0)
+        _drive(loop, clock, spec, t0, res)
+    finally:
+        res["t_motion_end"] = clock.now()  # before the orderly close (DISARM) below
+        release = getattr(policy, "release", None)
+        if release is not None:
+            release()
+        res["link"] = driver.link_stats()
+        try:
+            loop.close(close_driver=True)
+        except Exception as err:  # noqa: BLE001 - closing after a fault may fail on a dead link
+            res["close_error"] = f"{type(err).__name__}: {err}"
+        res.update(t_closed=clock.now(), driver_counts=dict(driver.counts), safety_counts=dict(safety.counts),
+                   overruns=loop.overruns, safety_mode=safety.mode.value, safety_reason=safety.fault_reason,
+                   driver_state=driver.state.value)
+        recorder.close()
+        commands.close()
+        (out / "host_result.json").write_text(json.dumps(res, indent=2, default=_plain))
+    return res
+
+
+def _drive(loop: Any, clock: Any, spec: HostSpec, t0: float, res: dict[str, Any]) -> None:
+    """Tick until ``duration_s`` (one ``run(1)`` per tick, so every tick keeps the loop's safe-stop
+    handling); operator e-stop / release at their times. A latched safety fault keeps ticking
+    (braking to a hold, ignoring the policy); a driver or loop error ends the run."""
+    from edge.safety import SafetyMode
+
+    t_end = t0 + spec.duration_s
+    estop_t = t0 + spec.estop_at_s if spec.estop_at_s >= 0 else None
+    release_t = t0 + spec.release_at_s if spec.release_at_s >= 0 else None
+    try:
+        while clock.now() < t_end:
+            loop.run(1)
+            now = clock.now()
+            if estop_t is not None and now >= estop_t and res["estop_t"] is None:
+                res["estop_t"] = now
+                loop.request_estop("operator e-stop (HIL scenario)")
+            if (release_t is not None and now >= release_t and res["release_t"] is None
+                    and loop.safety.mode is SafetyMode.ESTOP):
+                res["release_t"] = clock.now()
+                loop.reset()  # explicit operator release: clear + re-arm, fresh plan only
+    except KeyboardInterrupt as err:
+        res.update(interrupted=True, error=str(err) or "KeyboardInterrupt", error_type="KeyboardInterrupt",
+                   error_t=clock.now())
+    except Exception as err:  # noqa: BLE001 - the loop already stopped the arm; the error is the result
+        res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now())
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Subprocess entry: ``python -m edge.commands._hil_host SPEC.json``."""
+    from drivers.sim_camera import ProprioObserver
+    from edge.commands._hil_policy import FaultyPolicy, PolicyFault, ReplayPolicy
+    from edge.robot_spec import load_robot_spec
+
+    argv = sys.argv[1:] if argv is None else argv
+    spec = HostSpec(**json.loads(Path(argv[0]).read_text()))
+    robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
+    policy: Any = ReplayPolicy(np.load(spec.actions_file), robot.control_rate_hz, spec.layout, spec.chunk_len)
+    if spec.policy_fault:
+        policy = FaultyPolicy(policy, PolicyFault(**spec.policy_fault), np.array(robot.q_max_rad))
+
+    def announce(t0: float) -> None:
+        print(f"T0 {t0:.6f}", flush=True)
+
+    res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
+    print(f"RESULT {json.dumps({'error_type': res['error_type'], 'interrupted': res['interrupted']})}", flush=True)
+    return 130 if res["interrupted"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

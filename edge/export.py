@@ -1,0 +1,252 @@
+"""Export a VLA checkpoint to ONNX: one graph for the encoder, one for a single denoising step.
+
+Output directory::
+
+    encoder.onnx        front [, wrist] (B, H_img, W_img, 3) uint8, proprio (B, P) float32 raw,
+                        lang (B, L) float32  ->  features (B, D) float32
+    denoise_step.onnx   x (B, H, Da) float32 normalised, t (B,) float32, features (B, D)
+                        ->  velocity (B, H, Da) float32
+    metadata.json       ModelSpec (layouts, rate, chunk length, normalisation, language encoder id and
+                        cached instruction embeddings), io names/shapes, opset, versions, source
+                        checkpoint hash and the measured torch-vs-onnxruntime parity
+
+The batch dimension is dynamic in both graphs. Both pass ``onnx.checker.check_model(full_check=True)``
+and the export is refused if onnxruntime disagrees with torch by more than ``tolerance`` (max abs).
+The sampling loop is *not* in a graph: K changes per query, and the loop keeps its state in float32
+(:class:`edge.backends.base.Backend`). This module imports torch only inside its functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.errors import EdgeError
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMAT = "edge-vla-onnx"
+EXPORT_VERSION = 1
+ENCODER_FILE = "encoder.onnx"
+STEP_FILE = "denoise_step.onnx"
+METADATA_FILE = "metadata.json"
+DEFAULT_OPSET = 17
+PARITY_TOLERANCE = 1e-4
+
+
+def read_metadata(export_dir: str | Path) -> dict[str, Any]:
+    path = Path(export_dir) / METADATA_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{export_dir} is not a VLA export (no {METADATA_FILE}); "
+                                "create one with `edge export CKPT --out DIR`")
+    meta = json.loads(path.read_text())
+    if meta.get("format") != EXPORT_FORMAT or meta.get("version") != EXPORT_VERSION:
+        raise EdgeError(f"{path}: export format {meta.get('format')} v{meta.get('version')} is not "
+                        f"{EXPORT_FORMAT} v{EXPORT_VERSION}; re-export with this build")
+    for key in ("encoder", "denoise_step"):
+        if not (Path(export_dir) / meta["files"][key]).is_file():
+            raise FileNotFoundError(f"{export_dir}: {meta['files'][key]} is missing; re-export")
+    return meta
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def example_inputs(spec: Any, batch: int, seed: int = 0, real: dict[str, np.ndarray] | None = None
+                   ) -> dict[str, np.ndarray]:
+    """Encoder inputs for tracing and parity. ``real`` (e.g. demo frames) wins where given;
+    otherwise images are random uint8, proprio is drawn around the training statistics and the
+    instruction is a cached training embedding (or a random unit vector if none is cached)."""
+    rng = np.random.default_rng(seed)
+    h, w = spec.image_hw
+    out = {cam: rng.integers(0, 256, (batch, h, w, 3), dtype=np.uint8) for cam in spec.cameras}
+    mean, std = np.asarray(spec.proprio_mean, np.float32), np.asarray(spec.proprio_std, np.float32)
+    out["proprio"] = (mean + std * rng.standard_normal((batch, spec.proprio_dim))).astype(np.float32)
+    cached = list(spec.instruction_embeddings.values())
+    if cached:
+        out["lang"] = np.asarray([cached[i % len(cached)] for i in range(batch)], np.float32)
+    else:
+        lang = rng.standard_normal((batch, spec.lang_dim)).astype(np.float32)
+        out["lang"] = lang / np.linalg.norm(lang, axis=1, keepdims=True)
+    for key, value in (real or {}).items():
+        out[key] = np.asarray(value)[:batch]
+    return out
+
+
+def _graphs(model):
+    import torch
+
+    cams = tuple(model.config.cameras)
+
+    class EncoderGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args: torch.Tensor) -> torch.Tensor:
+            images = dict(zip(cams, args[: len(cams)]))
+            return self.model.encode(images, args[len(cams)], args[len(cams) + 1])
+
+    class StepGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+            return self.model.denoise_step(x, t, features)
+
+    return EncoderGraph().eval(), StepGraph().eval()
+
+
+def _export_graph(module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
+                  opset: int) -> None:
+    import warnings
+
+    import onnx
+    import torch
+
+    axes = {name: {0: "batch"} for name in inputs + outputs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter needs no onnxscript
+        # shape checks inside torch (e.g. GroupNorm's batch-size test) are traced as constants; the
+        # batch axis is still dynamic (tests run the graphs at other batch sizes)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        torch.onnx.export(module, args, str(path), dynamo=False, input_names=inputs,
+                          output_names=outputs, dynamic_axes=axes, opset_version=opset,
+                          do_constant_folding=True)
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except onnx.checker.ValidationError as err:
+        raise EdgeError(f"exported {path.name} fails onnx.checker: {err}") from None
+
+
+def parity(model, export_dir: Path, inputs: dict[str, np.ndarray], seed: int = 0) -> dict[str, float]:
+    """Max abs difference torch vs onnxruntime (CPU) for the encoder and the step at several t."""
+    import onnxruntime as ort
+    import torch
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    enc = ort.InferenceSession(str(export_dir / ENCODER_FILE), so, providers=["CPUExecutionProvider"])
+    stp = ort.InferenceSession(str(export_dir / STEP_FILE), so, providers=["CPUExecutionProvider"])
+    spec = model.spec
+    names = [*spec.cameras, "proprio", "lang"]
+    with torch.no_grad():
+        feats_t = model.encode({c: torch.from_numpy(inputs[c]) for c in spec.cameras},
+                               torch.from_numpy(inputs["proprio"]), torch.from_numpy(inputs["lang"]))
+    feats_o = enc.run(["features"], {n: inputs[n] for n in names})[0]
+    out = {"encoder_max_abs": float(np.max(np.abs(feats_t.numpy() - feats_o)))}
+    rng = np.random.default_rng(seed)
+    batch = feats_o.shape[0]
+    worst = 0.0
+    for t_val in (0.0, 0.37, 0.9):
+        x = rng.standard_normal((batch, spec.chunk_len, spec.action_dim)).astype(np.float32)
+        t = np.full(batch, t_val, np.float32)
+        with torch.no_grad():
+            v_t = model.denoise_step(torch.from_numpy(x), torch.from_numpy(t), torch.from_numpy(feats_o))
+        v_o = stp.run(["velocity"], {"x": x, "t": t, "features": feats_o})[0]
+        worst = max(worst, float(np.max(np.abs(v_t.numpy() - v_o))))
+    out["denoise_step_max_abs"] = worst
+    return out
+
+
+def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAULT_OPSET,
+                tolerance: float = PARITY_TOLERANCE, real_inputs: dict[str, np.ndarray] | None = None,
+                seed: int = 0) -> dict[str, Any]:
+    """Export, check and verify; returns the metadata written to ``out_dir/metadata.json``."""
+    import onnx
+    import onnxruntime
+    import torch
+
+    from edge.vla.checkpoint import load_model, resolve
+
+    ckpt = resolve(checkpoint)
+    model = load_model(ckpt)  # float32, cpu, eval
+    spec = model.spec
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(f"cannot create export directory {out}: {err.strerror}") from None
+    enc_graph, step_graph = _graphs(model)
+    trace = example_inputs(spec, batch=2, seed=seed)
+    names = [*spec.cameras, "proprio", "lang"]
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        enc_args = tuple(torch.from_numpy(trace[n]) for n in names)
+        feats = enc_graph(*enc_args)
+        x = torch.zeros(2, spec.chunk_len, spec.action_dim)
+        _export_graph(enc_graph, enc_args, out / ENCODER_FILE, names, ["features"], opset)
+        _export_graph(step_graph, (x, torch.full((2,), 0.5), feats), out / STEP_FILE,
+                      ["x", "t", "features"], ["velocity"], opset)
+    checks = {
+        "random": parity(model, out, example_inputs(spec, batch=3, seed=seed + 1), seed),
+        "real_format": parity(model, out, example_inputs(spec, batch=3, seed=seed + 2, real=real_inputs),
+                              seed + 1),
+    }
+    worst = max(v for c in checks.values() for v in c.values())
+    if worst > tolerance:
+        raise EdgeError(f"ONNX export of {ckpt} disagrees with torch by {worst:.2e} (> {tolerance:g}); "
+                        f"details: {checks}")
+    meta = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "files": {"encoder": ENCODER_FILE, "denoise_step": STEP_FILE},
+        "inputs": {"encoder": names, "denoise_step": ["x", "t", "features"]},
+        "outputs": {"encoder": ["features"], "denoise_step": ["velocity"]},
+        "shapes": {
+            **{cam: ["batch", *spec.image_hw, 3] for cam in spec.cameras},
+            "proprio": ["batch", spec.proprio_dim], "lang": ["batch", spec.lang_dim],
+            "features": ["batch", spec.feature_dim],
+            "x": ["batch", spec.chunk_len, spec.action_dim], "t": ["batch"],
+            "velocity": ["batch", spec.chunk_len, spec.action_dim],
+        },
+        "dtypes": {**{cam: "uint8" for cam in spec.cameras}, "others": "float32"},
+        "opset": opset,
+        "spec": spec.to_dict(),
+        "source_checkpoint": str(ckpt),
+        "checkpoint_sha256": sha256_file(ckpt),
+        "parity_max_abs": checks,
+        "parity_tolerance": tolerance,
+        "real_inputs": sorted(real_inputs) if real_inputs else [],
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
+                     "onnxruntime": onnxruntime.__version__},
+        "export_s": round(time.perf_counter() - t0, 3),
+    }
+    tmp = out / (METADATA_FILE + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, out / METADATA_FILE)
+    return meta
+
+
+def ensure_export(checkpoint: str | Path) -> Path:
+    """An export of ``checkpoint`` for onnxruntime: reuses ``<ckpt dir>/onnx`` if it matches the
+    checkpoint's hash, else (re)exports there, or into a temporary directory if that is read-only."""
+    from edge.vla.checkpoint import resolve
+
+    ckpt = resolve(checkpoint)
+    cache = ckpt.parent / "onnx"
+    digest = sha256_file(ckpt)
+    try:
+        if read_metadata(cache).get("checkpoint_sha256") == digest:
+            return cache
+    except (FileNotFoundError, EdgeError, json.JSONDecodeError):
+        pass
+    if not os.access(ckpt.parent, os.W_OK):
+        cache = Path(tempfile.mkdtemp(prefix="edge-vla-onnx-"))
+    log.info("exporting %s to ONNX in %s (first use by onnxruntime)", ckpt, cache)
+    export_onnx(ckpt, cache)
+    return cache

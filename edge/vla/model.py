@@ -1,0 +1,123 @@
+"""The reference VLA: a vision-language prefix computed once per query + a flow-matching action expert.
+
+Same split as pi0 / SmolVLA / GR00T, at a size that trains on a 2-core CPU::
+
+    images (B, H_img, W_img, 3) uint8 ─┐  ConvTrunk per camera, FiLM-conditioned on the instruction
+    proprio (B, P) raw float32 ────────┼─ normalised in-graph, MLP
+    instruction embedding (B, L) ──────┘  frozen sentence encoder output (cached), projected
+                     └── fuse MLP ──▶ features (B, D)            = encode(): once per query
+    x (B, H, Da) at flow time t (B,) + features ──▶ velocity (B, H, Da)  = denoise_step(): 1 NFE
+
+Flow convention (see edge.contracts): x_t = t * x_clean + (1 - t) * noise, t: 0 -> 1, target velocity
+x_clean - noise, Euler integration. Actions are normalised with the spec's mean/std.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from edge.config import ConfigError, cfg, check_fields
+from edge.vla.action_expert import ActionExpert
+from edge.vla.spec import ModelSpec
+from edge.vla.vision import ConvTrunk
+
+CAMERAS = ("front", "wrist")
+
+
+@dataclass(frozen=True)
+class VLAConfig:
+    """Architecture of the reference VLA (sizes only; data-derived facts live in ModelSpec)."""
+
+    chunk_len: int = cfg(16, "H: actions per chunk (20 Hz control -> 0.8 s)", range=(1, 256))
+    cameras: tuple[str, ...] = cfg(("front",), "image inputs; add 'wrist' if the demos have it",
+                                   choices=CAMERAS)
+    conv_channels: tuple[int, ...] = cfg((16, 32, 64), "channels of the strided stem, then of each "
+                                         "FiLM stage; each halves the resolution (96 -> 48 -> 24 "
+                                         "-> 12)", range=(4, 1024))
+    keypoints: int = cfg(32, "spatial-softmax keypoints per camera", range=(1, 512))
+    d_model: int = cfg(128, "width of the features and of the action expert (D)", range=(16, 2048))
+    d_lang: int = cfg(64, "projected instruction width (also the FiLM condition)", range=(8, 1024))
+    d_proprio: int = cfg(64, "proprio MLP width", range=(8, 1024))
+    expert_layers: int = cfg(3, "transformer blocks in the action expert", range=(1, 32))
+    expert_heads: int = cfg(4, "attention heads in the action expert", range=(1, 32))
+    mlp_ratio: float = cfg(2.0, "expert MLP hidden width / d_model", range=(1.0, 8.0))
+    aux_outputs: int = cfg(0, "training-only head predicting object positions from the features "
+                           "(set by the trainer; never exported)", range=(0, 64))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if "front" not in self.cameras:
+            raise ConfigError(f"cameras={list(self.cameras)!r} must include 'front'")
+        if self.d_model % self.expert_heads:
+            raise ConfigError(f"d_model={self.d_model} must be divisible by "
+                              f"expert_heads={self.expert_heads}")
+
+
+class VLAModel(nn.Module):
+    """The trainable network. Inputs/outputs are torch tensors; see module docstring for shapes."""
+
+    def __init__(self, config: VLAConfig, spec: ModelSpec) -> None:
+        super().__init__()
+        if spec.chunk_len != config.chunk_len or tuple(spec.cameras) != tuple(config.cameras):
+            raise ValueError("spec and config disagree on chunk_len or cameras")
+        self.config, self.spec = config, spec
+        d = config.d_model
+        self.register_buffer("proprio_mean", torch.tensor(spec.proprio_mean, dtype=torch.float32))
+        self.register_buffer("proprio_std", torch.tensor(spec.proprio_std, dtype=torch.float32))
+        self.lang_proj = nn.Sequential(nn.Linear(spec.lang_dim, config.d_lang), nn.SiLU())
+        self.trunks = nn.ModuleDict({
+            cam: ConvTrunk(spec.image_hw, config.conv_channels, config.keypoints, config.d_lang, d)
+            for cam in config.cameras
+        })
+        self.proprio_mlp = nn.Sequential(nn.Linear(spec.proprio_dim, config.d_proprio), nn.SiLU(),
+                                         nn.Linear(config.d_proprio, config.d_proprio))
+        fused = d * len(config.cameras) + config.d_proprio + config.d_lang
+        self.fuse = nn.Sequential(nn.Linear(fused, d), nn.SiLU(), nn.Linear(d, d))
+        self.expert = ActionExpert(spec.action_dim, config.chunk_len, d, config.expert_layers,
+                                   config.expert_heads, config.mlp_ratio)
+        # Auxiliary supervision for the prefix: where the task's objects are (training only). It
+        # teaches the image trunk to localise the named blocks far sooner than the action loss alone.
+        self.aux_head = nn.Linear(d, config.aux_outputs) if config.aux_outputs else None
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Encoder inputs in export order."""
+        return (*self.config.cameras, "proprio", "lang")
+
+    def encode(self, images: dict[str, torch.Tensor], proprio: torch.Tensor,
+               lang: torch.Tensor) -> torch.Tensor:
+        """images[cam] (B, H_img, W_img, 3) uint8, proprio (B, P) raw, lang (B, L) -> (B, D)."""
+        dtype = self.fuse[0].weight.dtype
+        cond = self.lang_proj(lang.to(dtype))  # (B, d_lang)
+        p = ((proprio.float() - self.proprio_mean) / self.proprio_std).to(dtype)
+        parts = [self.trunks[cam](images[cam], cond) for cam in self.config.cameras]
+        parts += [self.proprio_mlp(p), cond]
+        return self.fuse(torch.cat(parts, dim=-1))
+
+    def denoise_step(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """x (B, H, Da) normalised, t (B,) in [0, 1], features (B, D) -> velocity (B, H, Da)."""
+        return self.expert(x, t, features)
+
+    def flow_loss(self, features: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor,
+                  noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Rectified-flow loss, masked over padded chunk steps.
+
+        features (B, D); actions (B, H, Da) normalised; mask (B, H) 1 = real step; noise (N*B, H, Da)
+        and t (N*B,) for N flow samples per observation (the prefix is shared, which makes extra
+        samples cheap: the expert is small next to the image trunk).
+        """
+        reps = noise.shape[0] // actions.shape[0]
+        x1 = actions.repeat(reps, 1, 1)
+        m = mask.repeat(reps, 1)[..., None]
+        x_t = t[:, None, None] * x1 + (1.0 - t[:, None, None]) * noise
+        v = self.denoise_step(x_t, t, features.repeat(reps, 1))
+        err = F.mse_loss(v.float(), x1 - noise, reduction="none") * m
+        return err.sum() / (m.sum() * actions.shape[-1]).clamp_min(1.0)
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

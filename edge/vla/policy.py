@@ -1,0 +1,117 @@
+"""The VLA as a runtime policy: observations in, action chunks out, on any backend.
+
+Implements :class:`edge.contracts.DenoisingPolicy` (single query, unbatched) on top of an
+:class:`edge.backends.base.Backend` (batched, numpy). Observations are either
+:class:`edge.contracts.Observation` or the sim env's dict ``{"front": ..., "proprio": ...,
+"instruction": ...}``. Instructions are embedded through the checkpoint's cache; unseen text loads
+the checkpoint's sentence encoder on first use.
+
+Example::
+
+    policy = load_policy("checkpoints/vla_stack", BackendConfig(name="onnxruntime"), robot=robot)
+    feats = policy.encode(obs)                                  # (D,), once per query
+    actions = policy.sample(feats, noise=None, num_steps=4)     # (H, Da) float32, physical units
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.backends import Backend, BackendConfig, make_backend
+from edge.errors import EdgeError
+from edge.vla.language import InstructionCache
+from edge.vla.spec import layout_name
+
+
+class VLAPolicy:
+    """Single-query view of a backend; ``denoise_step`` works on normalised latents (see below)."""
+
+    def __init__(self, backend: Backend, language: InstructionCache | None = None) -> None:
+        spec = backend.spec
+        self.backend = backend
+        self.spec = spec
+        self.chunk_len = spec.chunk_len
+        self.action_dim = spec.action_dim
+        self.control_rate_hz = spec.control_rate_hz
+        self.action_layout = layout_name(spec.action_layout)  # contracts: "ee_delta" / "joint_pos"
+        self.language = language or InstructionCache(spec.lang_encoder_id, spec.lang_dim,
+                                                     spec.instruction_embeddings)
+        self._mean, self._std = spec.action_stats()
+
+    # --- observations ------------------------------------------------------------------------------
+    def inputs(self, observations: Sequence[Any]) -> dict[str, np.ndarray]:
+        """Batch of observations -> encoder inputs (images uint8, raw proprio, instruction embedding)."""
+        images: dict[str, list[np.ndarray]] = {cam: [] for cam in self.spec.cameras}
+        proprio, texts = [], []
+        for obs in observations:
+            if isinstance(obs, Mapping):
+                cams, p, text = obs, obs["proprio"], obs["instruction"]
+            else:  # edge.contracts.Observation
+                cams, p, text = obs.images, obs.proprio, obs.instruction
+            for cam in self.spec.cameras:
+                if cam not in cams:
+                    raise EdgeError(f"observation has no {cam!r} image; this model needs "
+                                    f"{list(self.spec.cameras)}")
+                images[cam].append(np.asarray(cams[cam]))
+            proprio.append(np.asarray(p, np.float32))
+            texts.append(str(text))
+        out = {cam: np.stack(v) for cam, v in images.items()}
+        out["proprio"] = np.stack(proprio)
+        out["lang"] = self.language(texts)
+        return out
+
+    def encode(self, obs: Any) -> np.ndarray:
+        """One observation -> features (D,) float32 (vision + language prefix, once per query)."""
+        return self.backend.encode(self.inputs([obs]))[0]
+
+    def encode_batch(self, observations: Sequence[Any]) -> np.ndarray:
+        """B observations -> features (B, D)."""
+        return self.backend.encode(self.inputs(observations))
+
+    # --- sampling ----------------------------------------------------------------------------------
+    def draw_noise(self) -> np.ndarray:
+        """Standard-normal initial latent (H, Da) float32 from the backend's seeded generator."""
+        return self.backend.draw_noise(1)[0]
+
+    def sample(self, features: np.ndarray, noise: np.ndarray | None = None,
+               num_steps: int = 10) -> np.ndarray:
+        """features (D,), noise (H, Da) normalised latent or None, K >= 1 -> actions (H, Da)."""
+        f = np.asarray(features, np.float32).reshape(1, -1)
+        n = None if noise is None else np.asarray(noise, np.float32)[None]
+        return self.backend.sample(f, n, num_steps)[0]
+
+    def velocity(self, features: np.ndarray, x: np.ndarray, tau: float) -> np.ndarray:
+        """One network evaluation: normalised latent x (H, Da) at flow time tau -> velocity (H, Da)."""
+        f = np.asarray(features, np.float32).reshape(1, -1)
+        return self.backend.denoise_step(np.asarray(x, np.float32)[None], tau, f)[0]
+
+    def denoise_step(self, features: np.ndarray, x: np.ndarray, tau: float, dtau: float) -> np.ndarray:
+        """One Euler step of the flow in **normalised** units: x (H, Da) at tau -> x at tau + dtau.
+
+        Start from standard-normal noise at tau = 0; after the last step (tau = 1) call
+        :meth:`to_actions` to get physical actions. ``sample`` does exactly this loop.
+        """
+        x = np.asarray(x, np.float32)
+        return (x + np.float32(dtau) * self.velocity(features, x, tau)).astype(np.float32)
+
+    def to_actions(self, x: np.ndarray) -> np.ndarray:
+        """Normalised latent (..., H, Da) -> physical actions (float32)."""
+        return (np.asarray(x, np.float32) * self._std + self._mean).astype(np.float32)
+
+    def to_latent(self, actions: np.ndarray) -> np.ndarray:
+        """Physical actions (..., H, Da) -> normalised latent (for inpainting / guidance)."""
+        return ((np.asarray(actions, np.float32) - self._mean) / self._std).astype(np.float32)
+
+
+def load_policy(path: str | Path, backend: BackendConfig | str = "torch", robot: Any = None,
+                language_device: str = "cpu") -> VLAPolicy:
+    """Checkpoint (dir or model.pt) or ONNX export dir -> ready policy, checked against ``robot``."""
+    b = make_backend(backend, path, robot=robot)
+    spec = b.spec
+    lang = InstructionCache(spec.lang_encoder_id, spec.lang_dim, spec.instruction_embeddings,
+                            device=language_device)
+    return VLAPolicy(b, lang)

@@ -1,0 +1,339 @@
+"""Training the reference VLA on demonstrations: rectified flow, EMA weights, resumable.
+
+Read top to bottom: :class:`TrainVLAConfig` (every knob, documented), then :class:`VLATrainer.run`.
+Loss per step: rectified-flow MSE on normalised action chunks (``flow_samples`` draws per
+observation) + ``aux_object_weight`` x MSE of a training-only head that predicts the positions of
+the moved block and its base from the prefix features (privileged ``object_pos`` of the demos).
+
+Determinism and resume. Everything random in step ``s`` (augmentation shifts, flow noise and times)
+comes from a torch generator seeded with ``(seed, s)``, and the data order from
+:class:`edge.vla.data.BatchOrder` (a permutation per epoch plus a saved cursor). ``train_state.pt``
+holds weights, EMA, optimiser state and the cursor, so a run interrupted at any step boundary and
+resumed with ``--resume`` produces the same parameters as an uninterrupted run. Evaluation, logging
+and saving consume no training randomness.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import torch
+
+from edge.config import ConfigError, cfg, check_fields, to_dict
+from edge.errors import EdgeError
+from edge.vla import checkpoint as ckpt
+from edge.vla.data import BatchOrder, DemoSet, random_shift
+from edge.vla.language import HASH_ID, MINILM_ID, make_encoder
+from edge.vla.manifest import write_manifest
+from edge.vla.model import VLAConfig, VLAModel, parameter_count
+from edge.vla.spec import ModelSpec
+
+log = logging.getLogger(__name__)
+TRAIN_FORMAT = "edge-vla-train"
+# Settings that may change between an interrupted run and its resume without changing the result
+# (except ``steps``, which stretches the LR schedule and is reported).
+RESUME_MUTABLE = {"steps", "save_every_steps", "log_every_steps", "threads", "eval_every_steps",
+                  "eval_episodes", "eval_sim", "eval_num_steps", "eval_execute", "eval_max_steps",
+                  "eval_seed"}
+
+
+@dataclass(frozen=True)
+class TrainVLAConfig:
+    """``edge train vla`` settings (YAML presets in configs/train/vla_*.yaml)."""
+
+    model: VLAConfig = cfg(default_factory=VLAConfig, help="architecture (see VLAConfig)")  # noqa: RUF009
+    steps: int = cfg(8000, "optimiser steps", range=(1, 10_000_000))
+    batch_size: int = cfg(64, "observations per step", range=(1, 4096))
+    flow_samples: int = cfg(2, "noise/time draws per observation (the prefix is shared)", range=(1, 64))
+    lr: float = cfg(3e-4, "peak learning rate (AdamW)", range=(1e-7, 1.0))
+    min_lr_ratio: float = cfg(0.1, "final / peak learning rate of the cosine decay", range=(0.0, 1.0))
+    warmup_steps: int = cfg(500, "linear learning-rate warm-up", range=(0, 1_000_000))
+    weight_decay: float = cfg(1e-4, "AdamW weight decay", range=(0.0, 1.0))
+    grad_clip: float = cfg(1.0, "max gradient norm (0 = off)", range=(0.0, 1e6))
+    ema_decay: float = cfg(0.999, "EMA decay of the deployed weights", range=(0.0, 1.0))
+    aux_object_weight: float = cfg(0.5, "weight of the auxiliary object-position loss (uses the "
+                                   "demos' privileged object_pos; 0 = off)", range=(0.0, 100.0))
+    shift_px: int = cfg(4, "random-shift augmentation, pixels each way", range=(0, 32))
+    seed: int = cfg(0, "seed of init, data order, augmentation and flow noise", range=(0, 2**31 - 1))
+    successful_only: bool = cfg(True, "train on successful demonstrations only")
+    max_episodes: int = cfg(0, "use at most this many episodes (0 = all)", range=(0, 10_000_000))
+    language_encoder: str = cfg("auto", "frozen sentence encoder (auto = MiniLM if installed)",
+                                choices=("auto", MINILM_ID, HASH_ID))
+    threads: int = cfg(0, "torch threads (0 = torch's default)", range=(0, 256))
+    save_every_steps: int = cfg(500, "write checkpoint + resume state every N steps", range=(1, 10**9))
+    log_every_steps: int = cfg(50, "loss logging period", range=(1, 10**9))
+    eval_every_steps: int = cfg(0, "evaluate in sim every N steps (0 = only at the end)",
+                                range=(0, 10**9))
+    eval_episodes: int = cfg(10, "sim episodes per evaluation (0 = no evaluation)", range=(0, 100_000))
+    eval_sim: str = cfg("mujoco", "simulator for evaluation", choices=("mujoco", "pybullet"))
+    eval_num_steps: int = cfg(10, "denoising steps K during evaluation", range=(1, 1000))
+    eval_execute: int = cfg(8, "actions executed per query C during evaluation", range=(1, 256))
+    eval_max_steps: int = cfg(400, "control steps per evaluation episode", range=(1, 100_000))
+    eval_seed: int = cfg(1_000_000, "env seed of the first evaluation episode (disjoint from demos)",
+                         range=(0, 2**31 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.eval_execute > self.model.chunk_len:
+            raise ConfigError(f"eval_execute={self.eval_execute} exceeds model.chunk_len="
+                              f"{self.model.chunk_len}")
+
+
+def lr_at(config: TrainVLAConfig, step: int) -> float:
+    warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
+    progress = min(step / max(config.steps, 1), 1.0)
+    cosine = config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return config.lr * warm * cosine
+
+
+class VLATrainer:
+    """One training run writing into ``out_dir`` (see :mod:`edge.vla.checkpoint` for the files)."""
+
+    def __init__(self, config: TrainVLAConfig, task: str, data_dir: str | Path, out_dir: str | Path,
+                 resume: bool = False, command: str = "", progress: bool = True) -> None:
+        from sim.demos import dataset_hash
+
+        self.config, self.task = config, task
+        self.data_dir, self.out_dir = Path(data_dir), Path(out_dir)
+        self.command = command or " ".join(["edge", *sys.argv[1:]])
+        self.progress = progress
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        state = self._read_resume_state() if resume else None
+        t0 = time.perf_counter()
+        self.data = DemoSet.load(self.data_dir, config.model.cameras, task=task,
+                                 successful_only=config.successful_only,
+                                 max_episodes=config.max_episodes)
+        self.data_hash = dataset_hash(self.data_dir)
+        log.info("loaded %d episodes / %d frames in %.1f s", self.data.n_episodes, self.data.n_frames,
+                 time.perf_counter() - t0)
+        if state is not None and state["data_hash"] != self.data_hash:
+            raise EdgeError(f"resume: {self.data_dir} changed since {self.out_dir} was started "
+                            "(dataset hash differs); resume needs the same data, or start a new --out")
+        self.spec = (ModelSpec.from_dict(state["spec"]) if state is not None else self._make_spec())
+        model_config = config.model
+        self.aux = None
+        if config.aux_object_weight > 0 and self.data.aux_objects is not None:
+            st = self.data.stats()
+            self.aux = (self.data.aux_objects - st["aux_mean"]) / st["aux_std"]  # (N, 6) normalised
+            model_config = dataclasses.replace(model_config, aux_outputs=self.aux.shape[1])
+        elif config.aux_object_weight > 0:
+            log.warning("demos have no object_pos: training without the auxiliary object loss")
+        torch.manual_seed(config.seed)
+        self.model = VLAModel(model_config, self.spec)
+        self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=config.lr,
+                                     weight_decay=config.weight_decay)
+        self.order = BatchOrder(self.data.n_frames, config.batch_size, config.seed)
+        self.lang_table = torch.tensor(np.stack([self.spec.instruction_embeddings[t]
+                                                 for t in self.data.instructions]), dtype=torch.float32)
+        mean, std = self.spec.action_stats()
+        self._action_mean, self._action_std = mean, std
+        self.step, self.wall_s, self.history, self.evals, self.resumed_at = 0, 0.0, [], [], []
+        if state is not None:
+            self._load_state(state)
+
+    # --- setup -------------------------------------------------------------------------------------
+    def _make_spec(self) -> ModelSpec:
+        encoder = make_encoder(self.config.language_encoder)
+        emb = encoder.encode(self.data.instructions)
+        s = self.data.stats()
+        meta, m = self.data.meta, self.config.model
+        h, w = self.data.images["front"].shape[1:3]
+        return ModelSpec(
+            task=self.task, action_layout=_layout(meta["action_layout"]),
+            proprio_layout=_layout(meta["proprio_layout"]), action_dim=int(self.data.action.shape[1]),
+            proprio_dim=int(self.data.proprio.shape[1]), control_rate_hz=float(meta["control_rate_hz"]),
+            chunk_len=m.chunk_len, cameras=tuple(m.cameras), image_hw=(int(h), int(w)),
+            feature_dim=m.d_model, lang_encoder_id=encoder.id, lang_dim=encoder.dim,
+            action_mean=tuple(map(float, s["action_mean"])), action_std=tuple(map(float, s["action_std"])),
+            proprio_mean=tuple(map(float, s["proprio_mean"])),
+            proprio_std=tuple(map(float, s["proprio_std"])),
+            instruction_embeddings={t: tuple(map(float, e)) for t, e in zip(self.data.instructions, emb)},
+        )
+
+    def _read_resume_state(self) -> dict[str, Any]:
+        path = self.out_dir / ckpt.TRAIN_STATE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"--resume: no {ckpt.TRAIN_STATE_FILE} in {self.out_dir}; "
+                                    "start without --resume")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("format") != TRAIN_FORMAT:
+            raise EdgeError(f"{path} is not a VLA training state")
+        saved, now = state["config"], to_dict(self.config)
+        changed = sorted(k for k in now if k not in RESUME_MUTABLE and saved.get(k) != now[k])
+        if changed:
+            raise EdgeError("--resume: settings differ from the interrupted run: "
+                            + ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in changed)
+                            + ". Resume with the original settings or start a new --out")
+        if saved["steps"] != now["steps"]:
+            log.warning("resume with steps %s -> %s: the LR schedule stretches, so the result differs "
+                        "from an uninterrupted %s-step run", saved["steps"], now["steps"], now["steps"])
+        return state
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.ema.load_state_dict(state["ema"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.order.load_state_dict(state["order"])
+        self.step, self.wall_s = int(state["step"]), float(state["wall_s"])
+        self.history, self.evals = list(state["history"]), list(state["evals"])
+        self.resumed_at = list(state["resumed_at"]) + [self.step]
+        log.info("resumed %s at step %d", self.out_dir, self.step)
+
+    # --- one optimiser step ----------------------------------------------------------------------------
+    def _batch(self, gen: torch.Generator) -> tuple[Any, ...]:
+        idx = self.order.next()
+        images = {cam: random_shift(torch.from_numpy(self.data.images[cam][idx]), self.config.shift_px, gen)
+                  for cam in self.config.model.cameras}
+        actions, mask = self.data.chunks(idx, self.config.model.chunk_len)
+        actions = (actions - self._action_mean) / self._action_std
+        return (images, torch.from_numpy(self.data.proprio[idx]),
+                self.lang_table[torch.from_numpy(self.data.instruction_index[idx])],
+                torch.from_numpy(actions.astype(np.float32)), torch.from_numpy(mask), idx)
+
+    def train_step(self) -> float:
+        c = self.config
+        gen = torch.Generator().manual_seed(c.seed * 1_000_003 + self.step)
+        images, proprio, lang, actions, mask, idx = self._batch(gen)
+        n = c.flow_samples * actions.shape[0]
+        noise = torch.randn((n, *actions.shape[1:]), generator=gen)
+        t = torch.rand((n,), generator=gen)
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(c, self.step)
+        self.model.train()
+        features = self.model.encode(images, proprio, lang)
+        loss = self.model.flow_loss(features, actions, mask, noise, t)
+        if self.aux is not None:
+            target = torch.from_numpy(self.aux[idx])
+            loss = loss + c.aux_object_weight * torch.nn.functional.mse_loss(
+                self.model.aux_head(features), target)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if c.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
+        self.opt.step()
+        decay = min(c.ema_decay, (1 + self.step) / (10 + self.step))
+        with torch.no_grad():
+            for e, p in zip(self.ema.parameters(), self.model.parameters()):
+                e.lerp_(p, 1.0 - decay)
+        self.step += 1
+        return float(loss.detach())
+
+    # --- the run -----------------------------------------------------------------------------------------
+    def run(self, stop_at: int | None = None) -> dict[str, Any]:
+        """Train to ``config.steps`` (or stop after step ``stop_at``, saving resume state)."""
+        from tqdm import tqdm
+
+        c = self.config
+        end = c.steps if stop_at is None else min(stop_at, c.steps)
+        bar = tqdm(total=c.steps, initial=self.step, disable=not self.progress, unit="step",
+                   desc="train vla", mininterval=1.0, dynamic_ncols=True)
+        window: list[float] = []
+        t_run = time.perf_counter()
+        with _StopAtStepBoundary() as stop:
+            while self.step < end and not stop.requested:
+                window.append(self.train_step())
+                bar.update(1)
+                if self.step % c.log_every_steps == 0 or self.step == end:
+                    self.history.append({"step": self.step, "loss": float(np.mean(window)),
+                                         "lr": lr_at(c, self.step - 1)})
+                    bar.set_postfix(loss=f"{np.mean(window):.4f}")
+                    window = []
+                if c.eval_every_steps and self.step % c.eval_every_steps == 0 and self.step < c.steps:
+                    self._evaluate(bar)
+                if self.step % c.save_every_steps == 0 and self.step < end:
+                    self._save(time.perf_counter() - t_run)
+        if stop.requested:
+            self._save(time.perf_counter() - t_run)
+            bar.close()
+            print(f"saved step {self.step} to {self.out_dir}; continue with --resume", file=sys.stderr)
+            raise KeyboardInterrupt
+        bar.close()
+        manifest = self._save(time.perf_counter() - t_run)  # a failing evaluation loses no training
+        if self.step >= c.steps and c.eval_episodes:
+            self._evaluate(None)
+            manifest = self._save(time.perf_counter() - t_run)
+        return manifest
+
+    def _evaluate(self, bar: Any) -> None:
+        from edge.backends.torch_backend import TorchBackend
+        from edge.vla.policy import VLAPolicy
+        from edge.vla.rollout import evaluate, sim_unavailable_reason
+
+        c = self.config
+        if c.eval_episodes == 0:
+            return
+        reason = sim_unavailable_reason()
+        if reason:
+            if not any(e.get("skipped") for e in self.evals):
+                log.warning("skipping evaluation in sim: %s", reason)
+            self.evals.append({"step": self.step, "skipped": reason})
+            return
+        policy = VLAPolicy(TorchBackend(self.ema))
+        result = evaluate(policy, self.task, c.eval_sim, c.eval_episodes, c.eval_num_steps,
+                          c.eval_execute, c.eval_seed, c.eval_max_steps)
+        result["step"] = self.step
+        self.evals.append(result)
+        msg = (f"eval step {self.step}: success {result['successes']}/{result['episodes']} "
+               f"(K={c.eval_num_steps}, C={c.eval_execute}, {c.eval_sim})")
+        (bar.write if bar is not None else log.info)(msg)
+
+    def _save(self, run_s: float) -> dict[str, Any]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        wall = self.wall_s + run_s
+        state = {
+            "format": TRAIN_FORMAT, "step": self.step, "wall_s": wall,
+            "model": self.model.state_dict(), "ema": self.ema.state_dict(),
+            "optimizer": self.opt.state_dict(), "order": self.order.state_dict(),
+            "config": to_dict(self.config), "spec": self.spec.to_dict(), "data_hash": self.data_hash,
+            "history": self.history, "evals": self.evals, "resumed_at": self.resumed_at,
+        }
+        ckpt.atomic_torch_save(state, self.out_dir / ckpt.TRAIN_STATE_FILE)
+        model_path = ckpt.save_model(self.out_dir / ckpt.MODEL_FILE, self.ema,
+                                     extra={"step": self.step, "weights": "ema"})
+        return write_manifest(self, model_path, wall)
+
+
+class _StopAtStepBoundary:
+    """First Ctrl-C: finish the current step, then stop (so the saved state resumes exactly);
+    a second Ctrl-C interrupts at once. Only installs a handler on the main thread."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstopping after this step (Ctrl-C again to abort now)", file=sys.stderr)
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _layout(value: Any) -> str | tuple[str, ...]:
+    return value if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def param_summary(model: VLAModel) -> dict[str, int]:
+    return {"total": parameter_count(model), "vision": parameter_count(model.trunks),
+            "action_expert": parameter_count(model.expert)}

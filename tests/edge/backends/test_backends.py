@@ -1,0 +1,74 @@
+"""Backend selection, provider fallback and torch/onnxruntime agreement."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from edge.backends import BackendConfig, BackendUnavailable, availability, make_backend
+from edge.errors import EdgeError
+from edge.export import example_inputs
+
+
+def test_availability_reports_every_backend_with_a_reason():
+    status = availability()
+    assert set(status) == {"torch", "onnxruntime", "tensorrt"}
+    assert status["torch"] == "" and status["onnxruntime"] == ""
+    assert "gpu extra" in status["tensorrt"] or "not implemented" in status["tensorrt"]
+
+
+def test_unknown_or_unavailable_backend_lists_what_is_available(tiny_ckpt):
+    with pytest.raises(BackendUnavailable, match="unknown backend 'jax'.*available here: torch, onnxruntime"):
+        make_backend("jax", tiny_ckpt)
+    with pytest.raises(BackendUnavailable, match="'tensorrt' is not available.*Jetson or an NVIDIA GPU"
+                       ".*Available here: torch, onnxruntime"):
+        make_backend("tensorrt", tiny_ckpt)
+    with pytest.raises(Exception, match="choose one of"):
+        BackendConfig(name="tflite")
+
+
+def test_onnxruntime_falls_back_to_cpu_with_a_logged_reason(tiny_ckpt, caplog):
+    caplog.set_level(logging.WARNING)
+    cfg = BackendConfig(name="onnxruntime", providers=("tensorrt", "cuda", "cpu"), threads=1)
+    b = make_backend(cfg, tiny_ckpt)
+    assert b.providers == ["CPUExecutionProvider"] and b.device == "cpu"
+    if "TensorrtExecutionProvider" not in b._ort.get_available_providers():
+        assert "TensorrtExecutionProvider is not in this onnxruntime build" in caplog.text
+        assert b.describe()["fallback_reasons"]
+    with pytest.raises(BackendUnavailable, match="fp32 export"):
+        make_backend(BackendConfig(name="onnxruntime", precision="fp16"), tiny_ckpt)
+
+
+def test_torch_and_onnxruntime_sample_the_same_chunks(tiny_ckpt):
+    tb = make_backend(BackendConfig(name="torch"), tiny_ckpt)
+    ob = make_backend(BackendConfig(name="onnxruntime", threads=1), tiny_ckpt)  # reuses ckpt/onnx
+    assert (tiny_ckpt / "onnx" / "metadata.json").is_file()
+    inputs = example_inputs(tb.spec, batch=3, seed=7)
+    ft, fo = tb.encode(inputs), ob.encode(inputs)
+    np.testing.assert_allclose(ft, fo, atol=1e-4)
+    noise = np.random.default_rng(0).standard_normal((3, 16, 5)).astype(np.float32)
+    for ks in (10, [1, 3, 10]):  # per-sample K on both
+        np.testing.assert_allclose(tb.sample(ft, noise, ks), ob.sample(ft, noise, ks), atol=1e-4)
+    assert ob.sample(ft, noise, 4).dtype == np.float32
+
+
+def test_noise_generator_is_seeded_per_backend(tiny_ckpt):
+    a = make_backend(BackendConfig(name="torch", seed=5), tiny_ckpt)
+    b = make_backend(BackendConfig(name="torch", seed=5), tiny_ckpt)
+    feats = a.encode(example_inputs(a.spec, batch=1))
+    np.testing.assert_array_equal(a.sample(feats, num_steps=2), b.sample(feats, num_steps=2))
+
+
+def test_torch_backend_needs_the_checkpoint_not_the_export(tiny_ckpt):
+    make_backend(BackendConfig(name="onnxruntime"), tiny_ckpt)
+    with pytest.raises(EdgeError, match="needs the checkpoint"):
+        make_backend("torch", tiny_ckpt / "onnx")
+
+
+@pytest.mark.slow  # inductor compiles C++ for ~80 s on 2 cores
+def test_torch_compile_flag_runs_or_falls_back(tiny_ckpt):
+    pytest.importorskip("torch")
+    b = make_backend(BackendConfig(name="torch", compile=True), tiny_ckpt)
+    feats = b.encode(example_inputs(b.spec, batch=1))
+    assert b.sample(feats, num_steps=2).shape == (1, 16, 5)
+    assert b.describe()["compiled"] in (True, False)

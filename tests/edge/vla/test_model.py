@@ -1,0 +1,98 @@
+"""Shapes, elastic sampling (per-sample K), noise determinism and float32 integration state."""
+
+import numpy as np
+import pytest
+import torch
+
+from edge.backends.base import steps_per_row
+from edge.backends.torch_backend import TorchBackend
+from edge.errors import EdgeError
+from edge.export import example_inputs
+from edge.vla.model import VLAConfig, VLAModel
+
+CONFIG = VLAConfig(conv_channels=(8, 16), keypoints=4, d_model=32, d_lang=8, d_proprio=8,
+                   expert_layers=1, expert_heads=2, mlp_ratio=2.0)
+
+
+@pytest.fixture
+def backend(make_spec):
+    torch.manual_seed(0)
+    spec = make_spec(action_layout="ee_delta", action_mean=(0.01, 0.0, -0.01, 0.0, 0.5),
+                     action_std=(0.02, 0.02, 0.02, 0.1, 0.5))
+    model = VLAModel(CONFIG, spec)
+    with torch.no_grad():  # move the zero-initialised gates so the velocity depends on everything
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return TorchBackend(model, seed=0)
+
+
+def test_encode_and_step_shapes(backend):
+    feats = backend.encode(example_inputs(backend.spec, batch=3))
+    assert feats.shape == (3, 32) and feats.dtype == np.float32
+    v = backend.denoise_step(np.zeros((3, 16, 5), np.float32), 0.5, feats)
+    assert v.shape == (3, 16, 5) and v.dtype == np.float32
+    chunk = backend.sample(feats, num_steps=4)
+    assert chunk.shape == (3, 16, 5) and chunk.dtype == np.float32
+
+
+def test_fresh_expert_predicts_zero_velocity(make_spec):
+    model = VLAModel(CONFIG, make_spec())
+    v = model.denoise_step(torch.randn(2, 16, 5), torch.rand(2), torch.randn(2, 32))
+    assert torch.count_nonzero(v) == 0  # adaLN-zero: training starts from the identity flow
+
+
+def test_same_noise_same_chunk_and_noise_steers_the_sample(backend):
+    feats = backend.encode(example_inputs(backend.spec, batch=1))
+    noise = np.random.default_rng(1).standard_normal((1, 16, 5)).astype(np.float32)
+    a = backend.sample(feats, noise, num_steps=5)
+    np.testing.assert_array_equal(a, backend.sample(feats, noise.copy(), num_steps=5))
+    assert not np.allclose(a, backend.sample(feats, -noise, num_steps=5))
+
+
+def test_euler_matches_a_hand_written_loop(backend):
+    feats = backend.encode(example_inputs(backend.spec, batch=1))
+    x = np.random.default_rng(2).standard_normal((1, 16, 5)).astype(np.float32)
+    noise = x.copy()
+    for i in range(3):
+        x = x + np.float32(1 / 3) * backend.denoise_step(x, i / 3, feats)
+    mean, std = backend.spec.action_stats()
+    np.testing.assert_allclose(backend.sample(feats, noise, 3), x * std + mean, atol=1e-6)
+
+
+def test_per_sample_steps_equal_separate_calls(backend):
+    feats = backend.encode(example_inputs(backend.spec, batch=3))
+    noise = np.random.default_rng(3).standard_normal((3, 16, 5)).astype(np.float32)
+    ks = [1, 4, 10]
+    batched = backend.sample(feats, noise, num_steps=ks)
+    for b, k in enumerate(ks):
+        alone = backend.sample(feats[b : b + 1], noise[b : b + 1], num_steps=k)
+        np.testing.assert_allclose(batched[b], alone[0], atol=1e-5)
+    assert not np.allclose(batched[0], backend.sample(feats, noise, num_steps=10)[0])
+
+
+def test_reduced_precision_keeps_float32_state(backend):
+    model = VLAModel(CONFIG, backend.spec)
+    model.load_state_dict(backend.model.state_dict())
+    bf16 = TorchBackend(model, precision="bf16")
+    inputs = example_inputs(backend.spec, batch=2)
+    feats = backend.encode(inputs)
+    noise = np.random.default_rng(4).standard_normal((2, 16, 5)).astype(np.float32)
+    ref = backend.sample(feats, noise, 10)
+    low = bf16.sample(feats, noise, 10)
+    assert low.dtype == np.float32
+    assert np.abs(low - ref).max() < 0.1 * np.abs(ref).max()  # bf16 network, f32 accumulation
+
+
+def test_bad_inputs_name_what_is_wrong(backend):
+    inputs = example_inputs(backend.spec, batch=1)
+    with pytest.raises(EdgeError, match="missing \\['lang'\\]"):
+        backend.encode({k: v for k, v in inputs.items() if k != "lang"})
+    with pytest.raises(EdgeError, match="'front': got float32"):
+        backend.encode({**inputs, "front": inputs["front"].astype(np.float32)})
+    feats = backend.encode(inputs)
+    with pytest.raises(EdgeError, match="noise must be"):
+        backend.sample(feats, np.zeros((1, 8, 5), np.float32))
+    with pytest.raises(EdgeError, match=">= 1"):
+        backend.sample(feats, num_steps=0)
+    with pytest.raises(EdgeError, match="one per row"):
+        steps_per_row([2, 3], batch=3)

@@ -1,0 +1,93 @@
+"""Training: manifest contents, resume equivalence, refusal of inconsistent resumes, CLI."""
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from edge.cli import main
+from edge.config import load_config
+from edge.errors import EdgeError
+from edge.vla.checkpoint import TRAIN_STATE_FILE
+from edge.vla.language import HASH_ID
+from edge.vla.synthetic import write_synthetic_demos
+from edge.vla.train import TrainVLAConfig, VLATrainer
+
+TINY = "configs/train/vla_tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    return write_synthetic_demos(tmp_path_factory.mktemp("demos") / "d", episodes=3, steps=20)
+
+
+def tiny_config(*overrides: str) -> TrainVLAConfig:
+    from edge.vla.manifest import REPO_ROOT
+
+    return load_config(TrainVLAConfig, REPO_ROOT / TINY,
+                       [f"language_encoder={HASH_ID}", "eval_episodes=0", *overrides])
+
+
+def test_resume_gives_the_same_parameters_as_an_uninterrupted_run(demos, tmp_path):
+    config = tiny_config("steps=8", "save_every_steps=1000")
+    straight = VLATrainer(config, "stack", demos, tmp_path / "a", progress=False)
+    straight.run()
+    half = VLATrainer(config, "stack", demos, tmp_path / "b", progress=False)
+    step = half.train_step
+
+    def interrupted_step() -> float:  # Ctrl-C arrives in the middle of step 4
+        if half.step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return step()
+
+    half.train_step = interrupted_step
+    with pytest.raises(KeyboardInterrupt):
+        half.run()
+    assert half.step == 4 and (tmp_path / "b" / TRAIN_STATE_FILE).is_file()
+    resumed = VLATrainer(config, "stack", demos, tmp_path / "b", resume=True, progress=False)
+    assert resumed.step == 4
+    resumed.run()
+    for name, module in (("model", "model"), ("ema", "ema")):
+        a, b = getattr(straight, module).state_dict(), getattr(resumed, module).state_dict()
+        worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+        assert worst <= 1e-6, f"{name} differs by {worst}"
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["resumed_at_steps"] == [4] and manifest["complete"]
+
+
+def test_manifest_records_how_to_reproduce(demos, tmp_path):
+    VLATrainer(tiny_config("steps=3"), "stack", demos, tmp_path, command="edge train vla ...",
+               progress=False).run()
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    assert m["command"] == "edge train vla ..." and m["seed"] == 0 and m["step"] == 3
+    assert len(m["data"]["sha256"]) == 64 and m["data"]["episodes"] == 3
+    assert "commit" in m["git"] and m["wall_time_s"] >= 0
+    assert m["metrics"]["final_loss"] > 0 and m["model"]["bytes"] == (tmp_path / "model.pt").stat().st_size
+    assert m["spec"]["lang_encoder_id"] == HASH_ID
+
+
+def test_resume_refuses_changed_settings_or_data(demos, tmp_path):
+    VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", progress=False).run(stop_at=2)
+    with pytest.raises(EdgeError, match="lr: 0.001 -> 0.01"):
+        VLATrainer(tiny_config("steps=6", "lr=0.01"), "stack", demos, tmp_path / "r", resume=True)
+    other = write_synthetic_demos(tmp_path / "other", episodes=3, steps=20, seed=5)
+    with pytest.raises(EdgeError, match="dataset hash differs"):
+        VLATrainer(tiny_config("steps=6"), "stack", other, tmp_path / "r", resume=True)
+
+
+def test_cli_trains_refuses_overwrite_and_resumes(demos, tmp_path, capsys):
+    out = tmp_path / "cli"
+    base = ["train", "vla", "--task", "stack", "--data", str(demos), "--out", str(out), "--preset",
+            "tiny", "--no-progress", "--set", f"language_encoder={HASH_ID}"]
+    args = [*base, "--steps", "2"]
+    assert main(args) == 0
+    assert "final loss" in capsys.readouterr().out
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main([*base, "--steps", "3", "--resume"]) == 0
+    assert torch.load(out / TRAIN_STATE_FILE, weights_only=True)["step"] == 3
+    assert main(["train", "vla", "--data", str(demos), "--out", str(tmp_path / "x"), "--task",
+                 "push", "--preset", "tiny"]) == 2
+    assert "not 'push'" in capsys.readouterr().err
