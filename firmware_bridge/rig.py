@@ -125,7 +125,9 @@ class PtyRig(_RigCore):
 
     def _locked_service(self, now_s: float) -> None:
         with self.lock:
-            self.service(now_s)
+            # Read the clock after taking the lock: a time read before waiting for it could stamp
+            # a command earlier than it was sent.
+            self.service(max(now_s, time.monotonic()))
 
     def start(self) -> PtyRig:
         self._thread.start()

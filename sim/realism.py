@@ -86,11 +86,11 @@ class Realism:
             self._freeze_left -= 1
             self.counts["frozen_frames"] += 1
             return {k: v.copy() for k, v in self._frozen.items()}
-        if c.image_freeze_prob > 0 and self.rng.random() < c.image_freeze_prob:
-            self._frozen, self._freeze_left = out, c.image_freeze_steps
         if c.image_noise_std > 0:
             out = {k: np.clip(v.astype(np.float32) + self.rng.normal(0, c.image_noise_std, v.shape),
                               0, 255).astype(np.uint8) for k, v in out.items()}
+        if c.image_freeze_prob > 0 and self.rng.random() < c.image_freeze_prob:
+            self._frozen, self._freeze_left = out, c.image_freeze_steps  # freeze what was delivered
         return out
 
     def action(self, a: np.ndarray, hold: np.ndarray) -> np.ndarray:
