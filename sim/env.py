@@ -250,14 +250,15 @@ class TabletopEnv(gym.Env):
             self.clip_counts["workspace"] += int(np.any(lim != new))
             # Keep the target within 6 cm of the real TCP so a blocked arm does not wind up.
             q, _ = self.backend.arm_state()
-            p, _, _ = rm.fk(q)
+            fk_q = rm.fk(q)
+            p = fk_q[0]
             off = lim - p
             n = np.linalg.norm(off)
             self._target_pos = p + off * min(1.0, 0.06 / n) if n > 1e-9 else lim
             if self.cfg.task != "push":
                 self._target_yaw = float(np.clip(self._target_yaw + a[3], -np.pi / 2 - 0.3, np.pi / 2 + 0.3))
                 self._gripper_cmd = float(a[4])
-            self._q_target = rm.ik_step(q, self._target_pos, rm.down_rotation(self._target_yaw))
+            self._q_target = rm.ik_step(q, self._target_pos, rm.down_rotation(self._target_yaw), fk_q=fk_q)
         self.backend.set_arm_targets(self._q_target)
         self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
 

@@ -165,18 +165,19 @@ def ik_step(
     damping: float = 0.05,
     iters: int = 3,
     rot_weight: float = 0.5,
+    fk_q: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Damped least squares IK: joint positions that move the TCP toward the target pose.
 
     A few Gauss-Newton iterations from ``q_rad``; results are kept inside the URDF limits (the
     env counts how often this bound is active). A null-space term pulls toward the home posture
-    so the redundant joint does not drift.
+    so the redundant joint does not drift. ``fk_q`` may pass ``fk(q_rad)`` if the caller has it.
     """
     lo, hi, _ = arm_limits()
     q = np.array(q_rad, dtype=float)
     home = np.array(Q_HOME_RAD)
-    for _ in range(iters):
-        p, R, J = fk(q)
+    for i in range(iters):
+        p, R, J = fk_q if (i == 0 and fk_q is not None) else fk(q)
         e_pos = target_pos_m - p
         e_rot = 0.5 * _cross(R.T, target_R.T).sum(axis=0)
         e = np.concatenate([e_pos, rot_weight * e_rot])

@@ -47,6 +47,10 @@ class VLAConfig:
     mlp_ratio: float = cfg(2.0, "expert MLP hidden width / d_model", range=(1.0, 8.0))
     aux_outputs: int = cfg(0, "training-only head predicting object positions from the features "
                            "(set by the trainer; never exported)", range=(0, 64))
+    ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "
+                                          "normalisation). Joint velocities invite a copycat shortcut: "
+                                          "open-loop the policy continues the demo's motion from qd "
+                                          "instead of looking, and fails in closed loop")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -68,6 +72,12 @@ class VLAModel(nn.Module):
         d = config.d_model
         self.register_buffer("proprio_mean", torch.tensor(spec.proprio_mean, dtype=torch.float32))
         self.register_buffer("proprio_std", torch.tensor(spec.proprio_std, dtype=torch.float32))
+        layout = tuple(spec.proprio_layout) if not isinstance(spec.proprio_layout, str) else ()
+        unknown = sorted(set(config.ignore_proprio) - set(layout))
+        if unknown:
+            raise ValueError(f"model.ignore_proprio names {unknown} not in the proprio layout {list(layout)}")
+        keep = [0.0 if name in config.ignore_proprio else 1.0 for name in layout] or [1.0] * spec.proprio_dim
+        self.register_buffer("proprio_keep", torch.tensor(keep, dtype=torch.float32), persistent=False)
         self.lang_proj = nn.Sequential(nn.Linear(spec.lang_dim, config.d_lang), nn.SiLU())
         self.trunks = nn.ModuleDict({
             cam: ConvTrunk(spec.image_hw, config.conv_channels, config.keypoints, config.d_lang, d)
@@ -93,7 +103,7 @@ class VLAModel(nn.Module):
         """images[cam] (B, H_img, W_img, 3) uint8, proprio (B, P) raw, lang (B, L) -> (B, D)."""
         dtype = self.fuse[0].weight.dtype
         cond = self.lang_proj(lang.to(dtype))  # (B, d_lang)
-        p = ((proprio.float() - self.proprio_mean) / self.proprio_std).to(dtype)
+        p = ((proprio.float() - self.proprio_mean) / self.proprio_std * self.proprio_keep).to(dtype)
         parts = [self.trunks[cam](images[cam], cond) for cam in self.config.cameras]
         parts += [self.proprio_mlp(p), cond]
         return self.fuse(torch.cat(parts, dim=-1))
