@@ -204,7 +204,7 @@ class TabletopEnv(gym.Env):
         info = self._info(success)
         info["clipped"] = clipped
         info["sim_diverged"] = diverged  # physics blew up: episode ends, counted as a failure
-        self.max_stage = max(self.max_stage, 4 if success else progress_stage(self.spec_task, self.scene, self.backend))
+        self.max_stage = max(self.max_stage, 4 if success else progress_stage(self.spec_task, self.scene, self.backend, placed=ok))
         info["max_stage"] = self.max_stage  # furthest of sim.tasks.PROGRESS_STAGES reached
         return self._observe(), float(success), bool(success), bool(truncated), info
 

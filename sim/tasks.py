@@ -102,15 +102,16 @@ def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
 PROGRESS_STAGES = ("reach", "grasp", "transport", "place", "success")
 
 
-def progress_stage(spec: TaskSpec, scene: Scene, backend) -> int:
+def progress_stage(spec: TaskSpec, scene: Scene, backend, placed: bool | None = None) -> int:
     """How far an episode got, from privileged state (for failure analysis of learned policies).
 
     0 ``reach``: the object to move has not been lifted; 1 ``grasp``: it is lifted ≥ 2 cm;
     2 ``transport``: it is lifted and within 2 cm (xy) of its destination; 3 ``place``: the
     instantaneous success condition holds (at rest, released); 4 ``success`` is set by the env.
-    For ``push`` (nothing is lifted) stage 1 means the block moved ≥ 2 cm.
+    For ``push`` (nothing is lifted) stage 1 means the block moved ≥ 2 cm. ``placed`` may pass
+    an already computed ``success_now`` (the env has it each step).
     """
-    if success_now(spec, scene, backend):
+    if placed if placed is not None else success_now(spec, scene, backend):
         return 3
     name = spec.order[-1] if spec.name == "stack" else spec.order[0]
     pos, _ = backend.object_pose(name)
