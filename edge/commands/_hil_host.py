@@ -161,6 +161,19 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
+def _restore_sigint() -> None:
+    """Make SIGINT mean Ctrl-C (KeyboardInterrupt -> controlled stop), even if it arrived ignored.
+
+    A process started from a non-interactive shell's background job (``edge hil ... &``, CI, a
+    nohup'd service) inherits SIGINT = SIG_IGN, and Python then installs no KeyboardInterrupt
+    handler: the robot process would silently ignore an operator's or supervisor's interrupt
+    and run on to the end of its motion (seen in the HIL campaign: DISARM 2 s late, exit 0)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Subprocess entry: ``python -m edge.commands._hil_host SPEC.json``."""
     from drivers.sim_camera import ProprioObserver
@@ -168,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge.robot_spec import load_robot_spec
 
     argv = sys.argv[1:] if argv is None else argv
+    _restore_sigint()
     spec = HostSpec(**json.loads(Path(argv[0]).read_text()))
     robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
     policy: Any = ReplayPolicy(np.load(spec.actions_file), robot.control_rate_hz, spec.layout, spec.chunk_len)

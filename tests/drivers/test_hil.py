@@ -3,6 +3,7 @@ representative scenarios end to end in real time (loop + safety + bridge driver 
 + emulated MCU + MuJoCo physics)."""
 
 import dataclasses
+import signal
 
 import pytest
 
@@ -98,6 +99,19 @@ def test_scenario_end_to_end(ctx, tmp_path, name):
     assert row["applied_commands"] > 0
     if name != "bit_flip":
         assert row["time_to_safe_s"] is not None
+
+
+def test_host_sigint_is_honoured_when_inherited_ignored(ctx, tmp_path):
+    # A background job of a non-interactive shell (CI, `edge hil --all &`) starts with SIGINT
+    # ignored; the host child inherits that. It must still stop on Ctrl-C (regression: it ran on
+    # to the end of its motion, DISARM 2 s late, exit 0).
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        row = run_scenario(_scenario("host_sigint"), ctx, tmp_path / "int")
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert row["pass"], row["failed"]
+    assert row["time_to_safe_s"] < 0.13
 
 
 @pytest.mark.slow
