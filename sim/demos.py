@@ -63,8 +63,9 @@ def prepare_dir(root: str | Path, meta: dict[str, Any]) -> Path:
     meta_path = root / "meta.json"
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
-        for key in ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config"):
-            if old.get(key) != meta.get(key):
+        for key in ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config",
+                    "action_noise_m"):
+            if old.get(key, 0.0 if key == "action_noise_m" else None) != meta.get(key):
                 raise ValueError(
                     f"{meta_path}: existing dataset has {key}={old.get(key)!r}, this recording has "
                     f"{meta.get(key)!r}; record into a new --out directory"
@@ -126,9 +127,15 @@ def iter_episodes(root: str | Path, successful_only: bool = False) -> Iterator[d
         yield ep
 
 
-def dataset_hash(root: str | Path) -> str:
-    """SHA-256 over meta.json and every episode file, in name order (for manifests)."""
+def dataset_hash(root: str | Path | list) -> str:
+    """SHA-256 over meta.json and every episode file, in name order (for manifests).
+
+    A list of directories hashes the list of their hashes (a one-element list = that directory)."""
     import hashlib
+
+    if isinstance(root, (list, tuple)):
+        parts = [dataset_hash(r) for r in root]
+        return parts[0] if len(parts) == 1 else hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     h = hashlib.sha256()
     root = Path(root)

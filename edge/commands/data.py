@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from edge.cli import add_subparser
+from edge.errors import EdgeError
 from edge.commands._sim_args import add_env_args, make_env
 
 
@@ -20,6 +21,9 @@ def register(sub) -> None:
     add_env_args(r, episodes=100)
     r.add_argument("--out", required=True, help="dataset directory (created; reopened to resume)")
     r.add_argument("--wrist", action="store_true", help="also record the wrist camera")
+    r.add_argument("--action-noise", type=float, default=0.0, metavar="M",
+                   help="DART recovery data: execute the expert's action plus Gaussian position noise "
+                        "(per-episode std uniform in [0, M] metres; the clean action is recorded)")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
     r.set_defaults(func=record)
@@ -38,12 +42,18 @@ def record(args: argparse.Namespace) -> int:
     from sim.experts import PHASES
     from sim.rollout import expert_episode
 
+    from sim.env import MAX_DPOS_M
+
+    if not 0.0 <= args.action_noise <= MAX_DPOS_M:
+        raise EdgeError(f"--action-noise={args.action_noise} must lie in [0, {MAX_DPOS_M}] metres "
+                        "(a std of a few millimetres, e.g. 0.008)")
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
         "task": args.task, "sim": args.sim, "env_config": asdict(u.cfg),
         "control_rate_hz": u.cfg.control_rate_hz, "action_layout": list(ACTION_LAYOUT),
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
+        "action_noise_m": args.action_noise,
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
     }
@@ -55,7 +65,7 @@ def record(args: argparse.Namespace) -> int:
     bar = tqdm(todo, desc=f"record {args.task}/{args.sim}", unit="ep", initial=len(seeds) - len(todo),
                total=len(seeds))
     for seed in bar:
-        ep = expert_episode(env, seed)
+        ep = expert_episode(env, seed, action_noise_m=args.action_noise)
         ok += ep["success"]
         failed += not ep["success"]
         if ep["success"] or args.keep_failures:

@@ -24,7 +24,11 @@ def register(subparsers) -> None:
     vla = add_subparser(models, "vla", "train the flow-matching VLA (EMA weights, checkpoint + "
                         "manifest, periodic evaluation in sim)", EXAMPLES)
     vla.add_argument("--task", default="stack", help="task the demonstrations are for")
-    vla.add_argument("--data", required=True, help="demonstration directory (edge data record)")
+    vla.add_argument("--data", required=True, nargs="+",
+                     help="demonstration directory (edge data record); several are trained on as one")
+    vla.add_argument("--init", metavar="CKPT",
+                     help="fine-tune: start from this checkpoint's weights and normalisation "
+                          "(same architecture); recorded in the manifest")
     vla.add_argument("--out", required=True,
                      help="checkpoint directory: model.pt, manifest.json, train_state.pt")
     vla.add_argument("--preset", choices=PRESETS, default="default",
@@ -71,7 +75,7 @@ def _train_vla(args: argparse.Namespace) -> int:
         raise EdgeError(f"{out} already holds a training run; pass --resume to continue it or "
                         "choose another --out")
     trainer = VLATrainer(config, args.task, args.data, out, resume=args.resume,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, init=args.init)
     manifest = trainer.run()
     metrics = manifest["metrics"]
     print(f"wrote {out / 'model.pt'} ({manifest['model']['bytes'] / 1e6:.1f} MB, "

@@ -83,6 +83,35 @@ class DemoSet:
                    instructions=list(texts), n_episodes=count,
                    aux_objects=None if any(a is None for a in aux) else np.concatenate(aux))
 
+    @classmethod
+    def load_many(cls, roots: list[str | Path], cameras: tuple[str, ...] = ("front",),
+                  task: str | None = None, successful_only: bool = True, max_episodes: int = 0) -> DemoSet:
+        """Several dataset directories as one (e.g. clean demos + DART recovery demos).
+
+        They must agree on task, layouts and control rate; ``max_episodes`` applies to each."""
+        sets = [cls.load(r, cameras, task, successful_only, max_episodes) for r in roots]
+        first = sets[0]
+        for root, other in zip(roots[1:], sets[1:]):
+            for key in ("task", "action_layout", "proprio_layout", "control_rate_hz"):
+                if other.meta.get(key) != first.meta.get(key):
+                    raise EdgeError(f"{root}: {key}={other.meta.get(key)!r} differs from {roots[0]} "
+                                    f"({first.meta.get(key)!r}); train on datasets of one robot setup")
+        if len(sets) == 1:
+            return first
+        texts: dict[str, int] = {}
+        instr, ends, offset = [], [], 0
+        for d in sets:
+            remap = np.array([texts.setdefault(t, len(texts)) for t in d.instructions], np.int64)
+            instr.append(remap[d.instruction_index])
+            ends.append(d.episode_end + offset)
+            offset += d.n_frames
+        aux = None if any(d.aux_objects is None for d in sets) else np.concatenate([d.aux_objects for d in sets])
+        return cls(meta=first.meta, images={c: np.concatenate([d.images[c] for d in sets]) for c in cameras},
+                   proprio=np.concatenate([d.proprio for d in sets]),
+                   action=np.concatenate([d.action for d in sets]), episode_end=np.concatenate(ends),
+                   instruction_index=np.concatenate(instr), instructions=list(texts),
+                   n_episodes=sum(d.n_episodes for d in sets), aux_objects=aux)
+
     def stats(self) -> dict[str, np.ndarray]:
         """Per-dimension mean/std of actions (Da,) and proprio (P,), float32, with std floors."""
         extra = {}

@@ -45,7 +45,9 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
         "command": trainer.command,
         "task": trainer.task,
         "seed": trainer.config.seed,
-        "data": {"dir": str(trainer.data_dir), "sha256": trainer.data_hash,
+        "init": trainer.init_info,
+        "data": {"dir": (str(trainer.data_dirs[0]) if len(trainer.data_dirs) == 1
+                         else [str(d) for d in trainer.data_dirs]), "sha256": trainer.data_hash,
                  "episodes": trainer.data.n_episodes, "frames": trainer.data.n_frames,
                  "instructions": len(trainer.data.instructions)},
         "git": git_revision(),

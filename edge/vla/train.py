@@ -100,28 +100,42 @@ def lr_at(config: TrainVLAConfig, step: int) -> float:
 class VLATrainer:
     """One training run writing into ``out_dir`` (see :mod:`edge.vla.checkpoint` for the files)."""
 
-    def __init__(self, config: TrainVLAConfig, task: str, data_dir: str | Path, out_dir: str | Path,
-                 resume: bool = False, command: str = "", progress: bool = True) -> None:
+    def __init__(self, config: TrainVLAConfig, task: str, data_dir: str | Path | list[str | Path],
+                 out_dir: str | Path, resume: bool = False, command: str = "", progress: bool = True,
+                 init: str | Path | None = None) -> None:
         from sim.demos import dataset_hash
 
         self.config, self.task = config, task
-        self.data_dir, self.out_dir = Path(data_dir), Path(out_dir)
+        self.data_dirs = [Path(d) for d in (data_dir if isinstance(data_dir, (list, tuple)) else [data_dir])]
+        self.data_dir, self.out_dir = self.data_dirs[0], Path(out_dir)
         self.command = command or " ".join(["edge", *sys.argv[1:]])
         self.progress = progress
         if config.threads:
             torch.set_num_threads(config.threads)
         state = self._read_resume_state() if resume else None
         t0 = time.perf_counter()
-        self.data = DemoSet.load(self.data_dir, config.model.cameras, task=task,
-                                 successful_only=config.successful_only,
-                                 max_episodes=config.max_episodes)
-        self.data_hash = dataset_hash(self.data_dir)
+        self.data = DemoSet.load_many(self.data_dirs, config.model.cameras, task=task,
+                                      successful_only=config.successful_only,
+                                      max_episodes=config.max_episodes)
+        self.data_hash = dataset_hash(self.data_dirs)
         log.info("loaded %d episodes / %d frames in %.1f s", self.data.n_episodes, self.data.n_frames,
                  time.perf_counter() - t0)
         if state is not None and state["data_hash"] != self.data_hash:
             raise EdgeError(f"resume: {self.data_dir} changed since {self.out_dir} was started "
                             "(dataset hash differs); resume needs the same data, or start a new --out")
-        self.spec = (ModelSpec.from_dict(state["spec"]) if state is not None else self._make_spec())
+        init_payload = None
+        if state is not None:
+            self.init_info = state.get("init")
+            if init is not None and (self.init_info or {}).get("path") != str(init):
+                raise EdgeError(f"--resume: the interrupted run was initialised from "
+                                f"{(self.init_info or {}).get('path')}, not {init}; drop --init")
+            self.spec = ModelSpec.from_dict(state["spec"])
+        elif init is not None:
+            init_payload, self.init_info = self._read_init(init)
+            self.spec = self._extend_spec(ModelSpec.from_dict(init_payload["spec"]))
+        else:
+            self.init_info = None
+            self.spec = self._make_spec()
         model_config = config.model
         self.aux = None
         if config.aux_object_weight > 0 and self.data.aux_objects is not None:
@@ -132,6 +146,11 @@ class VLATrainer:
             log.warning("demos have no object_pos: training without the auxiliary object loss")
         torch.manual_seed(config.seed)
         self.model = VLAModel(model_config, self.spec)
+        if init_payload is not None:
+            try:
+                self.model.load_state_dict(init_payload["state_dict"])
+            except RuntimeError as err:
+                raise EdgeError(f"--init {init}: weights do not fit this architecture ({err})") from None
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=config.lr,
                                      weight_decay=config.weight_decay)
@@ -162,6 +181,47 @@ class VLATrainer:
             proprio_std=tuple(map(float, s["proprio_std"])),
             instruction_embeddings={t: tuple(map(float, e)) for t, e in zip(self.data.instructions, emb)},
         )
+
+    def _read_init(self, init: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Warm start: a trained checkpoint's weights *and* its spec (normalisation statistics), so
+        fine-tuning on more data keeps the input/output scaling the weights were trained with."""
+        from edge.config import from_dict
+        from edge.export import sha256_file
+
+        path = ckpt.resolve(init)
+        payload = ckpt.read_payload(path)
+        spec = ModelSpec.from_dict(payload["spec"])
+        stored = to_dict(from_dict(VLAConfig, payload["config"]))
+        wanted = to_dict(self.config.model)
+        diff = sorted(k for k in wanted if k != "aux_outputs" and stored.get(k) != wanted[k])
+        if diff:
+            raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
+                            + ", ".join(f"model.{k}: {stored.get(k)!r} (checkpoint) vs {wanted[k]!r}"
+                                        for k in diff) + "; use the checkpoint's settings")
+        meta = self.data.meta
+        if spec.task != self.task or spec.action_layout != _layout(meta["action_layout"]) \
+                or spec.proprio_layout != _layout(meta["proprio_layout"]) \
+                or spec.control_rate_hz != float(meta["control_rate_hz"]):
+            raise EdgeError(f"--init {path}: trained for task {spec.task!r} at {spec.control_rate_hz} Hz "
+                            f"with other layouts than the data in {self.data_dir}; cannot fine-tune")
+        manifest_path = path.parent / ckpt.MANIFEST_FILE
+        command = None
+        if manifest_path.is_file():
+            import json
+
+            command = json.loads(manifest_path.read_text()).get("command")
+        return payload, {"path": str(init), "sha256": sha256_file(path),
+                         "step": payload.get("extra", {}).get("step"), "command": command}
+
+    def _extend_spec(self, spec: ModelSpec) -> ModelSpec:
+        """Add cached embeddings for instructions the init checkpoint has not seen."""
+        new = [t for t in self.data.instructions if t not in spec.instruction_embeddings]
+        if not new:
+            return spec
+        emb = make_encoder(spec.lang_encoder_id).encode(new)
+        table = dict(spec.instruction_embeddings)
+        table.update({t: tuple(map(float, e)) for t, e in zip(new, emb)})
+        return dataclasses.replace(spec, instruction_embeddings=table)
 
     def _read_resume_state(self) -> dict[str, Any]:
         path = self.out_dir / ckpt.TRAIN_STATE_FILE
@@ -299,6 +359,7 @@ class VLATrainer:
             "optimizer": self.opt.state_dict(), "order": self.order.state_dict(),
             "config": to_dict(self.config), "spec": self.spec.to_dict(), "data_hash": self.data_hash,
             "history": self.history, "evals": self.evals, "resumed_at": self.resumed_at,
+            "init": self.init_info,
         }
         ckpt.atomic_torch_save(state, self.out_dir / ckpt.TRAIN_STATE_FILE)
         model_path = ckpt.save_model(self.out_dir / ckpt.MODEL_FILE, self.ema,

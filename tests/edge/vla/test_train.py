@@ -91,3 +91,30 @@ def test_cli_trains_refuses_overwrite_and_resumes(demos, tmp_path, capsys):
     assert main(["train", "vla", "--data", str(demos), "--out", str(tmp_path / "x"), "--task",
                  "push", "--preset", "tiny"]) == 2
     assert "not 'push'" in capsys.readouterr().err
+
+
+def test_init_fine_tunes_a_checkpoint_on_several_datasets(demos, tmp_path):
+    base = VLATrainer(tiny_config("steps=3"), "stack", demos, tmp_path / "base", progress=False)
+    base.run()
+    more = write_synthetic_demos(tmp_path / "more", episodes=2, steps=20, seed=7)
+    tuned = VLATrainer(tiny_config("steps=2"), "stack", [demos, more], tmp_path / "tuned",
+                       progress=False, init=tmp_path / "base")
+    assert tuned.data.n_episodes == 5 and tuned.data.n_frames == 100
+    # starts from the checkpoint's (EMA) weights and keeps its normalisation
+    saved = torch.load(tmp_path / "base" / "model.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(saved[k], v) for k, v in tuned.model.state_dict().items())
+    assert tuned.spec.action_mean == base.spec.action_mean
+    tuned.run()
+    manifest = json.loads((tmp_path / "tuned" / "manifest.json").read_text())
+    assert manifest["init"]["path"] == str(tmp_path / "base") and manifest["init"]["step"] == 3
+    assert manifest["data"]["dir"] == [str(demos), str(more)]
+    # the combined hash differs from either dataset's own
+    assert manifest["data"]["sha256"] != json.loads(
+        (tmp_path / "base" / "manifest.json").read_text())["data"]["sha256"]
+
+
+def test_init_refuses_another_architecture(demos, tmp_path):
+    VLATrainer(tiny_config("steps=1"), "stack", demos, tmp_path / "base", progress=False).run()
+    with pytest.raises(EdgeError, match="model.d_model"):
+        VLATrainer(tiny_config("steps=1", "model.d_model=48"), "stack", demos, tmp_path / "x",
+                   progress=False, init=tmp_path / "base")
