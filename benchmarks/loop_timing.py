@@ -4,6 +4,8 @@ For each control rate (default 20, 100, 500 Hz) and each execution mode:
 
 * ``async`` — the inference worker thread runs a torch MLP flow-matching denoiser (encode once +
   K Euler steps) while the loop ticks;
+* ``process`` — the same, in a separate worker process (``WorkerConfig.mode="process"``): the loop
+  thread no longer shares the interpreter lock with inference;
 * ``sync``  — the same compute runs inline in the tick when the queue is empty (the blocking
   baseline used by openpi-style runtimes),
 
@@ -23,6 +25,7 @@ normal-priority loop; a robot should run the loop with real-time priority.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -177,12 +180,13 @@ def run_case(
     policy = MLPDenoiser(H, rate_hz, hidden)
     cam, arm = Camera(64), KinematicArm(clock, spec)
     policy.sample(policy.encode(cam.observe(arm.read_state())), np.zeros((H, 5), np.float32), 2)  # warm
-    mode = "thread" if execution == "async" else "inline"
-    worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode))
+    mode = {"async": "thread", "process": "process", "sync": "inline"}[execution]
+    factory = functools.partial(MLPDenoiser, H, rate_hz, hidden) if mode == "process" else None
+    worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode), policy_factory=factory)
     run_dir = out_dir / f"{int(rate_hz)}hz_{execution}"
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
-        LoopConfig(rate_hz=rate_hz, execution=execution),
+        LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async"),
         clock,
         arm,
         cam,
@@ -243,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=2048, help="MLP width (sets the inference cost)")
     ap.add_argument("--steps", type=int, default=10, help="denoising steps K per query")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--executions", nargs="+", default=["async", "process", "sync"],
+                    choices=("async", "process", "sync"),
+                    help="async = worker thread, process = worker process, sync = inline (blocking)")
     ap.add_argument(
         "--sched",
         nargs="+",
@@ -263,14 +270,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                for execution in ("async", "sync"):
+                for execution in args.executions:
                     r = run_case(
                         rate, execution, args.seconds, args.warmup, args.hidden, args.steps, Path(tmp) / sched
                     )
                     r["sched"] = sched
                     results.append(r)
                     print(
-                        f"{sched:7s} {rate:5.0f} Hz {execution:5s}  overhead p50/p99 "
+                        f"{sched:7s} {rate:5.0f} Hz {execution:7s}  overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
                         f"jitter p99 {r['jitter_p99_ms']:.3f} ms  overruns {r['overruns']:5d}  "
                         f"inference p50 {r['inference_latency_p50_ms']} ms",

@@ -165,7 +165,7 @@ class ControlLoop:
         self.episode += 1
         self._discard_plans()
         self._reset_episode_state()
-        self.worker.scheduler.reset()
+        self.worker.reset_scheduler()
         self.safety.start(self.driver.read_state(), self.clock.now())
         self._event("episode_start")
 

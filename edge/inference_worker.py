@@ -14,6 +14,12 @@ Modes (``WorkerConfig.mode``):
   *charged* rather than waited for: ``t_ready_s = t_submit_s + latency`` with the latency from the
   latency model or, for ``measured``, the wall time of the compute. On the virtual clock this makes
   runs deterministic; on a real clock it is the synchronous (blocking) baseline.
+* ``process`` — a separate worker process (real clock only) that builds its own policy from a
+  picklable ``policy_factory`` and owns a copy of the scheduler. The control loop then never
+  competes with inference for Python's GIL: in ``thread`` mode the loop thread waits for the
+  interpreter lock whenever the worker runs Python between kernels, which is what sets the tick
+  overhead tail on a small CPU. Requests and results travel over a pipe (an observation is a few
+  tens of kB; pickling costs tens of microseconds on the loop thread).
 * ``auto`` — ``inline`` on a virtual clock, ``thread`` on a real one.
 
 Failures are never swallowed: an exception in the policy or scheduler is re-raised from ``poll`` as
@@ -22,8 +28,10 @@ Failures are never swallowed: an exception in the policy or scheduler is re-rais
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
+from collections.abc import Callable
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -55,17 +63,20 @@ class WorkerConfig:
     """How queries are executed and how their latency is accounted."""
 
     mode: str = cfg(
-        "auto", "thread | inline | auto (inline on a virtual clock)", choices=("auto", "thread", "inline")
+        "auto", "thread | process | inline | auto (inline on a virtual clock, else thread)",
+        choices=("auto", "thread", "process", "inline")
     )
     seed: int = cfg(0, "seed for the initial noise (per query: seed, epoch, query id)", range=(0, None))
     rtc_guidance: bool = cfg(True, "rtc seam: guide sampling toward the previous chunk's actions")
     latency: LatencyConfig = cfg(default_factory=LatencyConfig, help="charged/emulated inference latency")
     torch_threads: int = cfg(
         0,
-        "thread mode: torch intra-op threads in the worker thread "
-        "(0 = same as the thread that built the worker)",
+        "thread/process mode: torch intra-op threads for inference "
+        "(0 = thread: same as the thread that built the worker; process: 1)",
         range=(0, 1024),
     )
+    start_timeout_s: float = cfg(120.0, "process mode: how long the worker process may take to load "
+                                 "the policy before startup fails", range=(1.0, 3600.0))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -104,7 +115,11 @@ class InferenceWorker:
         clock: Clock,
         config: WorkerConfig | None = None,
         latency_model: LatencyModel | None = None,
+        policy_factory: Callable[[], ChunkPolicy] | None = None,
     ) -> None:
+        """``policy`` answers the loop's questions about shapes/rate/layout; in ``process`` mode
+        the queries run on a policy that ``policy_factory`` (picklable, no arguments) builds in the
+        worker process, e.g. ``functools.partial(load_policy, checkpoint, backend)``."""
         self.policy, self.scheduler, self.clock = policy, scheduler, clock
         self.config = config or WorkerConfig()
         self.latency_model = (
@@ -126,6 +141,9 @@ class InferenceWorker:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._torch_threads = self.config.torch_threads or _current_torch_threads()
+        self._proc: Any = None
+        if self.mode == "process":
+            self._start_process(policy_factory)
         if self.mode == "thread":
             self._thread = threading.Thread(target=self._run, name="edge-inference", daemon=True)
             self._thread.start()
@@ -151,6 +169,13 @@ class InferenceWorker:
             latency = self.latency_model.sample(out[0].num_steps) if self.latency_model else compute_s
             self._result = self._make_result(request, out, request.t_submit_s + latency, compute_s)
             return
+        if self.mode == "process":
+            try:
+                self._conn.send(("query", request))
+            except (OSError, ValueError) as err:
+                self._inflight = False
+                raise InferenceError(f"inference process unreachable: {err}") from None
+            return
         with self._lock:
             self._request = request
             self._wake.notify()
@@ -159,10 +184,14 @@ class InferenceWorker:
         """The finished query if it is ready at ``now_s``; raises InferenceError if it failed."""
         if not self._inflight:
             return None
+        if self.mode == "process":
+            self._drain_process()
         with self._lock:
             err, res = self._error, self._result
             if err is not None:
                 self._error, self._inflight = None, False
+                if isinstance(err, InferenceError) and self.mode == "process":
+                    raise err
                 raise InferenceError(f"inference query failed: {type(err).__name__}: {err}") from err
             if res is None or res.t_ready_s > now_s + 1e-9:
                 return None
@@ -180,12 +209,74 @@ class InferenceWorker:
             elif self._result is not None or self._error is not None:
                 self._result, self._error, self._inflight = None, None, False
 
+    def reset_scheduler(self) -> None:
+        """New episode: reset the scheduler's history (the worker process's copy too)."""
+        self.scheduler.reset()
+        if self._proc is not None:
+            self._conn.send(("reset", None))
+
     def close(self) -> None:
         with self._lock:
             self._stop = True
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        if self._proc is not None:
+            try:
+                self._conn.send(("stop", None))
+            except (OSError, ValueError):
+                pass
+            self._proc.join(timeout=5.0)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=5.0)
+            self._conn.close()
+            self._proc = None
+
+    # ------------------------------------------------------------------ process mode
+    def _start_process(self, factory: Callable[[], ChunkPolicy] | None) -> None:
+        import multiprocessing as mp
+
+        if factory is None:
+            raise EdgeError("inference mode 'process' needs a policy_factory: a picklable callable "
+                            "that builds the policy inside the worker process (e.g. "
+                            "functools.partial(load_policy, checkpoint, backend))")
+        if getattr(self.clock, "is_virtual", False):
+            raise EdgeError("inference mode 'process' runs on wall time; with the virtual clock use "
+                            "'inline' (or 'auto')")
+        ctx = mp.get_context("spawn")  # never fork a process that may hold torch/OpenMP threads
+        self._conn, child = ctx.Pipe(duplex=True)
+        cfg_ = dataclasses.replace(self.config, mode="inline", torch_threads=self.config.torch_threads or 1)
+        self._proc = ctx.Process(target=_process_main, args=(child, factory, self.scheduler, cfg_),
+                                 name="edge-inference", daemon=True)
+        self._proc.start()
+        child.close()
+        if not self._conn.poll(self.config.start_timeout_s):
+            self.close()
+            raise EdgeError(f"inference process did not start within {self.config.start_timeout_s:.0f} s "
+                            "(raise inference.start_timeout_s for slow model loads)")
+        kind, detail = self._conn.recv()
+        if kind != "ready":
+            self.close()
+            raise EdgeError(f"inference process failed to start: {detail}")
+
+    def _drain_process(self) -> None:
+        """Collect whatever the worker process sent (non-blocking)."""
+        try:
+            while self._conn.poll(0):
+                kind, epoch, payload = self._conn.recv()
+                with self._lock:
+                    if epoch != self.epoch:  # planned before a cancel: discard
+                        self._inflight = False
+                    elif kind == "result":
+                        req, out, compute_s, t_ready = payload
+                        self._result = self._make_result(req, out, t_ready, compute_s)
+                    else:
+                        self._error = InferenceError(payload)
+        except (EOFError, OSError):
+            pass
+        if self._result is None and self._error is None and self._inflight and not self._proc.is_alive():
+            self._error = InferenceError(f"inference process died (exit code {self._proc.exitcode})")
 
     # ------------------------------------------------------------------ compute
     def compute(self, req: QueryRequest) -> tuple[QueryPlan, ActionChunk, int, bool]:
@@ -275,6 +366,49 @@ class InferenceWorker:
                     self._result = result
                 else:
                     self._inflight = False
+
+
+def _process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Scheduler,
+                  config: WorkerConfig) -> None:
+    """Worker-process entry: build the policy, then answer queries until told to stop."""
+    from edge.clock import RealClock
+
+    try:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle
+        policy = factory()
+        if "torch" in sys.modules:  # only if the policy uses it
+            sys.modules["torch"].set_num_threads(config.torch_threads)
+        clock = RealClock()
+        worker = InferenceWorker(policy, scheduler, clock, config)
+        latency = worker.latency_model
+    except Exception as err:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("error", f"{type(err).__name__}: {err}"))
+        return
+    conn.send(("ready", worker.backend))
+    while True:
+        try:
+            kind, msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind == "stop":
+            return
+        if kind == "reset":
+            worker.scheduler.reset()
+            continue
+        req: QueryRequest = msg
+        t0 = time.perf_counter()
+        try:
+            out = worker.compute(req)
+        except Exception as err:  # noqa: BLE001 - handed to the loop, which stops the arm
+            conn.send(("error", req.epoch, f"inference query failed in the worker process: "
+                                           f"{type(err).__name__}: {err}"))
+            continue
+        compute_s = time.perf_counter() - t0
+        if latency is not None:
+            clock.sleep_until(req.t_submit_s + latency.sample(out[0].num_steps))
+        conn.send(("result", req.epoch, (req, out, compute_s, clock.now())))
 
 
 def _current_torch_threads() -> int:

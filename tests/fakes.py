@@ -239,3 +239,16 @@ class SteppingClock:
 
     def spend(self, dt_s: float) -> None:
         self.t += dt_s
+
+
+def dying_ramp_for(spec: RobotSpec) -> RampPolicy:
+    """TEST FIXTURE. A ramp policy whose process exits (as on a segfault) when it is queried."""
+
+    class Dying(RampPolicy):
+        def encode(self, obs: Any) -> Any:
+            import os
+
+            os._exit(3)
+
+    base = ramp_for(spec)
+    return Dying(base.base, base.slope, rate_hz=spec.control_rate_hz)

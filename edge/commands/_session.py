@@ -35,6 +35,9 @@ class SessionConfig:
     seam: str = cfg("rtc", "chunk seam strategy", choices=("replace", "weighted", "rtc"))
     execution: str = cfg("async", "async (never wait on inference) or sync", choices=("async", "sync"))
     clock: str = cfg("virtual", "virtual (deterministic) or real (wall clock)", choices=("virtual", "real"))
+    inference: str = cfg("auto", "where queries run: auto (virtual clock: inline, real: thread), "
+                         "thread, process (own process: no GIL contention with the loop), inline",
+                         choices=("auto", "thread", "process", "inline"))
     latency: str = cfg("measured", "virtual clock: measured, constant, or per_step latency",
                        choices=("measured", "constant", "per_step"))
     latency_ms: float = cfg(0.0, "constant latency per query (ms)", range=(0.0, 10000.0))
@@ -83,8 +86,22 @@ def run_session(cfg_: SessionConfig, out_dir: str | Path, policy=None, robot=Non
     from edge.schedulers import SchedulerConfig, make_scheduler
     from edge.telemetry import RunRecorder
 
+    factory = None
+    if cfg_.inference == "process":
+        if policy is not None:
+            from edge.errors import EdgeError
+
+            raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
+                            "process; it cannot take a policy object")
+        import functools
+
+        from edge.backends import BackendConfig
+        from edge.vla.policy import load_policy
     if policy is None:
         policy, robot = _policy_and_robot(cfg_)
+        if cfg_.inference == "process":
+            factory = functools.partial(load_policy, cfg_.checkpoint,
+                                        BackendConfig(name=cfg_.backend, threads=1), robot=robot)
     out = Path(out_dir)
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
     env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,
@@ -96,7 +113,9 @@ def run_session(cfg_: SessionConfig, out_dir: str | Path, policy=None, robot=Non
     lat = LatencyConfig(kind=cfg_.latency, latency_s=cfg_.latency_ms / 1000.0)
     scheduler = make_scheduler(SchedulerConfig(kind=cfg_.scheduler, num_steps=cfg_.num_steps,
                                                execute=cfg_.execute))
-    worker = InferenceWorker(policy, scheduler, clock, WorkerConfig(latency=lat, seed=cfg_.seed))
+    worker = InferenceWorker(policy, scheduler, clock,
+                             WorkerConfig(mode=cfg_.inference, latency=lat, seed=cfg_.seed),
+                             policy_factory=factory)
     meta = {"session": dataclasses.asdict(cfg_), "period_s": 1.0 / robot.control_rate_hz}
     recorder = RunRecorder(out, meta=meta)
     loop = ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg_.execution,

@@ -37,6 +37,9 @@ def register(sub) -> None:
     p.add_argument("--seam", default="rtc", choices=("replace", "weighted", "rtc"))
     p.add_argument("--execution", default="async", choices=("async", "sync"))
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"))
+    p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
+                   help="where queries run: auto = inline on the virtual clock, a thread on the real "
+                        "one; process = a separate worker process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step"),
                    help="virtual clock: how inference latency is charged")
     p.add_argument("--latency-ms", type=float, default=0.0, help="--latency constant: ms per query")
@@ -72,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = SessionConfig(task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
                         checkpoint=args.checkpoint, backend=args.backend, scheduler=args.scheduler,
                         num_steps=args.num_steps, execute=args.execute, seam=args.seam,
-                        execution=args.execution, clock=args.clock, latency=args.latency,
+                        execution=args.execution, clock=args.clock, inference=args.inference,
+                        latency=args.latency,
                         latency_ms=args.latency_ms, episodes=args.episodes, seed=args.seed)
     out = _run_dir(args)
     res = run_session(cfg, out)

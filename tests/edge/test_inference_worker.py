@@ -11,6 +11,7 @@ from edge.inference_worker import (
     QueryRequest,
     WorkerConfig,
 )
+from edge.errors import EdgeError
 from edge.schedulers import fixed
 from tests.fakes import BlackBoxRampPolicy, joint_spec, ramp_for
 
@@ -176,3 +177,82 @@ def test_latent_policies_are_mapped_in_and_out():
     res = w.poll(0.0)
     np.testing.assert_allclose(res.chunk.actions[:2], prefix[:2], atol=1e-5)
     np.testing.assert_allclose(res.chunk.actions[5:], policy.target(0.0)[5:], atol=1e-5)
+
+
+def _wait_result(w, clock, timeout_s=10.0):
+    t_end = time.monotonic() + timeout_s
+    while time.monotonic() < t_end:
+        res = w.poll(clock.now())
+        if res is not None:
+            return res
+        time.sleep(0.002)
+    raise AssertionError("no result")
+
+
+def test_process_mode_matches_inline_and_discards_cancelled_queries():
+    import functools
+
+    clock = RealClock()
+    w = InferenceWorker(ramp_for(SPEC), fixed(3, 4), clock, WorkerConfig(mode="process", seed=2),
+                        policy_factory=functools.partial(ramp_for, SPEC))
+    try:
+        t0 = clock.now()
+        w.submit(request(t0))
+        assert w.busy and clock.now() - t0 < 0.02  # submit does not wait for the compute
+        res = _wait_result(w, clock)
+        inline = InferenceWorker(ramp_for(SPEC), fixed(3, 4), VirtualClock(), WorkerConfig(seed=2))
+        inline.submit(request(t0))
+        ref = inline.poll(1e9)
+        np.testing.assert_array_equal(res.chunk.actions, ref.chunk.actions)
+        assert res.nfe == 3 and res.chunk.execute == 4 and res.t_ready_s >= t0 and not w.busy
+        w.reset_scheduler()
+        w.submit(request(clock.now(), qid=2))
+        w.cancel()  # the process finishes, the loop never sees the stale chunk
+        t_end = time.monotonic() + 5
+        while w.busy and time.monotonic() < t_end:
+            assert w.poll(clock.now()) is None
+            time.sleep(0.002)
+        assert not w.busy
+        w.submit(request(clock.now(), qid=3, epoch=w.epoch))
+        assert _wait_result(w, clock).request.query_id == 3
+    finally:
+        w.close()
+    assert w._proc is None
+
+
+def test_process_mode_errors_surface_and_bad_setups_are_refused():
+    import functools
+
+    clock = RealClock()
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), clock, WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(ramp_for, SPEC, fail_at=1))
+    try:
+        w.submit(request(clock.now()))
+        with pytest.raises(InferenceError, match="worker process"):
+            _wait_result(w, clock)
+    finally:
+        w.close()
+    with pytest.raises(EdgeError, match="policy_factory"):
+        InferenceWorker(ramp_for(SPEC), fixed(2, 2), clock, WorkerConfig(mode="process"))
+    with pytest.raises(EdgeError, match="virtual clock"):
+        InferenceWorker(ramp_for(SPEC), fixed(2, 2), VirtualClock(), WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(ramp_for, SPEC))
+    with pytest.raises(EdgeError, match="failed to start"):
+        InferenceWorker(ramp_for(SPEC), fixed(2, 2), clock, WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(ramp_for, "not a spec"))
+
+
+def test_process_mode_reports_a_dead_worker_process():
+    import functools
+
+    from tests.fakes import dying_ramp_for
+
+    clock = RealClock()
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), clock, WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(dying_ramp_for, SPEC))
+    try:
+        w.submit(request(clock.now()))
+        with pytest.raises(InferenceError, match="died \\(exit code 3\\)"):
+            _wait_result(w, clock)
+    finally:
+        w.close()
