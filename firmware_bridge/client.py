@@ -72,6 +72,10 @@ from firmware_bridge.wire_constants import (
 )
 
 
+# Most bytes one poll() drains beyond its first read (bounds the time a flood can hold the caller).
+POLL_DRAIN_MAX_BYTES = 256 * 1024
+
+
 @dataclass
 class ClientConfig:
     baud: int = 1_000_000  # ignored by ptys and USB CDC-ACM, used by real UARTs
@@ -245,6 +249,16 @@ class FirmwareClient:
         while True:
             try:
                 data = self._read(deadline - self.clock.now())
+                # Drain everything already buffered, not one OS read's worth: a pty or USB buffer
+                # holds ~4 KiB, so one read per control tick (20 Hz) would drain ~80 KB/s, less
+                # than a 1 Mbaud link delivers, and a garbage burst would leave STATE frames
+                # queued behind it until the telemetry went stale (seen in the HIL campaign).
+                extra = data
+                budget = POLL_DRAIN_MAX_BYTES
+                while extra and budget > 0:
+                    extra = self._read(0.0)
+                    data += extra
+                    budget -= len(extra)
             except (serial.SerialException, OSError) as exc:
                 raise LinkDown(f"read failed: {exc}") from exc
             if data:

@@ -166,3 +166,44 @@ def test_readme_example_runs():
     ).read_text()
     code = readme.split("## Example\n\n```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {"print": lambda *a: None})  # noqa: S102
+
+
+class _ChunkedPort:
+    """Boundary fake of a serial port whose OS buffer hands out at most 4095 bytes per read (a
+    pty's line discipline does the same)."""
+
+    timeout = 0.0
+
+    def __init__(self, data: bytes) -> None:
+        self.buf = bytearray(data)
+
+    @property
+    def in_waiting(self) -> int:
+        return min(len(self.buf), 4095)
+
+    def read(self, n: int = 1) -> bytes:
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def close(self) -> None:
+        pass
+
+
+def test_poll_drains_a_backlog_larger_than_one_os_read():
+    # 12 KiB of garbage (no delimiters inside, so no bogus frames) ahead of a valid STATE frame: one
+    # poll must reach the frame, or the telemetry would go stale behind a burst (HIL garbage_burst).
+    import json
+
+    from firmware_bridge.golden import GOLDEN_PATH
+
+    golden = json.loads(GOLDEN_PATH.read_text())
+    state = bytes.fromhex(next(v for v in golden["valid"] if v["name"] == "state_6")["wire_hex"])
+    port = _ChunkedPort(b"\x55" * 12288 + b"\x00" + state)
+    client = FirmwareClient(port, FAST)
+    frames = client.poll(0.0)
+    assert [type(f.message).__name__ for f in frames] == ["State"]
+    assert client.latest_state is not None and not port.buf
