@@ -82,8 +82,12 @@ def main() -> None:
     ap.add_argument("--aux-data", nargs="*", default=None,
                     help="the checkpoint's training data dirs, to de-normalise the auxiliary head "
                          "(default: from its manifest if present; skipped if missing)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a small CPU)")
     ap.add_argument("--out", default="benchmarks/results/vla_grasp_diagnosis.json")
     args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     import sim
     from edge.telemetry import machine_info
