@@ -47,6 +47,9 @@ class VLAConfig:
     mlp_ratio: float = cfg(2.0, "expert MLP hidden width / d_model", range=(1.0, 8.0))
     aux_outputs: int = cfg(0, "training-only head predicting object positions from the features "
                            "(set by the trainer; never exported)", range=(0, 64))
+    aux_source: str = cfg("fused", "what the training-only aux head reads: the fused prefix features, "
+                          "or the front camera trunk's own output (then only pixels can answer it: "
+                          "the fused features let it lean on proprio)", choices=("fused", "front"))
     ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "
                                           "normalisation). Joint velocities invite a copycat shortcut: "
                                           "open-loop the policy continues the demo's motion from qd "
@@ -101,12 +104,19 @@ class VLAModel(nn.Module):
     def encode(self, images: dict[str, torch.Tensor], proprio: torch.Tensor,
                lang: torch.Tensor) -> torch.Tensor:
         """images[cam] (B, H_img, W_img, 3) uint8, proprio (B, P) raw, lang (B, L) -> (B, D)."""
+        return self.encode_with_aux_input(images, proprio, lang)[0]
+
+    def encode_with_aux_input(self, images: dict[str, torch.Tensor], proprio: torch.Tensor,
+                              lang: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`encode`, plus what the aux head reads (see ``VLAConfig.aux_source``)."""
         dtype = self.fuse[0].weight.dtype
         cond = self.lang_proj(lang.to(dtype))  # (B, d_lang)
         p = ((proprio.float() - self.proprio_mean) / self.proprio_std * self.proprio_keep).to(dtype)
         parts = [self.trunks[cam](images[cam], cond) for cam in self.config.cameras]
+        front = parts[self.config.cameras.index("front")]
         parts += [self.proprio_mlp(p), cond]
-        return self.fuse(torch.cat(parts, dim=-1))
+        features = self.fuse(torch.cat(parts, dim=-1))
+        return features, (front if self.config.aux_source == "front" else features)
 
     def denoise_step(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """x (B, H, Da) normalised, t (B,) in [0, 1], features (B, D) -> velocity (B, H, Da)."""

@@ -193,7 +193,8 @@ class VLATrainer:
         spec = ModelSpec.from_dict(payload["spec"])
         stored = to_dict(from_dict(VLAConfig, payload["config"]))
         wanted = to_dict(self.config.model)
-        diff = sorted(k for k in wanted if k != "aux_outputs" and stored.get(k) != wanted[k])
+        training_only = ("aux_outputs", "aux_source")
+        diff = sorted(k for k in wanted if k not in training_only and stored.get(k) != wanted[k])
         if diff:
             raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
                             + ", ".join(f"model.{k}: {stored.get(k)!r} (checkpoint) vs {wanted[k]!r}"
@@ -273,12 +274,12 @@ class VLATrainer:
         for group in self.opt.param_groups:
             group["lr"] = lr_at(c, self.step)
         self.model.train()
-        features = self.model.encode(images, proprio, lang)
+        features, aux_input = self.model.encode_with_aux_input(images, proprio, lang)
         loss = self.model.flow_loss(features, actions, mask, noise, t)
         if self.aux is not None:
             target = torch.from_numpy(self.aux[idx])
             loss = loss + c.aux_object_weight * torch.nn.functional.mse_loss(
-                self.model.aux_head(features), target)
+                self.model.aux_head(aux_input), target)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if c.grad_clip > 0:
