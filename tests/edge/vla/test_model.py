@@ -96,3 +96,25 @@ def test_bad_inputs_name_what_is_wrong(backend):
         backend.sample(feats, num_steps=0)
     with pytest.raises(EdgeError, match="one per row"):
         steps_per_row([2, 3], batch=3)
+
+
+def test_aux_head_can_read_the_front_trunk_alone(make_spec):
+    import dataclasses
+
+    spec = make_spec()
+    torch.manual_seed(0)
+    model = VLAModel(dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front"), spec).eval()
+    inputs = {k: torch.from_numpy(v) for k, v in example_inputs(spec, batch=2).items()}
+    images = {c: inputs[c] for c in model.config.cameras}
+    with torch.no_grad():
+        feats, aux_in = model.encode_with_aux_input(images, inputs["proprio"], inputs["lang"])
+        assert torch.equal(feats, model.encode(images, inputs["proprio"], inputs["lang"]))
+        front = model.trunks["front"](images["front"], model.lang_proj(inputs["lang"]))
+        assert torch.allclose(aux_in, front)
+        # pixels only: changing proprio moves the features but not what the aux head reads
+        _, aux_other = model.encode_with_aux_input(images, inputs["proprio"] + 5.0, inputs["lang"])
+        assert torch.allclose(aux_other, aux_in)
+    fused = VLAModel(dataclasses.replace(CONFIG, aux_outputs=6), spec).eval()
+    with torch.no_grad():
+        f, a = fused.encode_with_aux_input(images, inputs["proprio"], inputs["lang"])
+    assert a is f
