@@ -32,7 +32,7 @@ def load_frames(data_dir: str, stride: int, camera: str):
     from edge.vla.data import object_roles
     from sim.demos import iter_episodes
 
-    imgs, xy, instr, ep_id = [], [], [], []
+    imgs, xy, instr, ep_id, steps = [], [], [], [], []
     for i, ep in enumerate(iter_episodes(data_dir, successful_only=True)):
         roles = object_roles(ep["object_pos"])  # (T, 6): moved block, then its base
         lifted = np.flatnonzero(roles[:, 2] > roles[0, 2] + 0.01)
@@ -42,7 +42,9 @@ def load_frames(data_dir: str, stride: int, camera: str):
         xy.append(roles[t, :2])
         instr += [ep["instruction"]] * len(t)
         ep_id.append(np.full(len(t), i))
-    return np.concatenate(imgs), np.concatenate(xy).astype(np.float32), instr, np.concatenate(ep_id)
+        steps.append(t)
+    return (np.concatenate(imgs), np.concatenate(xy).astype(np.float32), instr, np.concatenate(ep_id),
+            np.concatenate(steps))
 
 
 def main() -> None:
@@ -70,7 +72,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    imgs, xy, instr, ep_id = load_frames(args.data, args.stride, args.camera)
+    imgs, xy, instr, ep_id, t_step = load_frames(args.data, args.stride, args.camera)
     texts = sorted(set(instr))
     emb = torch.tensor(np.asarray(make_encoder("auto").encode(texts)), dtype=torch.float32)
     lang = torch.tensor([texts.index(s) for s in instr])
@@ -117,6 +119,8 @@ def main() -> None:
         "mean_position_baseline_median_xy_error_m": float(np.median(np.linalg.norm(xy[te_idx] - mean, axis=1))),
         "train_median_xy_error_m": error_m(tr_idx[:1024]),
         "heldout_median_xy_error_m": error_m(te_idx),
+        # the first frame of each held-out episode (arm at home): what the policy sees at its first query
+        "heldout_first_frame_median_xy_error_m": error_m(te_idx[t_step[te_idx] == 0]),
         "curve": curve, "wall_s": round(time.perf_counter() - t0, 1),
         "command": " ".join(["python", *sys.argv]), "machine": machine_info(),
     }
