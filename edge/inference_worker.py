@@ -31,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 

@@ -59,14 +59,18 @@ class SessionResult:
     episodes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _policy_and_robot(cfg_: SessionConfig):
+def _policy_loader(cfg_: SessionConfig):
+    """(loader, robot): ``loader()`` builds the session's policy; picklable, so a worker process
+    (``inference='process'``) can build its own copy."""
+    import functools
+
     from edge.backends import BackendConfig
     from edge.robot_spec import load_robot_spec
     from edge.vla.policy import load_policy
 
     robot = load_robot_spec("panda")
-    policy = load_policy(cfg_.checkpoint, BackendConfig(name=cfg_.backend, threads=1), robot=robot)
-    return policy, robot
+    return functools.partial(load_policy, cfg_.checkpoint, BackendConfig(name=cfg_.backend, threads=1),
+                             robot=robot), robot
 
 
 def run_session(cfg_: SessionConfig, out_dir: str | Path, policy=None, robot=None,
@@ -87,21 +91,15 @@ def run_session(cfg_: SessionConfig, out_dir: str | Path, policy=None, robot=Non
     from edge.telemetry import RunRecorder
 
     factory = None
-    if cfg_.inference == "process":
-        if policy is not None:
-            from edge.errors import EdgeError
-
-            raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
-                            "process; it cannot take a policy object")
-        import functools
-
-        from edge.backends import BackendConfig
-        from edge.vla.policy import load_policy
     if policy is None:
-        policy, robot = _policy_and_robot(cfg_)
-        if cfg_.inference == "process":
-            factory = functools.partial(load_policy, cfg_.checkpoint,
-                                        BackendConfig(name=cfg_.backend, threads=1), robot=robot)
+        loader, robot = _policy_loader(cfg_)
+        policy = loader()
+        factory = loader if cfg_.inference == "process" else None
+    elif cfg_.inference == "process":
+        from edge.errors import EdgeError
+
+        raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
+                        "process; it cannot take a policy object")
     out = Path(out_dir)
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
     env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,

@@ -199,12 +199,11 @@ class VLATrainer:
             raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
                             + ", ".join(f"model.{k}: {stored.get(k)!r} (checkpoint) vs {wanted[k]!r}"
                                         for k in diff) + "; use the checkpoint's settings")
+        if spec.task != self.task:
+            raise EdgeError(f"--init {path}: trained for task {spec.task!r}, not {self.task!r}")
         meta = self.data.meta
-        if spec.task != self.task or spec.action_layout != _layout(meta["action_layout"]) \
-                or spec.proprio_layout != _layout(meta["proprio_layout"]) \
-                or spec.control_rate_hz != float(meta["control_rate_hz"]):
-            raise EdgeError(f"--init {path}: trained for task {spec.task!r} at {spec.control_rate_hz} Hz "
-                            f"with other layouts than the data in {self.data_dir}; cannot fine-tune")
+        spec.check_robot(control_rate_hz=float(meta["control_rate_hz"]), action_layout=meta["action_layout"],
+                         proprio_layout=meta["proprio_layout"], source=f"--init {path}")
         manifest_path = path.parent / ckpt.MANIFEST_FILE
         command = None
         if manifest_path.is_file():
