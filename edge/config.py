@@ -22,12 +22,15 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
 from edge.errors import EdgeError
+
+_FLOAT_EXP = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 T = TypeVar("T")
 
@@ -102,6 +105,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}={value!r}: expected an integer")
         return value
     if tp is float:
+        if isinstance(value, str) and _FLOAT_EXP.fullmatch(value.strip()):
+            value = float(value)  # YAML 1.1 reads "3e-4" (no dot) as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}={value!r}: expected a number")
         return float(value)

@@ -145,6 +145,22 @@ def object_roles(object_pos: np.ndarray) -> np.ndarray:
     return np.concatenate([object_pos[:, moved], object_pos[:, base]], -1).astype(np.float32)
 
 
+def before_lift(aux_objects: np.ndarray, episode_end: np.ndarray, lift_m: float = 0.01) -> np.ndarray:
+    """(N,) bool: frames before the moved object first rises ``lift_m`` above its start height.
+
+    Until then the object's position can only be read from pixels; afterwards it rides in the
+    gripper and the arm's own state gives it away. ``aux_objects`` (N, 6) as in :class:`DemoSet`.
+    """
+    out = np.zeros(len(aux_objects), bool)
+    start = 0
+    for end in np.unique(episode_end):
+        z = aux_objects[start:end, 2]
+        lifted = np.flatnonzero(z > z[0] + lift_m)
+        out[start:start + (int(lifted[0]) if len(lifted) else end - start)] = True
+        start = int(end)
+    return out
+
+
 class BatchOrder:
     """Deterministic, resumable batch indices over N samples: a new permutation every epoch."""
 

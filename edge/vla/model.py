@@ -46,10 +46,15 @@ class VLAConfig:
     expert_heads: int = cfg(4, "attention heads in the action expert", range=(1, 32))
     mlp_ratio: float = cfg(2.0, "expert MLP hidden width / d_model", range=(1.0, 8.0))
     aux_outputs: int = cfg(0, "training-only head predicting object positions from the features "
-                           "(set by the trainer; never exported)", range=(0, 64))
+                           "(set by the trainer; exported only as part of object_token)", range=(0, 64))
     aux_source: str = cfg("fused", "what the training-only aux head reads: the fused prefix features, "
                           "or the front camera trunk's own output (then only pixels can answer it: "
                           "the fused features let it lean on proprio)", choices=("fused", "front"))
+    object_token: bool = cfg(False, "feed the aux head's object positions (read from the front camera "
+                             "trunk, gradient stopped) to the fused features, with their offsets "
+                             "from the TCP when proprio has tcp_x_m/tcp_y_m/tcp_z_m: an explicit "
+                             "'where is the block' input, so the expert need not infer it from "
+                             "the arm's own motion (needs aux_outputs > 0 and aux_source=front)")
     ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "
                                           "normalisation). Joint velocities invite a copycat shortcut: "
                                           "open-loop the policy continues the demo's motion from qd "
@@ -59,6 +64,9 @@ class VLAConfig:
         check_fields(self)
         if "front" not in self.cameras:
             raise ConfigError(f"cameras={list(self.cameras)!r} must include 'front'")
+        if self.object_token and self.aux_source != "front":
+            raise ConfigError("object_token=true needs aux_source=front (the token must come from "
+                              "pixels, not from features that already contain it)")
         if self.d_model % self.expert_heads:
             raise ConfigError(f"d_model={self.d_model} must be divisible by "
                               f"expert_heads={self.expert_heads}")
@@ -89,12 +97,48 @@ class VLAModel(nn.Module):
         self.proprio_mlp = nn.Sequential(nn.Linear(spec.proprio_dim, config.d_proprio), nn.SiLU(),
                                          nn.Linear(config.d_proprio, config.d_proprio))
         fused = d * len(config.cameras) + config.d_proprio + config.d_lang
+        self.token_proj = None
+        if config.object_token:
+            fused += self._init_object_token(config, spec, layout)
         self.fuse = nn.Sequential(nn.Linear(fused, d), nn.SiLU(), nn.Linear(d, d))
         self.expert = ActionExpert(spec.action_dim, config.chunk_len, d, config.expert_layers,
                                    config.expert_heads, config.mlp_ratio)
         # Auxiliary supervision for the prefix: where the task's objects are (training only). It
         # teaches the image trunk to localise the named blocks far sooner than the action loss alone.
         self.aux_head = nn.Linear(d, config.aux_outputs) if config.aux_outputs else None
+
+    def _init_object_token(self, config: VLAConfig, spec: ModelSpec, layout: tuple[str, ...]) -> int:
+        """Buffers and projection of the object token; returns its width in the fused vector."""
+        n = config.aux_outputs
+        if n == 0 or n % 3:
+            raise ValueError(f"object_token needs aux_outputs = 3 x objects (got {n}); train with "
+                             "aux_object_weight > 0 on demos that have object_pos")
+        # de-normalisation of the aux head (metres); set by the trainer from its data, saved with the weights
+        self.register_buffer("aux_mean", torch.zeros(n))
+        self.register_buffer("aux_std", torch.ones(n))
+        tcp = ("tcp_x_m", "tcp_y_m", "tcp_z_m")
+        self._tcp_index = [layout.index(name) for name in tcp] if set(tcp) <= set(layout) else None
+        width = n * (2 if self._tcp_index is not None else 1)
+        self.token_proj = nn.Sequential(nn.Linear(width, config.d_proprio), nn.SiLU())
+        return config.d_proprio
+
+    def set_aux_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Metres = aux output * std + mean (the object token needs metres to relate them to the TCP)."""
+        if self.token_proj is not None:
+            self.aux_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+            self.aux_std.copy_(torch.as_tensor(std, dtype=torch.float32))
+
+    def _object_token(self, front: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+        """Predicted object positions (gradient stopped: the aux loss alone trains them) and, when the
+        proprio has the TCP position, each object's offset from the TCP in decimetres."""
+        pred = self.aux_head(front).detach()  # (B, n) normalised
+        parts = [pred]
+        if self._tcp_index is not None:
+            metres = pred.float() * self.aux_std + self.aux_mean
+            tcp = proprio.float()[:, self._tcp_index]
+            rel = (metres.view(metres.shape[0], -1, 3) - tcp[:, None, :]) * 10.0
+            parts.append(rel.flatten(1).to(pred.dtype))
+        return self.token_proj(torch.cat(parts, dim=-1))
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -115,6 +159,8 @@ class VLAModel(nn.Module):
         parts = [self.trunks[cam](images[cam], cond) for cam in self.config.cameras]
         front = parts[self.config.cameras.index("front")]
         parts += [self.proprio_mlp(p), cond]
+        if self.token_proj is not None:
+            parts.append(self._object_token(front, proprio))
         features = self.fuse(torch.cat(parts, dim=-1))
         return features, (front if self.config.aux_source == "front" else features)
 

@@ -29,6 +29,10 @@ def test_yaml_and_overrides(tmp_path):
     p.write_text("rate_hz: 50\ninner:\n  gain: 2\n")
     c = load_config(Outer, p, ["steps=3", "inner.gain=4.5"])
     assert (c.rate_hz, c.steps, c.inner.gain, c.mode) == (50.0, 3, 4.5, "replace")
+    # YAML 1.1 reads exponents without a dot ("3e-1") as strings; a float field still accepts them
+    assert load_config(Outer, None, ["inner.gain=3e-1", "rate_hz=1E2"]).inner.gain == 0.3
+    with pytest.raises(ConfigError, match="expected a number"):
+        load_config(Outer, None, ["inner.gain=fast"])
 
 
 @pytest.mark.parametrize("override, words", [

@@ -91,3 +91,15 @@ def test_cli_export_with_real_frames(exported, tmp_path, capsys):
     meta = json.loads((tmp_path / "e" / "metadata.json").read_text())
     assert meta["real_inputs"] == ["front", "lang", "proprio"]
     assert main(["export", str(tmp_path / "missing"), "--out", str(tmp_path / "f")]) == 2
+
+
+def test_object_token_model_exports_with_parity(tmp_path):
+    from edge.vla.synthetic import tiny_checkpoint
+
+    ckpt = tiny_checkpoint(tmp_path, steps=3, overrides=("model.aux_source=front", "model.object_token=true"))
+    export_onnx(ckpt, tmp_path / "onnx")
+    rng = np.random.default_rng(2)
+    errs = _compare(ckpt, tmp_path / "onnx", rng.integers(0, 256, (3, 96, 96, 3), dtype=np.uint8),
+                    rng.standard_normal((3, 22)).astype(np.float32),
+                    rng.standard_normal((3, 384)).astype(np.float32))
+    assert max(errs) <= 1e-4, errs

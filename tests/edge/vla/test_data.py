@@ -49,3 +49,13 @@ def test_object_roles_pick_the_moved_block_and_its_base():
     roles = object_roles(np.stack([distractor, base, top], axis=1).astype(np.float32))
     np.testing.assert_allclose(roles[:, :3], top, atol=1e-6)
     np.testing.assert_allclose(roles[:, 3:], base, atol=1e-6)
+
+
+def test_before_lift_marks_frames_until_the_moved_block_rises():
+    from edge.vla.data import before_lift
+
+    z = np.array([0.02, 0.02, 0.025, 0.04, 0.06, 0.02, 0.02, 0.02])  # episode 1 lifts at t=3
+    aux = np.zeros((8, 6), np.float32)
+    aux[:, 2] = z
+    ends = np.array([5, 5, 5, 5, 5, 8, 8, 8])  # episode 2 never lifts
+    assert before_lift(aux, ends).tolist() == [True, True, True, False, False, True, True, True]

@@ -118,3 +118,43 @@ def test_aux_head_can_read_the_front_trunk_alone(make_spec):
     with torch.no_grad():
         f, a = fused.encode_with_aux_input(images, inputs["proprio"], inputs["lang"])
     assert a is f
+
+
+def test_object_token_is_pixels_only_gradient_stopped_and_relative_to_the_tcp(make_spec):
+    import dataclasses
+
+    from edge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="aux_source=front"):
+        dataclasses.replace(CONFIG, aux_outputs=6, object_token=True)
+    layout = ("q0_rad", "tcp_x_m", "tcp_y_m", "tcp_z_m")
+    spec = make_spec(proprio_layout=layout, proprio_dim=4, proprio_mean=(0.0,) * 4, proprio_std=(1.0,) * 4)
+    config = dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True)
+    torch.manual_seed(0)
+    model = VLAModel(config, spec)
+    model.set_aux_stats(torch.tensor([0.5, 0.0, 0.02] * 2), torch.tensor([0.1, 0.1, 0.01] * 2))
+    assert model._tcp_index == [1, 2, 3]
+    assert model.token_proj[0].in_features == 12  # 2 objects x (position, offset from the TCP)
+    inputs = {k: torch.from_numpy(v) for k, v in example_inputs(spec, batch=2).items()}
+    images = {c: inputs[c] for c in config.cameras}
+    # the token sees the TCP: moving it changes the features through the offsets even when the
+    # proprio MLP is blind to it
+    with torch.no_grad():
+        model.proprio_mlp[0].weight.zero_()
+        a = model.encode(images, inputs["proprio"], inputs["lang"])
+        moved = inputs["proprio"].clone()
+        moved[:, 1] += 0.1
+        b = model.encode(images, moved, inputs["lang"])
+    assert not torch.allclose(a, b)
+    # the flow loss alone sends no gradient into the aux head: only the aux loss trains the token
+    feats = model.encode(images, inputs["proprio"], inputs["lang"])
+    feats.sum().backward()
+    assert model.aux_head.weight.grad is None or float(model.aux_head.weight.grad.abs().max()) == 0.0
+    assert model.token_proj[0].weight.grad is not None
+
+
+def test_object_token_needs_object_outputs(make_spec):
+    import dataclasses
+
+    with pytest.raises(ValueError, match="aux_outputs"):
+        VLAModel(dataclasses.replace(CONFIG, aux_source="front", object_token=True), make_spec())

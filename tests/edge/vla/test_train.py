@@ -118,3 +118,32 @@ def test_init_refuses_another_architecture(demos, tmp_path):
     with pytest.raises(EdgeError, match="model.d_model"):
         VLATrainer(tiny_config("steps=1", "model.d_model=48"), "stack", demos, tmp_path / "x",
                    progress=False, init=tmp_path / "base")
+
+
+def test_vision_pretraining_localises_first_then_resumes_without_redoing_it(demos, tmp_path):
+    from edge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="aux_source=front"):
+        VLATrainer(tiny_config("vision_pretrain_steps=5"), "stack", demos, tmp_path / "x", progress=False)
+    settings = ("steps=4", "save_every_steps=1000", "model.aux_source=front", "model.object_token=true",
+                "vision_pretrain_steps=80", "vision_pretrain_lr=3e-3", "log_every_steps=20")
+    straight = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", progress=False)
+    expert0 = {k: v.clone() for k, v in straight.model.expert.state_dict().items()}
+    trunk0 = straight.model.trunks["front"].stem[0].weight.clone()
+    straight._pretrain_vision()
+    curve = straight.pretrain["curve"]
+    assert curve[-1]["loss"] < 0.5 * curve[0]["loss"]  # it learns to localise the blocks
+    assert all(torch.equal(v, straight.model.expert.state_dict()[k]) for k, v in expert0.items())
+    assert not torch.equal(trunk0, straight.model.trunks["front"].stem[0].weight)
+    straight.pretrain = None  # run() from a fresh trainer, as the CLI does
+    straight = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", progress=False)
+    straight.run()
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["metrics"]["vision_pretrain"]["steps"] == 80
+    part = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "b", progress=False)
+    part.run(stop_at=2)
+    resumed = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "b", resume=True, progress=False)
+    assert resumed.pretrain is not None and resumed.step == 2
+    resumed.run()
+    for k, v in straight.ema.state_dict().items():
+        assert torch.allclose(v, resumed.ema.state_dict()[k], atol=1e-6), k
