@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from edge.cli import add_subparser
-from edge.errors import EdgeError
 from edge.commands._sim_args import add_env_args, make_env
+from edge.errors import EdgeError
 
 
 def register(sub) -> None:
@@ -38,11 +38,9 @@ def record(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from sim import demos
-    from sim.env import ACTION_LAYOUT, PROPRIO_LAYOUT
+    from sim.env import ACTION_LAYOUT, MAX_DPOS_M, PROPRIO_LAYOUT
     from sim.experts import PHASES
     from sim.rollout import expert_episode
-
-    from sim.env import MAX_DPOS_M
 
     if not 0.0 <= args.action_noise <= MAX_DPOS_M:
         raise EdgeError(f"--action-noise={args.action_noise} must lie in [0, {MAX_DPOS_M}] metres "

@@ -108,6 +108,6 @@ def run_expert(args: argparse.Namespace) -> int:
     (out / "report.json").write_text(json.dumps(report, indent=2))
     print(f"\n{'seed':>6}  {'success':>7}  {'steps':>5}  {'wall s':>6}  instruction")
     for r in rows:
-        print(f"{r['seed']:>6}  {str(r['success']):>7}  {r['steps']:>5}  {r['wall_s']:>6.1f}  {r['instruction']}")
+        print(f"{r['seed']:>6}  {r['success']!s:>7}  {r['steps']:>5}  {r['wall_s']:>6.1f}  {r['instruction']}")
     print(f"success {report['success_rate']:.0%} over {len(rows)} episodes; run directory: {out}")
     return 0

@@ -386,7 +386,7 @@ class VLATrainer:
                 curve.append({"step": s + 1, "loss": float(loss_w), "moved_xy_error_m": float(err_w)})
                 window = []
         self.ema.load_state_dict(m.state_dict())
-        self.pretrain = {"steps": c.vision_pretrain_steps, "frames": int(len(frames)),
+        self.pretrain = {"steps": c.vision_pretrain_steps, "frames": len(frames),
                          "wall_s": round(time.perf_counter() - t0, 1), "curve": curve}
         log.info("vision pre-training: %d steps on %d pre-lift frames, last moved-object xy error "
                  "%.3f m (training batches)", c.vision_pretrain_steps, len(frames),

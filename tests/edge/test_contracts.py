@@ -16,7 +16,13 @@ from edge.contracts import (
     Scheduler,
 )
 from edge.schedulers import DenoisingVarianceScheduler, fixed
-from tests.fakes import BlackBoxRampPolicy, FakeDriver, FakeObserver, joint_spec, ramp_for
+from tests.fakes import (
+    BlackBoxRampPolicy,
+    FakeDriver,
+    FakeObserver,
+    joint_spec,
+    ramp_for,
+)
 
 
 def test_implementations_satisfy_the_protocols_structurally():

@@ -5,13 +5,13 @@ import pytest
 
 from edge.clock import ConstantLatency, PerStepLatency, RealClock, VirtualClock
 from edge.contracts import Observation, QueryContext, QueryPlan
+from edge.errors import EdgeError
 from edge.inference_worker import (
     InferenceError,
     InferenceWorker,
     QueryRequest,
     WorkerConfig,
 )
-from edge.errors import EdgeError
 from edge.schedulers import fixed
 from tests.fakes import BlackBoxRampPolicy, joint_spec, ramp_for
 

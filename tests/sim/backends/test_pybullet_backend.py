@@ -16,7 +16,14 @@ import pytest
 from sim.backends import pybullet_backend
 from sim.backends.base import SEG_BACKGROUND, SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
 from sim.backends.pybullet_backend import PyBulletBackend, _egl_plugin_path
-from sim.robot_model import GRIPPER_MAX_WIDTH_M, Q_HOME_RAD, down_rotation, fk, ik_step, urdf_path
+from sim.robot_model import (
+    GRIPPER_MAX_WIDTH_M,
+    Q_HOME_RAD,
+    down_rotation,
+    fk,
+    ik_step,
+    urdf_path,
+)
 from sim.scene import BoxObject, Camera, GoalPatch, Light, Scene
 
 SUBSTEPS = 25  # 20 Hz control at the default 2 ms physics step
