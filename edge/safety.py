@@ -112,6 +112,15 @@ def validate_action(action: object, dim: int) -> str | None:
     return None
 
 
+def _cap_norm3(x: float, y: float, z: float, max_norm: float) -> tuple[float, float, float, bool]:
+    """:func:`cap_norm` on three floats (the per-tick ee_delta path)."""
+    n = math.sqrt(x * x + y * y + z * z)
+    if n <= max_norm + _EPS:
+        return x, y, z, False
+    k = max_norm / n
+    return x * k, y * k, z * k, True
+
+
 def clamp_range(
     x: np.ndarray, lo: np.ndarray | float, hi: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +210,8 @@ class SafetySupervisor:
         self.box_hi = np.array(spec.workspace_max_m, dtype=float)
         self.ee_step_m = min(c.max_ee_step_m, c.ee_speed_max_m_s * self.dt_s)
         self.ee_dstep_m = c.ee_accel_max_m_s2 * self.dt_s * self.dt_s
+        self._box_lo_f, self._box_hi_f = tuple(self.box_lo.tolist()), tuple(self.box_hi.tolist())
+        self._grip_lo, self._grip_hi = (float(v) for v in spec.gripper_range)
         self.counts: Counter[str] = Counter()
         self.mode = SafetyMode.RUNNING
         self.fault_reason = ""
@@ -282,16 +293,19 @@ class SafetySupervisor:
             return self._hold(state, now_s, ivs)
 
         self._armed, self._last_valid_s, self._stale_reported = True, now_s, False
-        a = np.asarray(action, dtype=np.float64)
-        g, gmask = clamp_range(a[-1:], *self.spec.gripper_range)
-        if gmask.any():
-            ivs.append(self._count(Intervention("gripper_range", f"gripper {a[-1]:.3f} -> {g[0]:.3f}")))
+        # per-tick path: Python floats, not 5-element numpy arrays (numpy's per-call overhead made
+        # this filter ~65 us per tick; it runs on the loop thread every tick)
+        a = np.asarray(action, dtype=np.float64).tolist()
+        g_in = a[-1]
+        g = min(max(g_in, self._grip_lo), self._grip_hi)
+        if g != g_in:
+            ivs.append(self._count(Intervention("gripper_range", f"gripper {g_in:.3f} -> {g:.3f}")))
         if self.spec.action_layout == "joint_pos":
-            body = self._filter_joints(a[:-1], state, ivs)
+            body = self._filter_joints(np.asarray(a[:-1]), state, ivs).tolist()
         else:
             body = self._filter_ee(a[:-1], state, ivs)
-        self._gripper = float(g[0])
-        return SafetyDecision(np.append(body, g).astype(np.float32), "act", tuple(ivs), self.mode)
+        self._gripper = g
+        return SafetyDecision(np.array([*body, g], np.float32), "act", tuple(ivs), self.mode)
 
     # -- layouts
     def _filter_joints(self, q: np.ndarray, state: RobotState, ivs: list[Intervention]) -> np.ndarray:
@@ -322,43 +336,50 @@ class SafetySupervisor:
         p, _ = self.spec.fk(q)
         return float(np.linalg.norm(p - np.minimum(np.maximum(p, self.box_lo), self.box_hi)))
 
-    def _filter_ee(self, d: np.ndarray, state: RobotState, ivs: list[Intervention]) -> np.ndarray:
-        xyz, yaw = d[:3].copy(), float(d[3])
-        prev = self._prev_delta[:3]
-        step, changed = cap_norm(xyz - prev, self.ee_dstep_m)
+    def _filter_ee(self, d: list[float], state: RobotState, ivs: list[Intervention]) -> list[float]:
+        """[dx, dy, dz, dyaw] -> the capped/clipped delta (same rules as cap_norm/clamp_range)."""
+        x, y, z, yaw = d
+        px, py, pz = self._prev_delta[:3].tolist()
+        sx, sy, sz, changed = _cap_norm3(x - px, y - py, z - pz, self.ee_dstep_m)
         if changed:
             ivs.append(
                 self._count(
                     Intervention("accel_cap", f"TCP acceleration above {self.config.ee_accel_max_m_s2} m/s^2")
                 )
             )
-            xyz = prev + step
-        xyz, changed = cap_norm(xyz, self.ee_step_m)
+            x, y, z = px + sx, py + sy, pz + sz
+        x, y, z, changed = _cap_norm3(x, y, z, self.ee_step_m)
         if changed:
             ivs.append(self._count(Intervention("step_cap", f"TCP step above {self.ee_step_m:.4f} m")))
-        yaw_c = float(np.clip(yaw, -self.config.max_yaw_step_rad, self.config.max_yaw_step_rad))
+        m = self.config.max_yaw_step_rad
+        yaw_c = min(max(yaw, -m), m)
         if abs(yaw_c - yaw) > _EPS:
             ivs.append(self._count(Intervention("yaw_cap", f"dyaw {yaw:.3f} -> {yaw_c:.3f} rad")))
-        ee = self._ee_pos(state)
-        target, m = clamp_range(ee + xyz, self.box_lo, self.box_hi)
-        if m.any():
-            below = (ee + xyz)[2] < self.box_lo[2] - _EPS
-            kind = "table_plane" if below and m[2] else "workspace_clip"
+        ee = self._ee_xyz(state)
+        want = (ee[0] + x, ee[1] + y, ee[2] + z)
+        target = tuple(min(max(v, lo), hi) for v, lo, hi in zip(want, self._box_lo_f, self._box_hi_f))
+        if target != want:
+            below = want[2] < self._box_lo_f[2] - _EPS
+            kind = "table_plane" if below and target[2] != want[2] else "workspace_clip"
             ivs.append(
                 self._count(
                     Intervention(
                         kind,
-                        f"TCP target {np.round(ee + xyz, 3).tolist()} clipped "
+                        f"TCP target {np.round(want, 3).tolist()} clipped "
                         f"to {np.round(target, 3).tolist()}",
                     )
                 )
             )
-            xyz, changed = cap_norm(target - ee, self.ee_step_m)
+            x, y, z, changed = _cap_norm3(target[0] - ee[0], target[1] - ee[1], target[2] - ee[2],
+                                          self.ee_step_m)
             if changed:
                 ivs.append(self._count(Intervention("step_cap", "re-entering the workspace at the step cap")))
-        out = np.append(xyz, yaw_c)
-        self._prev_delta = out
-        return out
+        self._prev_delta = np.array([x, y, z, yaw_c])
+        return [x, y, z, yaw_c]
+
+    def _ee_xyz(self, state: RobotState) -> tuple[float, float, float]:
+        p = state.ee_pos_m if state.ee_pos_m is not None else self._ee_pos(state)
+        return float(p[0]), float(p[1]), float(p[2])
 
     def _ee_pos(self, state: RobotState) -> np.ndarray:
         if state.ee_pos_m is not None:

@@ -92,6 +92,16 @@ class BlackBoxRampPolicy(RampPolicy):
         return self.target(features["t"])
 
 
+class ImageRampPolicy(RampPolicy):
+    """TEST FIXTURE. The ramp, shifted in time by the mean of the ``front`` image: the chunk
+    depends on the pixels (to check that frames reach a worker process intact)."""
+
+    def encode(self, obs: Observation) -> dict[str, Any]:
+        features = super().encode(obs)
+        features["t"] += float(np.mean(obs.images["front"])) / 100.0
+        return features
+
+
 @dataclass
 class FakeDriver:
     """TEST FIXTURE. Tracks joint targets perfectly; ``ee_delta`` commands move ``ee_pos_m``."""

@@ -256,3 +256,42 @@ def test_process_mode_reports_a_dead_worker_process():
             _wait_result(w, clock)
     finally:
         w.close()
+
+
+def test_process_mode_frames_travel_through_shared_memory_intact():
+    import dataclasses
+    import functools
+
+    from edge.inference_worker import SharedFrames
+    from tests.fakes import ImageRampPolicy
+
+    rng = np.random.default_rng(0)
+    frames = SharedFrames()
+    img = {"front": rng.integers(0, 256, (96, 96, 3), np.uint8), "wrist": rng.integers(0, 256, (8, 4, 3), np.uint8)}
+    req = dataclasses.replace(request(1.0), obs=Observation(img, np.zeros(8, np.float32), "", 1.0))
+    small, layout = frames.pack(req)
+    assert small.obs.images == {}  # only the layout is pickled
+    back = SharedFrames().unpack((small, layout))
+    for k in img:
+        np.testing.assert_array_equal(back.obs.images[k], img[k])
+    name = layout[0]
+    frames.pack(dataclasses.replace(req, obs=Observation({"front": img["wrist"]}, req.obs.proprio, "", 1.0)))
+    assert frames._shm.name != name  # another layout: a new block, the old one unlinked
+    frames.close()
+    assert frames._shm is None
+
+    policy = functools.partial(ImageRampPolicy, np.zeros(8), np.full(8, 0.01))
+    clock = RealClock()
+    w = InferenceWorker(policy(), fixed(3, 4), clock, WorkerConfig(mode="process"), policy_factory=policy)
+    try:
+        w.submit(req)
+        res = _wait_result(w, clock)
+        assert res.request is req  # the loop keeps its own request; only the answer came back
+    finally:
+        w.close()
+    inline = InferenceWorker(policy(), fixed(3, 4), VirtualClock(), WorkerConfig())
+    inline.submit(req)
+    np.testing.assert_array_equal(res.chunk.actions, inline.poll(1e9).chunk.actions)
+    dark = dataclasses.replace(req, obs=Observation({"front": np.zeros_like(img["front"])}, req.obs.proprio, "", 1.0))
+    inline.submit(dark)
+    assert not np.array_equal(res.chunk.actions, inline.poll(1e9).chunk.actions)  # pixels matter
