@@ -225,6 +225,9 @@ def run_case(
         "tick_overhead_p50_ms": ms(pct(ovh, 50)),
         "tick_overhead_p99_ms": ms(pct(ovh, 99)),
         "tick_overhead_max_ms": ms(max(ovh)),
+        # tick start -> command handed to the driver (thread/process queries start after it)
+        "command_latency_p50_ms": ms(pct([t["cmd_s"] for t in ticks], 50)),
+        "command_latency_p99_ms": ms(pct([t["cmd_s"] for t in ticks], 99)),
         "telemetry_write_p50_ms": ms(pct(write, 50)),
         "telemetry_write_p99_ms": ms(pct(write, 99)),
         "lateness_p99_ms": ms(pct([t["late"] for t in ticks], 99)),
@@ -279,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{sched:7s} {rate:5.0f} Hz {execution:7s}  overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
+                        f"command p99 {r['command_latency_p99_ms']:.3f} ms  "
                         f"jitter p99 {r['jitter_p99_ms']:.3f} ms  overruns {r['overruns']:5d}  "
                         f"inference p50 {r['inference_latency_p50_ms']} ms",
                         flush=True,

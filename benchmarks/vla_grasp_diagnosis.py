@@ -111,9 +111,12 @@ def main() -> None:
     if dirs is None:
         d = manifest.get("data", {}).get("dir")
         dirs = [d] if isinstance(d, str) else list(d or [])
-    aux_stats = aux_denormaliser(dirs) if dirs and all(Path(x).is_dir() for x in dirs) else None
     policy = load_policy(args.checkpoint, "torch")
     model = load_model(args.checkpoint)
+    if model.token_proj is not None:  # object-token models carry their aux de-normalisation
+        aux_stats = (model.aux_mean.numpy(), model.aux_std.numpy())
+    else:
+        aux_stats = aux_denormaliser(dirs) if dirs and all(Path(x).is_dir() for x in dirs) else None
     env = sim.make_env(task="stack", sim="mujoco", wrist_camera="wrist" in policy.spec.cameras)
     t0 = time.perf_counter()
     eps = [episode(policy, model, env, args.seed + i, args.k, args.c, aux_stats)

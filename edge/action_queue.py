@@ -90,6 +90,7 @@ class ActionQueue:
     def clear(self) -> None:
         """Drop everything (reset, e-stop): nothing planned before this call will run."""
         self._base = 0
+        self._last_popped: tuple[int, np.ndarray] | None = None
         self._a = np.zeros((0, self.action_dim), dtype=np.float32)
         self._exec = np.zeros(0, dtype=bool)
         self._qid = np.zeros(0, dtype=np.int64)
@@ -105,6 +106,10 @@ class ActionQueue:
         """Queued actions (executable or tail) for slots ``from_slot ..`` contiguous, at most ``n``:
         (m, Da). Used as the RTC guidance target for a query observed at ``from_slot``."""
         k = from_slot - self._base
+        if k == -1 and self._last_popped is not None and self._last_popped[0] == from_slot:
+            # the slot's own action was already popped this tick (a query made after the command
+            # went out): it is part of what the new chunk must agree with
+            return np.concatenate([self._last_popped[1][None], self._a[: n - 1]])
         if k < 0 or k >= len(self._a):
             return np.zeros((0, self.action_dim), dtype=np.float32)
         return self._a[k : k + n].copy()
@@ -174,6 +179,7 @@ class ActionQueue:
         self._purge(now_slot)
         if self._base == now_slot and len(self._a) and self._exec[0]:
             qa = QueuedAction(self._a[0].copy(), now_slot, int(self._qid[0]), float(self._tobs[0]))
+            self._last_popped = (now_slot, qa.action)
             self._drop_front(1)
             self.served += 1
             return qa

@@ -124,6 +124,8 @@ class ControlLoop:
         self.overruns = 0
         self.lateness_s: deque[float] = deque(maxlen=200_000)
         self.overhead_s: deque[float] = deque(maxlen=200_000)
+        # tick start -> command handed to the driver (the part of the overhead the arm waits for)
+        self.command_s: deque[float] = deque(maxlen=200_000)
         self._latencies: deque[float] = deque(maxlen=config.latency_window)
         self._latency_cache: tuple[float, float] | None = None
         self._n_results = 0
@@ -236,10 +238,14 @@ class ControlLoop:
         self._handle_estop_request(now)
         state = self.driver.read_state()
         running = self.safety.mode is SafetyMode.RUNNING
+        # An inline query (sync, virtual clock) may be due this very tick, so it must come before
+        # the pop; a thread/process query never is, so it waits until the command is out.
+        query_first = self.config.execution == "sync" or getattr(self.worker, "mode", "inline") == "inline"
         if running:
             self._collect(now)
-            self._maybe_query(state, now)
-            self._collect(now)  # an inline query with no charged latency is due right away
+            if query_first:
+                self._maybe_query(state, now)
+                self._collect(now)  # an inline query with no charged latency is due right away
         qa = self.queue.pop(n) if running else None
         decision = self.safety.filter(
             None if qa is None else qa.action, state, now, None if qa is None else qa.t_obs_s
@@ -247,7 +253,10 @@ class ControlLoop:
         sent = None
         if decision.command is not None:
             sent = self.driver.send_command(decision.command)
+        command_s = time.perf_counter() - p0
         self._note_faults(decision, now)
+        if running and not query_first and self.safety.mode is SafetyMode.RUNNING:
+            self._maybe_query(state, now)
         overhead = time.perf_counter() - p0
         self.n += 1
         skipped = 0
@@ -259,6 +268,7 @@ class ControlLoop:
                 self.overruns += skipped
         self.lateness_s.append(now - deadline)
         self.overhead_s.append(overhead)
+        self.command_s.append(command_s)
         self._ep["ticks"] += 1
         self._ep["overruns"] += skipped
         self._ep["starved"] += int(qa is None and running)
@@ -269,6 +279,7 @@ class ControlLoop:
             "t": now,
             "late": now - deadline,
             "ovh": overhead,
+            "cmd_s": command_s,
             "ovr": skipped,
             "q": state.q_rad,
             "g": state.gripper,

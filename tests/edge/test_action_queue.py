@@ -85,6 +85,10 @@ def test_prefix_and_clear():
     queue.merge(chunk(0.0, range(6), execute=3), now_slot=0)
     np.testing.assert_array_equal(queue.prefix(1, 10)[:, 0], [1, 2, 3, 4, 5])  # tail included
     assert len(queue.prefix(9, 3)) == 0
+    # a query made after this tick's pop still sees the slot's own (already popped) action first
+    assert float(queue.pop(0).action[0]) == 0.0
+    np.testing.assert_array_equal(queue.prefix(0, 3)[:, 0], [0, 1, 2])
+    assert len(queue.prefix(-1, 3)) == 0
     queue.clear()
     assert queue.depth(0) == 0 and queue.pop(0) is None
 

@@ -272,8 +272,8 @@ def test_process_mode_frames_travel_through_shared_memory_intact():
     small, layout = frames.pack(req)
     assert small.obs.images == {}  # only the layout is pickled
     back = SharedFrames().unpack((small, layout))
-    for k in img:
-        np.testing.assert_array_equal(back.obs.images[k], img[k])
+    for k, v in img.items():
+        np.testing.assert_array_equal(back.obs.images[k], v)
     name = layout[0]
     frames.pack(dataclasses.replace(req, obs=Observation({"front": img["wrist"]}, req.obs.proprio, "", 1.0)))
     assert frames._shm.name != name  # another layout: a new block, the old one unlinked
