@@ -147,3 +147,20 @@ def test_vision_pretraining_localises_first_then_resumes_without_redoing_it(demo
     resumed.run()
     for k, v in straight.ema.state_dict().items():
         assert torch.allclose(v, resumed.ema.state_dict()[k], atol=1e-6), k
+
+
+def test_vision_freeze_keeps_the_pretrained_localiser(demos, tmp_path):
+    from edge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vision_pretrain_steps"):
+        VLATrainer(tiny_config("vision_freeze=true"), "stack", demos, tmp_path / "x", progress=False)
+    settings = ("steps=3", "model.aux_source=front", "model.object_token=true", "vision_pretrain_steps=5",
+                "vision_freeze=true")
+    trainer = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", progress=False)
+    trainer.run(stop_at=1)
+    frozen = {k: v.clone() for k, v in trainer.model.trunks["front"].state_dict().items()}
+    expert = {k: v.clone() for k, v in trainer.model.expert.state_dict().items()}
+    resumed = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", resume=True, progress=False)
+    resumed.run()  # the freeze survives a resume
+    assert all(torch.equal(v, resumed.model.trunks["front"].state_dict()[k]) for k, v in frozen.items())
+    assert not all(torch.equal(v, resumed.model.expert.state_dict()[k]) for k, v in expert.items())
