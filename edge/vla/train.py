@@ -158,8 +158,9 @@ class VLATrainer:
             model_config = dataclasses.replace(model_config, aux_outputs=self.aux.shape[1])
         elif config.aux_object_weight > 0:
             log.warning("demos have no object_pos: training without the auxiliary object loss")
-        if config.vision_freeze and not config.vision_pretrain_steps:
-            raise ConfigError("vision_freeze=true needs vision_pretrain_steps > 0 (nothing to keep)")
+        if config.vision_freeze and not config.vision_pretrain_steps and init is None and state is None:
+            raise ConfigError("vision_freeze=true needs vision_pretrain_steps > 0 or --init (a trained "
+                              "localiser to keep)")
         if config.vision_pretrain_steps and (self.aux is None or model_config.aux_source != "front"):
             raise ConfigError("vision_pretrain_steps > 0 needs aux_object_weight > 0, demos with "
                               "object_pos and model.aux_source=front")
@@ -167,6 +168,7 @@ class VLATrainer:
             raise ConfigError("model.object_token=true needs aux_object_weight > 0 and demos with "
                               "object_pos (the token is the aux head's prediction)")
         torch.manual_seed(config.seed)
+        self._vision_frozen = False
         self.model = VLAModel(model_config, self.spec)
         if self.aux is not None:
             self.model.set_aux_stats(torch.from_numpy(st["aux_mean"]), torch.from_numpy(st["aux_std"]))
@@ -175,6 +177,8 @@ class VLATrainer:
                 self.model.load_state_dict(init_payload["state_dict"])
             except RuntimeError as err:
                 raise EdgeError(f"--init {init}: weights do not fit this architecture ({err})") from None
+        if init_payload is not None and not config.vision_pretrain_steps:
+            self._freeze_vision()  # the init checkpoint's localiser is the one to keep
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=config.lr,
                                      weight_decay=config.weight_decay)
@@ -185,7 +189,6 @@ class VLATrainer:
         self._action_mean, self._action_std = mean, std
         self.step, self.wall_s, self.history, self.evals, self.resumed_at = 0, 0.0, [], [], []
         self.pretrain: dict[str, Any] | None = None  # vision pre-training record, once done
-        self._vision_frozen = False
         if state is not None:
             self._load_state(state)
 
@@ -276,7 +279,7 @@ class VLATrainer:
         self.step, self.wall_s = int(state["step"]), float(state["wall_s"])
         self.history, self.evals = list(state["history"]), list(state["evals"])
         self.pretrain = state.get("pretrain")
-        if self.pretrain is not None:
+        if self.pretrain is not None or self.init_info is not None:
             self._freeze_vision()
         self.resumed_at = list(state["resumed_at"]) + [self.step]
         log.info("resumed %s at step %d", self.out_dir, self.step)

@@ -164,3 +164,9 @@ def test_vision_freeze_keeps_the_pretrained_localiser(demos, tmp_path):
     resumed.run()  # the freeze survives a resume
     assert all(torch.equal(v, resumed.model.trunks["front"].state_dict()[k]) for k, v in frozen.items())
     assert not all(torch.equal(v, resumed.model.expert.state_dict()[k]) for k, v in expert.items())
+    # fine-tuning from it keeps the localiser frozen without pre-training again
+    tuned = VLATrainer(tiny_config(*settings[:3], "vision_freeze=true"), "stack", demos, tmp_path / "t",
+                       progress=False, init=tmp_path / "a")
+    tuned.run()
+    assert tuned.pretrain is None
+    assert all(torch.equal(v, tuned.model.trunks["front"].state_dict()[k]) for k, v in frozen.items())
