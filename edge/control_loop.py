@@ -126,6 +126,7 @@ class ControlLoop:
         self.overhead_s: deque[float] = deque(maxlen=200_000)
         # tick start -> command handed to the driver (the part of the overhead the arm waits for)
         self.command_s: deque[float] = deque(maxlen=200_000)
+        self._query_records: list[dict[str, Any]] = []  # merged this tick, written after the send
         self._latencies: deque[float] = deque(maxlen=config.latency_window)
         self._latency_cache: tuple[float, float] | None = None
         self._n_results = 0
@@ -254,6 +255,8 @@ class ControlLoop:
         if decision.command is not None:
             sent = self.driver.send_command(decision.command)
         command_s = time.perf_counter() - p0
+        while self._query_records:  # telemetry stays off the command's path
+            self.recorder.query(self._query_records.pop(0))
         self._note_faults(decision, now)
         if running and not query_first and self.safety.mode is SafetyMode.RUNNING:
             self._maybe_query(state, now)
@@ -352,8 +355,8 @@ class ControlLoop:
         self._next_query_slot = self.queue.slot_of(res.request.obs.t_s) + res.plan.next_query_in_steps
         self._ep["queries"] += 1
         self._ep["nfe"] += res.nfe
-        if self.recorder is not None:
-            self.recorder.query(self._query_record(res, rep, now))
+        if self.recorder is not None:  # written after the command is out (see step)
+            self._query_records.append(self._query_record(res, rep, now))
 
     def _query_record(self, res: QueryResult, rep: Any, now: float) -> dict[str, Any]:
         req, plan = res.request, res.plan
@@ -432,6 +435,8 @@ class ControlLoop:
         finally:
             self._event("loop_error", detail=f"{type(err).__name__}: {err}")
             if self.recorder is not None and not self.recorder.closed:
+                while self._query_records:  # merged before the failure: keep them
+                    self.recorder.query(self._query_records.pop(0))
                 self.recorder.flush()
 
     def _event(self, kind: str, **fields: Any) -> None:

@@ -131,3 +131,23 @@ def test_telemetry_survives_sigkill(tmp_path):
     s = summarize(run)
     assert s["ticks"] >= 40 and s["queries"] >= 1 and s["tick_overhead_p99_ms"] is not None
     json.dumps(s)
+
+
+def test_a_query_merged_in_a_failing_tick_is_still_recorded(tmp_path):
+    rec = RunRecorder(tmp_path / "run", meta={"period_s": 0.05})
+    loop, driver, _policy, _ = build_loop(latency_s=0.0, K=2, C=4, recorder=rec)
+    loop.start()
+    loop.run(6)
+    n_before = loop._n_results
+
+    def broken_send(command):
+        raise OSError("serial link lost")
+
+    driver.send_command = broken_send
+    with pytest.raises(OSError):
+        loop.run(10)  # the first failing tick merges a fresh chunk before the send raises
+    rec.close()
+    run = read_run(tmp_path / "run")
+    assert loop._n_results > n_before
+    assert len(run.queries) == loop._n_results  # nothing merged was lost
+    assert any(e["kind"] == "loop_error" for e in run.events)
