@@ -32,7 +32,8 @@ class SessionConfig:
     scheduler: str = cfg("fixed", "compute scheduler", choices=("fixed", "dvac"))
     num_steps: int = cfg(10, "denoising steps K (fixed; dvac: steps per query)", range=(1, 100))
     execute: int = cfg(8, "actions executed per chunk C (fixed)", range=(1, 64))
-    seam: str = cfg("rtc", "chunk seam strategy", choices=("replace", "weighted", "rtc"))
+    seam: str = cfg("replace", "chunk seam strategy (replace: measured best with the shipped VLA, see "
+                    "benchmarks/results/latency_robustness.json)", choices=("replace", "weighted", "rtc"))
     execution: str = cfg("async", "async (never wait on inference) or sync", choices=("async", "sync"))
     clock: str = cfg("virtual", "virtual (deterministic) or real (wall clock)", choices=("virtual", "real"))
     inference: str = cfg("auto", "where queries run: auto (virtual clock: inline, real: thread), "

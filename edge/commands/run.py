@@ -34,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--scheduler", default="fixed", choices=("fixed", "dvac"))
     p.add_argument("--num-steps", type=int, default=10, help="denoising steps K per query")
     p.add_argument("--execute", type=int, default=8, help="actions executed per chunk C")
-    p.add_argument("--seam", default="rtc", choices=("replace", "weighted", "rtc"))
+    p.add_argument("--seam", default="replace", choices=("replace", "weighted", "rtc"))
     p.add_argument("--execution", default="async", choices=("async", "sync"))
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"))
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
