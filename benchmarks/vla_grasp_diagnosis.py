@@ -54,13 +54,10 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
                 and (lang is not None or not front):
             with torch.no_grad():
                 if front:
-                    _, aux_in = model.encode_with_aux_input(
-                        {c: torch.from_numpy(np.asarray(obs[c]))[None] for c in model.config.cameras},
-                        torch.from_numpy(np.asarray(obs["proprio"], np.float32))[None],
-                        torch.tensor([lang], dtype=torch.float32))
+                    pred = model.locate_objects(torch.from_numpy(np.asarray(obs["front"]))[None],
+                                                torch.tensor([lang], dtype=torch.float32)).numpy()[0]
                 else:
-                    aux_in = torch.as_tensor(np.asarray(feats)).reshape(1, -1)
-                pred = model.aux_head(aux_in).numpy()[0]
+                    pred = model.aux_head(torch.as_tensor(np.asarray(feats)).reshape(1, -1)).numpy()[0]
             pred = pred * aux_stats[1] + aux_stats[0]
             aux_err = float(np.linalg.norm(pred[:2] - pick0[:2]))
         noise = rng.standard_normal((policy.chunk_len, policy.action_dim)).astype(np.float32)

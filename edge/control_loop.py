@@ -127,6 +127,9 @@ class ControlLoop:
         # tick start -> command handed to the driver (the part of the overhead the arm waits for)
         self.command_s: deque[float] = deque(maxlen=200_000)
         self._query_records: list[dict[str, Any]] = []  # merged this tick, written after the send
+        # An inline query (sync, virtual clock) may be due the very tick it starts, so it must come
+        # before the pop; a thread/process query never is, so it waits until the command is out.
+        self._query_first = config.execution == "sync" or getattr(worker, "mode", "inline") == "inline"
         self._latencies: deque[float] = deque(maxlen=config.latency_window)
         self._latency_cache: tuple[float, float] | None = None
         self._n_results = 0
@@ -239,9 +242,7 @@ class ControlLoop:
         self._handle_estop_request(now)
         state = self.driver.read_state()
         running = self.safety.mode is SafetyMode.RUNNING
-        # An inline query (sync, virtual clock) may be due this very tick, so it must come before
-        # the pop; a thread/process query never is, so it waits until the command is out.
-        query_first = self.config.execution == "sync" or getattr(self.worker, "mode", "inline") == "inline"
+        query_first = self._query_first
         if running:
             self._collect(now)
             if query_first:
@@ -255,8 +256,7 @@ class ControlLoop:
         if decision.command is not None:
             sent = self.driver.send_command(decision.command)
         command_s = time.perf_counter() - p0
-        while self._query_records:  # telemetry stays off the command's path
-            self.recorder.query(self._query_records.pop(0))
+        self._write_query_records()  # telemetry stays off the command's path
         self._note_faults(decision, now)
         if running and not query_first and self.safety.mode is SafetyMode.RUNNING:
             self._maybe_query(state, now)
@@ -358,6 +358,11 @@ class ControlLoop:
         if self.recorder is not None:  # written after the command is out (see step)
             self._query_records.append(self._query_record(res, rep, now))
 
+    def _write_query_records(self) -> None:
+        for record in self._query_records:
+            self.recorder.query(record)
+        self._query_records.clear()
+
     def _query_record(self, res: QueryResult, rep: Any, now: float) -> dict[str, Any]:
         req, plan = res.request, res.plan
         return {
@@ -435,8 +440,7 @@ class ControlLoop:
         finally:
             self._event("loop_error", detail=f"{type(err).__name__}: {err}")
             if self.recorder is not None and not self.recorder.closed:
-                while self._query_records:  # merged before the failure: keep them
-                    self.recorder.query(self._query_records.pop(0))
+                self._write_query_records()  # merged before the failure: keep them
                 self.recorder.flush()
 
     def _event(self, kind: str, **fields: Any) -> None:

@@ -164,6 +164,11 @@ class VLAModel(nn.Module):
         features = self.fuse(torch.cat(parts, dim=-1))
         return features, (front if self.config.aux_source == "front" else features)
 
+    def locate_objects(self, front_u8: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+        """The object head on the front camera alone: (B, H, W, 3) uint8, (B, L) -> (B, aux_outputs),
+        normalised (metres = out * aux std + aux mean). What vision pre-training trains."""
+        return self.aux_head(self.trunks["front"](front_u8, self.lang_proj(lang.to(self.fuse[0].weight.dtype))))
+
     def denoise_step(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """x (B, H, Da) normalised, t (B,) in [0, 1], features (B, D) -> velocity (B, H, Da)."""
         return self.expert(x, t, features)

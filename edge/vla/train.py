@@ -154,7 +154,8 @@ class VLATrainer:
         self.aux = None
         if config.aux_object_weight > 0 and self.data.aux_objects is not None:
             st = self.data.stats()
-            self.aux = (self.data.aux_objects - st["aux_mean"]) / st["aux_std"]  # (N, 6) normalised
+            self.aux_mean, self.aux_std = st["aux_mean"], st["aux_std"]
+            self.aux = (self.data.aux_objects - self.aux_mean) / self.aux_std  # (N, 6) normalised
             model_config = dataclasses.replace(model_config, aux_outputs=self.aux.shape[1])
         elif config.aux_object_weight > 0:
             log.warning("demos have no object_pos: training without the auxiliary object loss")
@@ -171,7 +172,7 @@ class VLATrainer:
         self._vision_frozen = False
         self.model = VLAModel(model_config, self.spec)
         if self.aux is not None:
-            self.model.set_aux_stats(torch.from_numpy(st["aux_mean"]), torch.from_numpy(st["aux_std"]))
+            self.model.set_aux_stats(torch.from_numpy(self.aux_mean), torch.from_numpy(self.aux_std))
         if init_payload is not None:
             try:
                 self.model.load_state_dict(init_payload["state_dict"])
@@ -371,7 +372,7 @@ class VLATrainer:
         params = [*m.lang_proj.parameters(), *m.trunks["front"].parameters(), *m.aux_head.parameters()]
         opt = torch.optim.AdamW(params, lr=c.vision_pretrain_lr, weight_decay=c.weight_decay)
         order = BatchOrder(len(frames), c.batch_size, c.seed + 1)
-        aux_std = torch.from_numpy(self.data.stats()["aux_std"][:2])
+        aux_std = torch.from_numpy(self.aux_std[:2])
         m.train()
         t0, curve, window = time.perf_counter(), [], []
         for s in tqdm(range(c.vision_pretrain_steps), disable=not self.progress, unit="step",
@@ -379,8 +380,7 @@ class VLATrainer:
             gen = torch.Generator().manual_seed(c.seed * 1_000_003 + 1_000_000_000 + s)
             idx = frames[order.next()]
             image = random_shift(torch.from_numpy(self.data.images["front"][idx]), c.shift_px, gen)
-            cond = m.lang_proj(self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
-            pred = m.aux_head(m.trunks["front"](image, cond))
+            pred = m.locate_objects(image, self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
             target = torch.from_numpy(self.aux[idx])
             loss = torch.nn.functional.mse_loss(pred, target)
             progress = s / max(c.vision_pretrain_steps, 1)
@@ -428,7 +428,6 @@ class VLATrainer:
         import sim
 
         c, m = self.config, self.model
-        st = self.data.stats()
         env = sim.make_env(task=self.task, sim=c.eval_sim)
         errors = []
         try:
@@ -439,9 +438,9 @@ class VLATrainer:
                 if order is None or len(order) < 2 or lang is None:
                     continue
                 with torch.no_grad():
-                    cond = m.lang_proj(torch.tensor([lang], dtype=torch.float32))
-                    pred = m.aux_head(m.trunks["front"](torch.from_numpy(np.asarray(obs["front"]))[None], cond))
-                xy = pred[0, :2].numpy() * st["aux_std"][:2] + st["aux_mean"][:2]
+                    pred = m.locate_objects(torch.from_numpy(np.asarray(obs["front"]))[None],
+                                            torch.tensor([lang], dtype=torch.float32))
+                xy = pred[0, :2].numpy() * self.aux_std[:2] + self.aux_mean[:2]
                 errors.append(float(np.linalg.norm(xy - np.asarray(info["object_poses"][order[1]][:2]))))
         finally:
             env.close()
