@@ -27,8 +27,10 @@ def run_cell(job: dict) -> dict:
     from edge.commands._session import SessionConfig, run_session
     from edge.commands.expert import wilson
 
+    seam, _, soft = job["seam"].partition(":")  # "rtc:0" = rtc guiding only the frozen actions
     cfg = SessionConfig(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],
-                        execute=job["c"], seam=job["seam"], execution=job["execution"], latency="constant",
+                        execute=job["c"], seam=seam, rtc_soft_steps=int(soft) if soft else -1,
+                        noise_temperature=job["noise_temperature"], execution=job["execution"], latency="constant",
                         latency_ms=float(job["latency_ms"]), episodes=job["episodes"], seed=job["seed"],
                         video_episodes=0)
     t0 = time.perf_counter()
@@ -51,20 +53,26 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--c", type=int, default=8)
     ap.add_argument("--latencies-ms", default="0,50,100,200,400")
-    ap.add_argument("--seams", default="replace,weighted,rtc")
+    ap.add_argument("--seams", default="replace,weighted,rtc,rtc:0",
+                    help="seam strategies; rtc:N = rtc guiding the frozen actions and N more "
+                         "(rtc = the whole remaining previous chunk, as the RTC paper)")
     ap.add_argument("--with-sync", action="store_true", help="also run sync execution (waits on inference)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--noise-temperature", type=float, default=0.5,
+                    help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--out", default="benchmarks/results/latency_robustness.json")
     a = ap.parse_args()
     out = Path(a.out)
     results = json.loads(out.read_text()) if out.exists() else {"cells": {}}
     results.update({"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "K": a.k, "C": a.c,
+                    "noise_temperature": a.noise_temperature,
                     "command": " ".join(["python", *sys.argv]),
                     "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
                                 "cpu_count": os.cpu_count()}})
     modes = [("async", s) for s in a.seams.split(",")] + ([("sync", "replace")] if a.with_sync else [])
     jobs = [{"checkpoint": a.checkpoint, "backend": a.backend, "k": a.k, "c": a.c, "episodes": a.episodes,
-             "seed": a.seed, "execution": ex, "seam": seam, "latency_ms": int(lat)}
+             "seed": a.seed, "execution": ex, "seam": seam, "latency_ms": int(lat),
+             "noise_temperature": a.noise_temperature}
             for ex, seam in modes for lat in a.latencies_ms.split(",")
             if f"{ex}/{seam}/{lat}" not in results["cells"]]
     print(f"{len(jobs)} cells to run", flush=True)

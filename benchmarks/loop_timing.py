@@ -172,11 +172,12 @@ def set_scheduling(kind: str, priority: int) -> bool:
 
 
 def run_case(
-    rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path
+    rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
+    spin_s: float = 0.0,
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
-    clock = RealClock()
+    clock = RealClock(spin_s)
     policy = MLPDenoiser(H, rate_hz, hidden)
     cam, arm = Camera(64), KinematicArm(clock, spec)
     policy.sample(policy.encode(cam.observe(arm.read_state())), np.zeros((H, 5), np.float32), 2)  # warm

@@ -7,6 +7,9 @@ actions, query again — as ``edge.vla.rollout.evaluate``) and the script record
   names (the one to pick) and its xy distance to the other block (did it go for the wrong one?);
 * how well the training-only auxiliary head localises the named block from the same prefix
   features at the first query (xy error, metres) — i.e. whether the information is in the features;
+* where the TCP is when the final descent starts (5 cm above the block: below that the hand hides
+  the block from both cameras) and what the object head said at that query, and at the query that
+  closed the gripper;
 * success and the furthest task stage reached.
 
     python benchmarks/vla_grasp_diagnosis.py --checkpoint edge/vla/checkpoints/stack --episodes 20
@@ -37,7 +40,24 @@ def aux_denormaliser(data_dirs: list[str]):
     return aux.mean(0), np.maximum(aux.std(0), 1e-3)
 
 
-def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
+def wrist_estimate(model, obs, lang, layout) -> np.ndarray:
+    """The wrist head's estimate of the named block's world position (3,) at this observation."""
+    import torch
+
+    from edge.vla.model import TCP_QUAT, quat_to_matrix
+
+    layout = list(layout)
+    prop = np.asarray(obs["proprio"], np.float32)
+    tcp = prop[[layout.index(n) for n in ("tcp_x_m", "tcp_y_m", "tcp_z_m")]]
+    quat = torch.from_numpy(prop[[layout.index(n) for n in TCP_QUAT]])[None]
+    with torch.no_grad():
+        local = model.locate_from_wrist(torch.from_numpy(np.asarray(obs["wrist"]))[None],
+                                        torch.tensor([lang], dtype=torch.float32))[0, :3]
+        world = quat_to_matrix(quat)[0] @ local / 10.0
+    return tcp + world.numpy()
+
+
+def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperature: float = 1.0) -> dict:
     import torch
 
     u = env.unwrapped
@@ -45,13 +65,13 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
     obs, info = env.reset(seed=seed)
     base, pick = u.spec_task.order[0], u.spec_task.order[1]
     pick0 = np.array(info["object_poses"][pick][:3])
-    close, aux_err, steps, done = None, None, 0, False
+    close, descend, aux_err, steps, done = None, None, None, 0, False
+    pred = wrist_pick = None
     while not done:
         feats = policy.encode(obs)
         lang = policy.spec.instruction_embeddings.get(obs["instruction"])
         front = model.config.aux_source == "front"  # the head reads the front trunk's own output
-        if aux_err is None and aux_stats is not None and model.aux_head is not None \
-                and (lang is not None or not front):
+        if aux_stats is not None and model.aux_head is not None and (lang is not None or not front):
             with torch.no_grad():
                 if front:
                     pred = model.locate_objects(torch.from_numpy(np.asarray(obs["front"]))[None],
@@ -59,9 +79,21 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
                 else:
                     pred = model.aux_head(torch.as_tensor(np.asarray(feats)).reshape(1, -1)).numpy()[0]
             pred = pred * aux_stats[1] + aux_stats[0]
-            aux_err = float(np.linalg.norm(pred[:2] - pick0[:2]))
-        noise = rng.standard_normal((policy.chunk_len, policy.action_dim)).astype(np.float32)
+            if getattr(model, "wrist_head", None) is not None:
+                wrist_pick = wrist_estimate(model, obs, lang, policy.spec.proprio_layout)
+            if aux_err is None:
+                aux_err = float(np.linalg.norm(pred[:2] - pick0[:2]))
+        noise = (temperature * rng.standard_normal((policy.chunk_len, policy.action_dim))).astype(np.float32)
         for a in policy.sample(feats, noise, k)[:c]:
+            tcp, _ = u.tcp_pose()
+            p = np.array(info["object_poses"][pick][:3])
+            if descend is None and close is None and tcp[2] < p[2] + 0.05:
+                # the final descent starts: from here on the hand hides the block from both cameras
+                descend = {"step": steps, "xy_to_pick_m": round(float(np.linalg.norm((tcp - p)[:2])), 4)}
+                if pred is not None:
+                    descend["head_xy_error_m"] = round(float(np.linalg.norm(pred[:2] - p[:2])), 4)
+                if wrist_pick is not None:
+                    descend["wrist_xy_error_m"] = round(float(np.linalg.norm(wrist_pick[:2] - p[:2])), 4)
             if close is None and a[4] > 0.5:
                 tcp, _ = u.tcp_pose()
                 p = np.array(info["object_poses"][pick][:3])
@@ -69,6 +101,11 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
                 close = {"step": steps, "tcp_minus_pick_m": np.round(tcp - p, 4).tolist(),
                          "xy_to_pick_m": round(float(np.linalg.norm((tcp - p)[:2])), 4),
                          "xy_to_other_m": round(float(np.linalg.norm((tcp - b)[:2])), 4)}
+                if pred is not None:  # what the object head said at the query that chose to close
+                    close["head_xy_error_m"] = round(float(np.linalg.norm(pred[:2] - p[:2])), 4)
+                    close["head_tcp_offset_xy_m"] = round(float(np.linalg.norm(pred[:2] - tcp[:2])), 4)
+                if wrist_pick is not None:
+                    close["wrist_xy_error_m"] = round(float(np.linalg.norm(wrist_pick[:2] - p[:2])), 4)
             obs, _, term, trunc, info = env.step(a)
             steps += 1
             done = bool(term or trunc)
@@ -76,6 +113,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats) -> dict:
                 break
     return {"seed": seed, "instruction": obs["instruction"], "success": bool(info["success"]),
             "max_stage": int(info.get("max_stage", 0)), "steps": steps, "first_close": close,
+            "descent_start": descend,
             "aux_xy_error_m": None if aux_err is None else round(aux_err, 4)}
 
 
@@ -86,6 +124,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--c", type=int, default=8)
+    ap.add_argument("--noise-temperature", type=float, default=0.5,
+                    help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--aux-data", nargs="*", default=None,
                     help="the checkpoint's training data dirs, to de-normalise the auxiliary head "
                          "(default: from its manifest if present; skipped if missing)")
@@ -96,11 +136,12 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
 
+    from tqdm import tqdm
+
     import sim
     from edge.telemetry import machine_info
     from edge.vla.checkpoint import load_model
     from edge.vla.policy import load_policy
-    from tqdm import tqdm
 
     manifest_path = Path(args.checkpoint) / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
@@ -116,7 +157,7 @@ def main() -> None:
         aux_stats = aux_denormaliser(dirs) if dirs and all(Path(x).is_dir() for x in dirs) else None
     env = sim.make_env(task="stack", sim="mujoco", wrist_camera="wrist" in policy.spec.cameras)
     t0 = time.perf_counter()
-    eps = [episode(policy, model, env, args.seed + i, args.k, args.c, aux_stats)
+    eps = [episode(policy, model, env, args.seed + i, args.k, args.c, aux_stats, args.noise_temperature)
            for i in tqdm(range(args.episodes), desc="diagnose", unit="ep")]
     closes = [e["first_close"] for e in eps if e["first_close"]]
     aux = [e["aux_xy_error_m"] for e in eps if e["aux_xy_error_m"] is not None]
@@ -127,13 +168,24 @@ def main() -> None:
     out = {
         "benchmark": "vla_grasp_diagnosis", "checkpoint": args.checkpoint,
         "checkpoint_step": manifest.get("step"), "init": manifest.get("init"),
-        "k": args.k, "c": args.c, "episodes": len(eps), "seed": args.seed,
+        "k": args.k, "c": args.c, "noise_temperature": args.noise_temperature, "episodes": len(eps),
+        "seed": args.seed,
         "successes": sum(e["success"] for e in eps),
         "closed_gripper": len(closes),
         "first_close_xy_to_pick_m_median": med([c["xy_to_pick_m"] for c in closes]),
         "first_close_xy_to_pick_m_within_2cm": sum(c["xy_to_pick_m"] <= 0.02 for c in closes),
         "first_close_xy_to_other_m_median": med([c["xy_to_other_m"] for c in closes]),
         "aux_xy_error_m_median": med(aux),
+        "descent_start_xy_to_pick_m_median": med([e["descent_start"]["xy_to_pick_m"] for e in eps
+                                                  if e["descent_start"]]),
+        "head_xy_error_at_descent_m_median": med([e["descent_start"]["head_xy_error_m"] for e in eps
+                                                  if e["descent_start"] and "head_xy_error_m" in e["descent_start"]]),
+        "wrist_xy_error_at_descent_m_median": med([e["descent_start"]["wrist_xy_error_m"] for e in eps
+                                                   if e["descent_start"] and "wrist_xy_error_m" in e["descent_start"]]),
+        "wrist_xy_error_at_close_m_median": med([c["wrist_xy_error_m"] for c in closes if "wrist_xy_error_m" in c]),
+        "head_xy_error_at_close_m_median": med([c["head_xy_error_m"] for c in closes if "head_xy_error_m" in c]),
+        "head_tcp_offset_xy_at_close_m_median": med([c["head_tcp_offset_xy_m"] for c in closes
+                                                      if "head_tcp_offset_xy_m" in c]),
         "per_episode": eps,
         "command": " ".join(["python", *sys.argv]),
         "machine": machine_info(), "wall_s": round(time.perf_counter() - t0, 1),

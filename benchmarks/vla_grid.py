@@ -33,7 +33,8 @@ def run_cell(job: dict) -> dict:
     cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
                         execution="sync", latency="constant", latency_ms=0.0, episodes=job["episodes"],
-                        seed=job["seed"], record_ticks=True, video_episodes=0)
+                        seed=job["seed"], record_ticks=True, video_episodes=0,
+                        noise_temperature=job["noise_temperature"])
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         res = run_session(cfg, tmp, progress=False)
@@ -74,7 +75,8 @@ def plot(results: dict, path: Path) -> None:
             if not np.isnan(grid[i, j]):
                 a.text(j, i, f"{grid[i, j]:.0%}", ha="center", va="center", color="w" if grid[i, j] < 0.6 else "k")
     fig.colorbar(im, ax=a, label="success")
-    a.set_title(f"stack-2 success ({results['episodes']} episodes/cell)")
+    a.set_title(f"stack-2 success ({results['episodes']} episodes/cell, "
+                f"noise T={results.get('noise_temperature', 1.0)})")
     for c in cs:
         pts = sorted((x["nfe_per_action"], x["success_rate"], x["ci95"]) for x in cells if x["C"] == c)
         xs = [p[0] for p in pts]
@@ -102,22 +104,26 @@ def main() -> None:
     ap.add_argument("--ks", default="1,2,3,5,10")
     ap.add_argument("--cs", default="1,2,4,8,16")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--noise-temperature", type=float, default=1.0,
+                    help="scale of each query's initial noise (1 = as trained)")
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
     a = ap.parse_args()
     out = Path(a.out)
     results = json.loads(out.read_text()) if out.exists() else {}
-    same = {k: results.get(k) for k in ("checkpoint", "sim", "distribution", "episodes", "seed")}
+    same = {k: results.get(k, 1.0 if k == "noise_temperature" else None)
+            for k in ("checkpoint", "sim", "distribution", "episodes", "seed", "noise_temperature")}
     if results and same != {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
-                             "episodes": a.episodes, "seed": a.seed}:
+                             "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature}:
         sys.exit(f"{out} holds a different grid ({same}); choose another --out")
     results.update({"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
-                    "episodes": a.episodes, "seed": a.seed, "task": "stack", "n_blocks": 2,
+                    "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "task": "stack", "n_blocks": 2,
                     "command": " ".join(["python", *sys.argv]),
                     "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
                                 "cpu_count": os.cpu_count()}})
     results.setdefault("cells", {})
     jobs = [{"k": int(k), "c": int(c), "checkpoint": a.checkpoint, "backend": a.backend, "sim": a.sim,
-             "distribution": a.distribution, "episodes": a.episodes, "seed": a.seed}
+             "distribution": a.distribution, "episodes": a.episodes, "seed": a.seed,
+             "noise_temperature": a.noise_temperature}
             for k in a.ks.split(",") for c in a.cs.split(",") if f"K{k}_C{c}" not in results["cells"]]
     jobs.sort(key=lambda j: j["k"] / j["c"])  # cheap cells first
     print(f"{len(jobs)} cells to run, {len(results['cells'])} already done", flush=True)

@@ -68,7 +68,15 @@ class WorkerConfig:
         choices=("auto", "thread", "process", "inline")
     )
     seed: int = cfg(0, "seed for the initial noise (per query: seed, epoch, query id)", range=(0, None))
+    noise_temperature: float = cfg(1.0, "scale of the initial noise the worker draws when the "
+                                   "scheduler leaves it to it (1 = the training distribution; < 1 "
+                                   "samples closer to the policy's typical action, 0 = deterministic)",
+                                   range=(0.0, 4.0))
     rtc_guidance: bool = cfg(True, "rtc seam: guide sampling toward the previous chunk's actions")
+    rtc_soft_steps: int = cfg(-1, "rtc seam: how many queued actions after the frozen ones are "
+                              "softly guided (exponential ramp); -1 = all of the previous chunk's "
+                              "remaining actions (the RTC paper), 0 = only the frozen actions that "
+                              "run during inference", range=(-1, 1024))
     latency: LatencyConfig = cfg(default_factory=LatencyConfig, help="charged/emulated inference latency")
     torch_threads: int = cfg(
         0,
@@ -299,7 +307,7 @@ class InferenceWorker:
         noise = plan.noise
         if noise is None:
             rng = np.random.default_rng((self.config.seed, req.epoch, req.query_id))
-            noise = rng.standard_normal((H, Da)).astype(np.float32)
+            noise = (rng.standard_normal((H, Da)) * self.config.noise_temperature).astype(np.float32)
         refine = getattr(self.scheduler, "refine", None)
         guided = False
         if hasattr(policy, "denoise_step"):
@@ -311,7 +319,12 @@ class InferenceWorker:
                 if (self.config.rtc_guidance and req.prefix is not None and len(req.prefix))
                 else None
             )
-            weights = rtc_weights(H, req.frozen_steps, len(target)) if target is not None else None
+            weights = None
+            if target is not None:
+                soft = self.config.rtc_soft_steps
+                overlap = len(target) if soft < 0 else min(len(target), req.frozen_steps + soft)
+                target = target[:overlap] if overlap else None
+                weights = rtc_weights(H, req.frozen_steps, overlap) if overlap else None
             if target is not None and to_latent is not None:
                 target = np.asarray(to_latent(target), np.float32)
             trace: list[np.ndarray] | None = [] if refine is not None else None

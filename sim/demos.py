@@ -63,9 +63,10 @@ def prepare_dir(root: str | Path, meta: dict[str, Any]) -> Path:
     meta_path = root / "meta.json"
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
+        defaults = {"action_noise_m": 0.0, "expert_approach_offset_m": 0.04}  # older recordings
         for key in ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config",
-                    "action_noise_m"):
-            if old.get(key, 0.0 if key == "action_noise_m" else None) != meta.get(key):
+                    "action_noise_m", "expert_approach_offset_m"):
+            if old.get(key, defaults.get(key)) != meta.get(key, defaults.get(key)):
                 raise ValueError(
                     f"{meta_path}: existing dataset has {key}={old.get(key)!r}, this recording has "
                     f"{meta.get(key)!r}; record into a new --out directory"

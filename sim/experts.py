@@ -5,7 +5,9 @@ demonstrations as varied as human teleoperation, every episode the expert draws 
 seeded generator) among equally good options:
 
 * grasp yaw — any of the cube's symmetric grasps (yaw + k·90°) inside the gripper's yaw range;
-* approach side — the descent starts from a via-point offset 0–4 cm to either side of the object;
+* approach side — the descent starts from a via-point offset 0–4 cm to either side of the object
+  (``approach_offset_m``; 0 = straight above it. The via-point is a hidden variable: a policy that
+  sees one frame cannot tell "heading out to the via-point" from "coming back from it");
 * transport path — straight diagonal, or "up, over, down" through a higher via-point;
 * speed profile — a top speed of 1.0–2.4 cm per step, slower in the fine phases;
 * small pauses — 0–5 idle steps at some phase boundaries;
@@ -24,6 +26,7 @@ from sim.env import MAX_DPOS_M, MAX_DYAW_RAD, PUSH_Z_M, TabletopEnv
 PHASES = ("transport", "approach", "grasp", "lift", "place", "release", "retreat")
 PHASE_ID = {p: i for i, p in enumerate(PHASES)}
 CONTACT_PHASES = ("grasp", "place", "release")
+APPROACH_OFFSET_M = 0.04  # default largest side offset of the approach via-point, per axis
 
 
 def _yaw_of(quat_wxyz: np.ndarray) -> float:
@@ -50,8 +53,11 @@ class ScriptedExpert:
     each step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, approach_offset_m: float = APPROACH_OFFSET_M) -> None:
+        if not 0.0 <= approach_offset_m <= 0.1:
+            raise ValueError(f"approach_offset_m={approach_offset_m} must lie in [0, 0.1] m")
         self.env: TabletopEnv | None = None
+        self.approach_offset_m = approach_offset_m
 
     # ------------------------------------------------------------------ episode setup
     def reset(self, env: TabletopEnv, seed: int) -> None:
@@ -115,7 +121,8 @@ class ScriptedExpert:
         tgt, _, _ = self.env.commanded_target()
         hover = float(rng.uniform(0.06, 0.10))
         high = float(rng.uniform(0.16, 0.24))
-        side = rng.uniform(-0.04, 0.04, 2)
+        # drawn at the default scale either way, so the other draws of an episode stay the same
+        side = rng.uniform(-APPROACH_OFFSET_M, APPROACH_OFFSET_M, 2) * (self.approach_offset_m / APPROACH_OFFSET_M)
         segs = []
         if rng.random() < 0.5:  # "up, over, down" via a high point
             segs.append(_Segment("transport", [tgt[0], tgt[1], max(tgt[2], high)], gyaw, 0.0, v, 0.01))
@@ -229,6 +236,6 @@ class ScriptedExpert:
         return action, phase
 
 
-def make_expert(task: str) -> ScriptedExpert:
+def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M) -> ScriptedExpert:
     """The scripted expert for ``task`` (one class serves all tasks)."""
-    return ScriptedExpert()
+    return ScriptedExpert(approach_offset_m)

@@ -34,6 +34,12 @@ class SessionConfig:
     execute: int = cfg(8, "actions executed per chunk C (fixed)", range=(1, 64))
     seam: str = cfg("replace", "chunk seam strategy (replace: measured best with the shipped VLA, see "
                     "benchmarks/results/latency_robustness.json)", choices=("replace", "weighted", "rtc"))
+    noise_temperature: float = cfg(0.5, "scale of the initial noise of each query (1 = as trained, "
+                                   "0 = deterministic; 0.5 measured best with the shipped VLA, see "
+                                   "README)", range=(0.0, 4.0))
+    rtc_soft_steps: int = cfg(-1, "rtc seam: queued actions after the frozen ones that are softly "
+                              "guided (-1 = all, as the RTC paper; 0 = only the frozen ones)",
+                              range=(-1, 1024))
     execution: str = cfg("async", "async (never wait on inference) or sync", choices=("async", "sync"))
     clock: str = cfg("virtual", "virtual (deterministic) or real (wall clock)", choices=("virtual", "real"))
     inference: str = cfg("auto", "where queries run: auto (virtual clock: inline, real: thread), "
@@ -113,7 +119,9 @@ def run_session(cfg_: SessionConfig, out_dir: str | Path, policy=None, robot=Non
     scheduler = make_scheduler(SchedulerConfig(kind=cfg_.scheduler, num_steps=cfg_.num_steps,
                                                execute=cfg_.execute))
     worker = InferenceWorker(policy, scheduler, clock,
-                             WorkerConfig(mode=cfg_.inference, latency=lat, seed=cfg_.seed),
+                             WorkerConfig(mode=cfg_.inference, latency=lat, seed=cfg_.seed,
+                                          rtc_soft_steps=cfg_.rtc_soft_steps,
+                                          noise_temperature=cfg_.noise_temperature),
                              policy_factory=factory)
     meta = {"session": dataclasses.asdict(cfg_), "period_s": 1.0 / robot.control_rate_hz}
     recorder = RunRecorder(out, meta=meta)

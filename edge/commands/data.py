@@ -24,6 +24,10 @@ def register(sub) -> None:
     r.add_argument("--action-noise", type=float, default=0.0, metavar="M",
                    help="DART recovery data: execute the expert's action plus Gaussian position noise "
                         "(per-episode std uniform in [0, M] metres; the clean action is recorded)")
+    r.add_argument("--approach-offset", type=float, default=0.04, metavar="M",
+                   help="largest side offset (m, per axis) of the expert's approach via-point above "
+                        "the object; 0 = descend straight above it (no hidden via-point for a "
+                        "single-frame policy to guess)")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
     r.set_defaults(func=record)
@@ -45,6 +49,8 @@ def record(args: argparse.Namespace) -> int:
     if not 0.0 <= args.action_noise <= MAX_DPOS_M:
         raise EdgeError(f"--action-noise={args.action_noise} must lie in [0, {MAX_DPOS_M}] metres "
                         "(a std of a few millimetres, e.g. 0.008)")
+    if not 0.0 <= args.approach_offset <= 0.1:
+        raise EdgeError(f"--approach-offset={args.approach_offset} must lie in [0, 0.1] metres")
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
@@ -52,6 +58,7 @@ def record(args: argparse.Namespace) -> int:
         "control_rate_hz": u.cfg.control_rate_hz, "action_layout": list(ACTION_LAYOUT),
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
         "action_noise_m": args.action_noise,
+        "expert_approach_offset_m": args.approach_offset,
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
     }
@@ -63,7 +70,8 @@ def record(args: argparse.Namespace) -> int:
     bar = tqdm(todo, desc=f"record {args.task}/{args.sim}", unit="ep", initial=len(seeds) - len(todo),
                total=len(seeds))
     for seed in bar:
-        ep = expert_episode(env, seed, action_noise_m=args.action_noise)
+        ep = expert_episode(env, seed, action_noise_m=args.action_noise,
+                            approach_offset_m=args.approach_offset)
         ok += ep["success"]
         failed += not ep["success"]
         if ep["success"] or args.keep_failures:

@@ -55,6 +55,12 @@ class VLAConfig:
                              "from the TCP when proprio has tcp_x_m/tcp_y_m/tcp_z_m: an explicit "
                              "'where is the block' input, so the expert need not infer it from "
                              "the arm's own motion (needs aux_outputs > 0 and aux_source=front)")
+    wrist_token: bool = cfg(False, "the wrist camera trunk also predicts each task object's offset "
+                            "from the TCP in the hand's frame (gradient stopped, trained by the "
+                            "localisation loss); rotated to the world frame with the proprio TCP "
+                            "quaternion and added to the object token. Near the grasp the hand hides "
+                            "the block from the front camera, but the wrist camera still sees it "
+                            "(needs object_token, cameras with 'wrist', and tcp_* in the proprio)")
     ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "
                                           "normalisation). Joint velocities invite a copycat shortcut: "
                                           "open-loop the policy continues the demo's motion from qd "
@@ -67,6 +73,8 @@ class VLAConfig:
         if self.object_token and self.aux_source != "front":
             raise ConfigError("object_token=true needs aux_source=front (the token must come from "
                               "pixels, not from features that already contain it)")
+        if self.wrist_token and (not self.object_token or "wrist" not in self.cameras):
+            raise ConfigError("wrist_token=true needs object_token=true and 'wrist' in cameras")
         if self.d_model % self.expert_heads:
             raise ConfigError(f"d_model={self.d_model} must be divisible by "
                               f"expert_heads={self.expert_heads}")
@@ -106,6 +114,8 @@ class VLAModel(nn.Module):
         # Auxiliary supervision for the prefix: where the task's objects are (training only). It
         # teaches the image trunk to localise the named blocks far sooner than the action loss alone.
         self.aux_head = nn.Linear(d, config.aux_outputs) if config.aux_outputs else None
+        # The same objects seen from the hand: offsets from the TCP in the TCP frame, in decimetres.
+        self.wrist_head = nn.Linear(d, config.aux_outputs) if config.wrist_token else None
 
     def _init_object_token(self, config: VLAConfig, spec: ModelSpec, layout: tuple[str, ...]) -> int:
         """Buffers and projection of the object token; returns its width in the fused vector."""
@@ -119,6 +129,13 @@ class VLAModel(nn.Module):
         tcp = ("tcp_x_m", "tcp_y_m", "tcp_z_m")
         self._tcp_index = [layout.index(name) for name in tcp] if set(tcp) <= set(layout) else None
         width = n * (2 if self._tcp_index is not None else 1)
+        self._quat_index = None
+        if config.wrist_token:
+            if self._tcp_index is None or not set(TCP_QUAT) <= set(layout):
+                raise ValueError("wrist_token needs tcp_x_m/tcp_y_m/tcp_z_m and "
+                                 f"{'/'.join(TCP_QUAT)} in the proprio layout")
+            self._quat_index = [layout.index(name) for name in TCP_QUAT]
+            width += n
         self.token_proj = nn.Sequential(nn.Linear(width, config.d_proprio), nn.SiLU())
         return config.d_proprio
 
@@ -128,7 +145,8 @@ class VLAModel(nn.Module):
             self.aux_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
             self.aux_std.copy_(torch.as_tensor(std, dtype=torch.float32))
 
-    def _object_token(self, front: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+    def _object_token(self, front: torch.Tensor, proprio: torch.Tensor,
+                      wrist: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted object positions (gradient stopped: the aux loss alone trains them) and, when the
         proprio has the TCP position, each object's offset from the TCP in decimetres."""
         pred = self.aux_head(front).detach()  # (B, n) normalised
@@ -138,6 +156,11 @@ class VLAModel(nn.Module):
             tcp = proprio.float()[:, self._tcp_index]
             rel = (metres.view(metres.shape[0], -1, 3) - tcp[:, None, :]) * 10.0
             parts.append(rel.flatten(1).to(pred.dtype))
+        if wrist is not None and self.wrist_head is not None:
+            local = self.wrist_head(wrist).detach().float()  # (B, n) hand frame, decimetres
+            rot = quat_to_matrix(proprio.float()[:, self._quat_index])  # (B, 3, 3) TCP -> world
+            world = torch.einsum("bij,boj->boi", rot, local.view(local.shape[0], -1, 3))
+            parts.append(world.flatten(1).to(pred.dtype))
         return self.token_proj(torch.cat(parts, dim=-1))
 
     @property
@@ -160,7 +183,8 @@ class VLAModel(nn.Module):
         front = parts[self.config.cameras.index("front")]
         parts += [self.proprio_mlp(p), cond]
         if self.token_proj is not None:
-            parts.append(self._object_token(front, proprio))
+            wrist = parts[self.config.cameras.index("wrist")] if self.wrist_head is not None else None
+            parts.append(self._object_token(front, proprio, wrist))
         features = self.fuse(torch.cat(parts, dim=-1))
         return features, (front if self.config.aux_source == "front" else features)
 
@@ -168,6 +192,12 @@ class VLAModel(nn.Module):
         """The object head on the front camera alone: (B, H, W, 3) uint8, (B, L) -> (B, aux_outputs),
         normalised (metres = out * aux std + aux mean). What vision pre-training trains."""
         return self.aux_head(self.trunks["front"](front_u8, self.lang_proj(lang.to(self.fuse[0].weight.dtype))))
+
+    def locate_from_wrist(self, wrist_u8: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+        """The wrist head: (B, H, W, 3) uint8, (B, L) -> (B, aux_outputs), each object's offset from
+        the TCP in the TCP frame, decimetres (see :func:`hand_frame_offsets`)."""
+        cond = self.lang_proj(lang.to(self.fuse[0].weight.dtype))
+        return self.wrist_head(self.trunks["wrist"](wrist_u8, cond))
 
     def denoise_step(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """x (B, H, Da) normalised, t (B,) in [0, 1], features (B, D) -> velocity (B, H, Da)."""
@@ -188,6 +218,27 @@ class VLAModel(nn.Module):
         v = self.denoise_step(x_t, t, features.repeat(reps, 1))
         err = F.mse_loss(v.float(), x1 - noise, reduction="none") * m
         return err.sum() / (m.sum() * actions.shape[-1]).clamp_min(1.0)
+
+
+TCP_QUAT = ("tcp_qw", "tcp_qx", "tcp_qy", "tcp_qz")
+
+
+def quat_to_matrix(q: torch.Tensor) -> torch.Tensor:
+    """(B, 4) quaternions w, x, y, z (normalised here) -> (B, 3, 3) rotation matrices."""
+    q = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-8)
+    w, x, y, z = q.unbind(-1)
+    rows = [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]
+    return torch.stack(rows, dim=-1).view(-1, 3, 3)
+
+
+def hand_frame_offsets(objects: torch.Tensor, tcp: torch.Tensor, quat: torch.Tensor) -> torch.Tensor:
+    """World object positions (B, 3k), TCP position (B, 3) and quaternion (B, 4) -> each object's
+    offset from the TCP in the TCP frame, decimetres (B, 3k): the wrist head's training target."""
+    rot = quat_to_matrix(quat)
+    rel = objects.view(objects.shape[0], -1, 3) - tcp[:, None, :]
+    return (torch.einsum("bji,boj->boi", rot, rel) * 10.0).flatten(1)
 
 
 def parameter_count(module: nn.Module) -> int:

@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 
 COLOURS = {"red": (220, 30, 25), "blue": (30, 60, 220), "green": (30, 180, 50), "yellow": (235, 215, 25)}
-PROPRIO_DIM = 22
+# the simulator's proprio names (sim.env.PROPRIO_LAYOUT): the TCP pose sits where models look for it
+PROPRIO_LAYOUT = (tuple(f"q{i}_rad" for i in range(7)) + tuple(f"qd{i}_rad_s" for i in range(7))
+                  + ("gripper_width_m", "tcp_x_m", "tcp_y_m", "tcp_z_m", "tcp_qw", "tcp_qx", "tcp_qy", "tcp_qz"))
+PROPRIO_DIM = len(PROPRIO_LAYOUT)
 IMAGE_HW = (96, 96)
 
 
@@ -26,7 +29,7 @@ def write_synthetic_demos(root: str | Path, episodes: int = 4, steps: int = 24, 
 
     meta = {
         "task": "stack", "sim": "synthetic", "action_layout": list(action_layout),
-        "proprio_layout": [f"p{i}" for i in range(PROPRIO_DIM)], "control_rate_hz": control_rate_hz,
+        "proprio_layout": list(PROPRIO_LAYOUT), "control_rate_hz": control_rate_hz,
         "env_config": {"synthetic": True}, "phases": ["approach", "grasp", "lift", "place"],
         "cameras": ["front", "wrist"] if wrist else ["front"],
     }
@@ -38,6 +41,7 @@ def write_synthetic_demos(root: str | Path, episodes: int = 4, steps: int = 24, 
         a, b = (names[i] for i in rng.permutation(len(names))[:2])
         pos = rng.uniform(12, 84, size=(2, 2))  # (block, yx) pixel centres
         ee = rng.uniform(0.0, 1.0, size=3).astype(np.float32)
+        yaw = float(rng.uniform(-np.pi / 2, np.pi / 2))
         goal = np.array([pos[0, 1] / w, pos[0, 0] / h, 0.2], np.float32)
         front = np.full((steps, h, w, 3), 110, np.uint8)
         proprio = np.zeros((steps, PROPRIO_DIM), np.float32)
@@ -52,6 +56,9 @@ def write_synthetic_demos(root: str | Path, episodes: int = 4, steps: int = 24, 
             grip = float(np.linalg.norm(goal - ee) < 0.05)
             proprio[t, :3], proprio[t, 3] = ee, grip
             proprio[t, 4:] = rng.normal(0, 0.01, PROPRIO_DIM - 4)
+            # TCP pose: position = the "gripper", pointing down (180 deg about x) turned by a yaw
+            proprio[t, 15:18] = ee
+            proprio[t, 18:22] = [0.0, np.cos(yaw / 2), np.sin(yaw / 2), 0.0]
             action[t] = [*step, 0.0, grip]
             ee = (ee + step).astype(np.float32)
         arrays = {

@@ -39,7 +39,7 @@ from edge.vla import checkpoint as ckpt
 from edge.vla.data import BatchOrder, DemoSet, before_lift, random_shift
 from edge.vla.language import HASH_ID, MINILM_ID, make_encoder
 from edge.vla.manifest import write_manifest
-from edge.vla.model import VLAConfig, VLAModel, parameter_count
+from edge.vla.model import CAMERAS, VLAConfig, VLAModel, parameter_count
 from edge.vla.spec import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,12 @@ class TrainVLAConfig:
                               "instruction projection and the aux head: the flow loss then cannot "
                               "trade the localisation away (measured: it does, from 2 to 5-9 cm)")
     shift_px: int = cfg(4, "random-shift augmentation, pixels each way", range=(0, 32))
+    shift_cameras: tuple[str, ...] = cfg(("front", "wrist"), "cameras that get the random shift. "
+                                         "Leave 'front' out when it feeds the object token: a shift of "
+                                         "a fixed camera moves every object in the image, so the "
+                                         "localiser learns shift-blurred positions and the policy "
+                                         "learns a token that is wrong by up to shift_px pixels",
+                                         choices=CAMERAS)
     seed: int = cfg(0, "seed of init, data order, augmentation and flow noise", range=(0, 2**31 - 1))
     successful_only: bool = cfg(True, "train on successful demonstrations only")
     max_episodes: int = cfg(0, "use at most this many episodes (0 = all)", range=(0, 10_000_000))
@@ -159,6 +165,9 @@ class VLATrainer:
             model_config = dataclasses.replace(model_config, aux_outputs=self.aux.shape[1])
         elif config.aux_object_weight > 0:
             log.warning("demos have no object_pos: training without the auxiliary object loss")
+        self.wrist_aux = None
+        if model_config.wrist_token and self.aux is not None:
+            self.wrist_aux = self._wrist_targets(self.data.aux_objects)
         if config.vision_freeze and not config.vision_pretrain_steps and init is None and state is None:
             raise ConfigError("vision_freeze=true needs vision_pretrain_steps > 0 or --init (a trained "
                               "localiser to keep)")
@@ -174,10 +183,9 @@ class VLATrainer:
         if self.aux is not None:
             self.model.set_aux_stats(torch.from_numpy(self.aux_mean), torch.from_numpy(self.aux_std))
         if init_payload is not None:
-            try:
-                self.model.load_state_dict(init_payload["state_dict"])
-            except RuntimeError as err:
-                raise EdgeError(f"--init {init}: weights do not fit this architecture ({err})") from None
+            grown = load_grown(self.model, init_payload["state_dict"], source=f"--init {init}")
+            if grown:
+                log.info("--init %s: new inputs/parts start from scratch: %s", init, ", ".join(grown))
         if init_payload is not None and not config.vision_pretrain_steps:
             self._freeze_vision()  # the init checkpoint's localiser is the one to keep
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
@@ -212,6 +220,19 @@ class VLATrainer:
             instruction_embeddings={t: tuple(map(float, e)) for t, e in zip(self.data.instructions, emb)},
         )
 
+    def _wrist_targets(self, objects: np.ndarray) -> np.ndarray:
+        """(N, 6) world object positions -> their offsets from the TCP in its frame, decimetres."""
+        from edge.vla.model import TCP_QUAT, hand_frame_offsets
+
+        layout = list(self.spec.proprio_layout)
+        missing = [n for n in ("tcp_x_m", "tcp_y_m", "tcp_z_m", *TCP_QUAT) if n not in layout]
+        if missing:
+            raise ConfigError(f"model.wrist_token=true needs {missing} in the demos' proprio layout")
+        p = torch.from_numpy(self.data.proprio)
+        tcp = p[:, [layout.index(n) for n in ("tcp_x_m", "tcp_y_m", "tcp_z_m")]]
+        quat = p[:, [layout.index(n) for n in TCP_QUAT]]
+        return hand_frame_offsets(torch.from_numpy(objects), tcp, quat).numpy().astype(np.float32)
+
     def _read_init(self, init: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         """Warm start: a trained checkpoint's weights *and* its spec (normalisation statistics), so
         fine-tuning on more data keeps the input/output scaling the weights were trained with."""
@@ -223,7 +244,8 @@ class VLATrainer:
         spec = ModelSpec.from_dict(payload["spec"])
         stored = to_dict(from_dict(VLAConfig, payload["config"]))
         wanted = to_dict(self.config.model)
-        training_only = ("aux_outputs", "aux_source")
+        # aux_*: training-only; wrist_token may be switched on for a fine-tune (a grown input)
+        training_only = ("aux_outputs", "aux_source", "wrist_token")
         diff = sorted(k for k in wanted if k not in training_only and stored.get(k) != wanted[k])
         if diff:
             raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
@@ -235,13 +257,15 @@ class VLATrainer:
         spec.check_robot(control_rate_hz=float(meta["control_rate_hz"]), action_layout=meta["action_layout"],
                          proprio_layout=meta["proprio_layout"], source=f"--init {path}")
         manifest_path = path.parent / ckpt.MANIFEST_FILE
-        command = None
+        command, parent = None, None
         if manifest_path.is_file():
             import json
 
-            command = json.loads(manifest_path.read_text()).get("command")
+            manifest = json.loads(manifest_path.read_text())
+            command, parent = manifest.get("command"), manifest.get("init")
+        # ``init`` nests the init checkpoint's own init: the whole chain of commands, stage by stage
         return payload, {"path": str(init), "sha256": sha256_file(path),
-                         "step": payload.get("extra", {}).get("step"), "command": command}
+                         "step": payload.get("extra", {}).get("step"), "command": command, "init": parent}
 
     def _extend_spec(self, spec: ModelSpec) -> ModelSpec:
         """Add cached embeddings for instructions the init checkpoint has not seen."""
@@ -286,9 +310,13 @@ class VLATrainer:
         log.info("resumed %s at step %d", self.out_dir, self.step)
 
     # --- one optimiser step ----------------------------------------------------------------------------
+    def _shift(self, camera: str) -> int:
+        """Random-shift pixels for ``camera`` (0 where ``shift_cameras`` leaves it out)."""
+        return self.config.shift_px if camera in self.config.shift_cameras else 0
+
     def _batch(self, gen: torch.Generator) -> tuple[Any, ...]:
         idx = self.order.next()
-        images = {cam: random_shift(torch.from_numpy(self.data.images[cam][idx]), self.config.shift_px, gen)
+        images = {cam: random_shift(torch.from_numpy(self.data.images[cam][idx]), self._shift(cam), gen)
                   for cam in self.config.model.cameras}
         actions, mask = self.data.chunks(idx, self.config.model.chunk_len)
         actions = (actions - self._action_mean) / self._action_std
@@ -312,6 +340,10 @@ class VLATrainer:
             target = torch.from_numpy(self.aux[idx])
             loss = loss + c.aux_object_weight * torch.nn.functional.mse_loss(
                 self.model.aux_head(aux_input), target)
+            if self.wrist_aux is not None:
+                wrist = self.model.locate_from_wrist(images["wrist"], lang)
+                loss = loss + c.aux_object_weight * torch.nn.functional.mse_loss(
+                    wrist, torch.from_numpy(self.wrist_aux[idx]))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if c.grad_clip > 0:
@@ -370,8 +402,12 @@ class VLATrainer:
         c, m = self.config, self.model
         frames = np.flatnonzero(before_lift(self.data.aux_objects, self.data.episode_end))
         params = [*m.lang_proj.parameters(), *m.trunks["front"].parameters(), *m.aux_head.parameters()]
+        if self.wrist_aux is not None:
+            params += [*m.trunks["wrist"].parameters(), *m.wrist_head.parameters()]
         opt = torch.optim.AdamW(params, lr=c.vision_pretrain_lr, weight_decay=c.weight_decay)
         order = BatchOrder(len(frames), c.batch_size, c.seed + 1)
+        # the wrist head learns on every frame: after the lift it still has to find the base block
+        wrist_order = BatchOrder(self.data.n_frames, c.batch_size, c.seed + 2)
         aux_std = torch.from_numpy(self.aux_std[:2])
         m.train()
         t0, curve, window = time.perf_counter(), [], []
@@ -379,10 +415,19 @@ class VLATrainer:
                       desc="pretrain vision", mininterval=1.0, dynamic_ncols=True):
             gen = torch.Generator().manual_seed(c.seed * 1_000_003 + 1_000_000_000 + s)
             idx = frames[order.next()]
-            image = random_shift(torch.from_numpy(self.data.images["front"][idx]), c.shift_px, gen)
+            image = random_shift(torch.from_numpy(self.data.images["front"][idx]), self._shift("front"), gen)
             pred = m.locate_objects(image, self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
             target = torch.from_numpy(self.aux[idx])
             loss = torch.nn.functional.mse_loss(pred, target)
+            wrist_err = None
+            if self.wrist_aux is not None:
+                widx = wrist_order.next()
+                wimg = random_shift(torch.from_numpy(self.data.images["wrist"][widx]), self._shift("wrist"), gen)
+                wpred = m.locate_from_wrist(wimg, self.lang_table[torch.from_numpy(self.data.instruction_index[widx])])
+                wtarget = torch.from_numpy(self.wrist_aux[widx])
+                loss = loss + torch.nn.functional.mse_loss(wpred, wtarget)
+                # moved object's offset error in metres (targets are decimetres)
+                wrist_err = float(((wpred.detach()[:, :3] - wtarget[:, :3]) / 10.0).norm(dim=-1).median())
             progress = s / max(c.vision_pretrain_steps, 1)
             for group in opt.param_groups:
                 group["lr"] = c.vision_pretrain_lr * min(1.0, (s + 1) / 100) * (
@@ -392,10 +437,13 @@ class VLATrainer:
             opt.step()
             # xy error of the moved object in metres, on this (augmented, training) batch
             err = ((pred.detach()[:, :2] - target[:, :2]) * aux_std).norm(dim=-1).median()
-            window.append((float(loss.detach()), float(err)))
+            window.append((float(loss.detach()), float(err), np.nan if wrist_err is None else wrist_err))
             if (s + 1) % c.log_every_steps == 0 or s + 1 == c.vision_pretrain_steps:
-                loss_w, err_w = np.mean(window, axis=0)
-                curve.append({"step": s + 1, "loss": float(loss_w), "moved_xy_error_m": float(err_w)})
+                loss_w, err_w, werr_w = np.mean(window, axis=0)
+                point = {"step": s + 1, "loss": float(loss_w), "moved_xy_error_m": float(err_w)}
+                if self.wrist_aux is not None:
+                    point["wrist_moved_offset_error_m"] = float(werr_w)
+                curve.append(point)
                 window = []
         self.ema.load_state_dict(m.state_dict())
         heldout = self._heldout_localisation()
@@ -413,7 +461,10 @@ class VLATrainer:
         if not self.config.vision_freeze:
             return
         m = self.model
-        for module in (m.lang_proj, m.trunks["front"], m.aux_head):
+        modules = [m.lang_proj, m.trunks["front"], m.aux_head]
+        if m.wrist_head is not None:
+            modules += [m.trunks["wrist"], m.wrist_head]
+        for module in modules:
             module.requires_grad_(False)  # AdamW skips parameters without gradients (no decay either)
         self._vision_frozen = True
 
@@ -508,6 +559,36 @@ class _StopAtStepBoundary:
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+
+
+def load_grown(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str) -> list[str]:
+    """Load ``state`` into ``model`` where the model has grown since: parameters it lacks keep their
+    fresh initialisation, and a weight matrix with more input columns gets the old columns and zeros
+    in the new ones (a new input starts switched off, so the loaded network computes what it did).
+    Anything else that does not fit is an error. Returns what was not loaded as-is."""
+    own = model.state_dict()
+    unexpected = sorted(set(state) - set(own))
+    if unexpected:
+        raise EdgeError(f"{source}: weights do not fit this architecture (unexpected: {unexpected})")
+    grown, merged = [], {}
+    for key, value in own.items():
+        old = state.get(key)
+        if old is None:
+            grown.append(f"{key} (new)")
+            merged[key] = value
+        elif old.shape == value.shape:
+            merged[key] = old
+        elif old.dim() == 2 and value.dim() == 2 and old.shape[0] == value.shape[0] \
+                and old.shape[1] < value.shape[1]:
+            new = torch.zeros_like(value)
+            new[:, : old.shape[1]] = old
+            merged[key] = new
+            grown.append(f"{key} ({old.shape[1]} -> {value.shape[1]} inputs)")
+        else:
+            raise EdgeError(f"{source}: weights do not fit this architecture ({key}: "
+                            f"{tuple(old.shape)} in the checkpoint, {tuple(value.shape)} here)")
+    model.load_state_dict(merged)
+    return grown
 
 
 def _layout(value: Any) -> str | tuple[str, ...]:

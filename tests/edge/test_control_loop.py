@@ -327,3 +327,40 @@ def test_thread_worker_queries_after_the_command_is_out():
     assert all(events[i - 1] == ("send", events[i][1]) for i in submits)
     assert all(0.0 <= r["cmd_s"] <= r["ovh"] for r in loop._records)
     assert sum(r["raw"] is not None for r in loop._records) >= 8  # and the chunks still execute
+
+
+def test_real_clock_loop_collects_garbage_only_in_the_slack():
+    import gc
+
+    from edge.clock import RealClock
+
+    clock = RealClock()
+    worker = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock, WorkerConfig(mode="thread"))
+    loop = ControlLoop(LoopConfig(rate_hz=SPEC.control_rate_hz), clock, FakeDriver(clock, SPEC),
+                       FakeObserver(), worker, SafetySupervisor(SPEC), QueueConfig(seam="replace"))
+    collections = []
+
+    def note(phase, info):
+        if phase == "start":
+            collections.append((loop.n, clock.now()))
+
+    gc.enable()
+    gc.callbacks.append(note)
+    try:
+        loop.start()
+        assert not gc.isenabled()  # no automatic collection can land inside a tick
+        loop.run(12)
+    finally:
+        loop.close()
+        gc.callbacks.remove(note)
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # restored
+    assert len(collections) >= 10  # one young-generation pass per tick (50 ms ticks leave slack)
+    # each ran after its tick's work, before the next deadline
+    after_start = [c for c in collections if c[0] > 0]
+    assert all(t < loop.t0_s + n * loop.period_s for n, t in after_start)
+    # the virtual clock leaves the collector alone (no wall-clock slack to schedule it in)
+    vloop = build_loop()[0]
+    vloop.start()
+    assert gc.isenabled()
+    vloop.run(3)
+    vloop.close()

@@ -42,15 +42,16 @@ def _sessions(out):
             ort.InferenceSession(str(out / STEP_FILE), so, providers=["CPUExecutionProvider"]))
 
 
-def _compare(ckpt, out, front, proprio, lang):
+def _compare(ckpt, out, front, proprio, lang, wrist=None):
     from edge.vla.checkpoint import load_model
 
     model = load_model(ckpt)
     enc, stp = _sessions(out)
+    images = {"front": front} if wrist is None else {"front": front, "wrist": wrist}
     with torch.no_grad():
-        ft = model.encode({"front": torch.from_numpy(front)}, torch.from_numpy(proprio),
+        ft = model.encode({k: torch.from_numpy(v) for k, v in images.items()}, torch.from_numpy(proprio),
                           torch.from_numpy(lang)).numpy()
-    fo = enc.run(["features"], {"front": front, "proprio": proprio, "lang": lang})[0]
+    fo = enc.run(["features"], {**images, "proprio": proprio, "lang": lang})[0]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((len(front), 16, 5)).astype(np.float32)
     t = rng.uniform(0, 1, len(front)).astype(np.float32)
@@ -102,4 +103,19 @@ def test_object_token_model_exports_with_parity(tmp_path):
     errs = _compare(ckpt, tmp_path / "onnx", rng.integers(0, 256, (3, 96, 96, 3), dtype=np.uint8),
                     rng.standard_normal((3, 22)).astype(np.float32),
                     rng.standard_normal((3, 384)).astype(np.float32))
+    assert max(errs) <= 1e-4, errs
+
+
+def test_wrist_token_model_exports_with_parity(tmp_path):
+    from edge.vla.synthetic import tiny_checkpoint
+
+    ckpt = tiny_checkpoint(tmp_path, steps=3, wrist=True,
+                           overrides=("model.aux_source=front", "model.object_token=true",
+                                      "model.wrist_token=true", "vision_pretrain_steps=2"))
+    export_onnx(ckpt, tmp_path / "onnx")
+    rng = np.random.default_rng(3)
+    proprio = rng.standard_normal((3, 22)).astype(np.float32)
+    errs = _compare(ckpt, tmp_path / "onnx", rng.integers(0, 256, (3, 96, 96, 3), dtype=np.uint8), proprio,
+                    rng.standard_normal((3, 384)).astype(np.float32),
+                    wrist=rng.integers(0, 256, (3, 96, 96, 3), dtype=np.uint8))
     assert max(errs) <= 1e-4, errs

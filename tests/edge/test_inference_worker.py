@@ -62,6 +62,23 @@ def test_noise_is_deterministic_per_query():
     assert not np.array_equal(outs[0][0], outs[0][1])
 
 
+def test_noise_temperature_scales_the_drawn_noise():
+    seen = {}
+    for temp in (1.0, 0.5, 0.0):
+        class Spy(BlackBoxRampPolicy):
+            def sample(self, features, noise, num_steps, temp=temp):
+                seen[temp] = noise.copy()
+                return super().sample(features, noise, num_steps)
+
+        w = InferenceWorker(Spy(np.zeros(8), np.zeros(8)), fixed(2, 2), VirtualClock(),
+                            WorkerConfig(seed=5, noise_temperature=temp))
+        w.submit(request(0.0))
+        w.poll(0.0)
+    assert np.abs(seen[1.0]).max() > 0.5
+    np.testing.assert_allclose(seen[0.5], 0.5 * seen[1.0], rtol=1e-6)
+    assert not seen[0.0].any()
+
+
 def test_black_box_policy_uses_sample_and_is_never_guided():
     policy = BlackBoxRampPolicy(np.zeros(8), np.zeros(8))
     w = InferenceWorker(policy, fixed(3, 3), VirtualClock(), latency_model=ConstantLatency(0.0))
@@ -78,6 +95,24 @@ def test_rtc_guidance_applied_with_a_prefix():
     res = w.poll(0.0)
     assert res.guided
     np.testing.assert_allclose(res.chunk.actions[:2], prefix[:2], atol=1e-5)
+
+
+def test_rtc_soft_steps_limit_guidance_to_the_frozen_actions():
+    policy = ramp_for(SPEC)
+    prefix = policy.target(0.0)[:6] + 0.3  # the previous chunk disagrees with the new plan
+    chunks = {}
+    for soft in (-1, 0):
+        w = InferenceWorker(policy, fixed(5, 5), VirtualClock(), WorkerConfig(rtc_soft_steps=soft),
+                            latency_model=ConstantLatency(0.0))
+        w.submit(request(0.0, prefix=prefix, frozen=2))
+        res = w.poll(0.0)
+        assert res.guided
+        chunks[soft] = res.chunk.actions
+        np.testing.assert_allclose(chunks[soft][:2], prefix[:2], atol=1e-5)  # frozen: always equal
+    free = policy.target(0.0)
+    # soft = 0: the rest of the chunk is the policy's own plan; soft = -1 pulls slot 2 toward the prefix
+    np.testing.assert_allclose(chunks[0][2:], free[2:], atol=1e-5)
+    assert np.abs(chunks[-1][2] - free[2]).max() > 0.05
 
 
 def test_errors_surface_from_poll():

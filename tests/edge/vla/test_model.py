@@ -158,3 +158,54 @@ def test_object_token_needs_object_outputs(make_spec):
 
     with pytest.raises(ValueError, match="aux_outputs"):
         VLAModel(dataclasses.replace(CONFIG, aux_source="front", object_token=True), make_spec())
+
+
+def test_hand_frame_offsets_and_the_wrist_token_rotation_invert_each_other():
+    import math
+
+    from edge.vla.model import hand_frame_offsets, quat_to_matrix
+
+    yaw = 0.7  # pointing down (180 deg about x), then turned by yaw about the world z axis
+    q = torch.tensor([[0.0, math.cos(yaw / 2), math.sin(yaw / 2), 0.0]])
+    rot = quat_to_matrix(q)[0]
+    assert torch.allclose(rot @ rot.T, torch.eye(3), atol=1e-6)
+    assert torch.allclose(rot[:, 2], torch.tensor([0.0, 0.0, -1.0]), atol=1e-6)  # TCP z points down
+    tcp = torch.tensor([[0.5, 0.1, 0.2]])
+    objects = torch.tensor([[0.53, 0.08, 0.02, 0.4, -0.1, 0.02]])
+    local = hand_frame_offsets(objects, tcp, q).view(2, 3)
+    assert float(local[0, 2]) == pytest.approx(1.8, abs=1e-5)  # 18 cm below the TCP, in dm, along +z
+    back = (rot @ local.T).T / 10.0 + tcp  # what the token computes, in metres
+    assert torch.allclose(back.flatten(), objects[0], atol=1e-6)
+
+
+def test_wrist_token_is_gradient_stopped_and_turns_with_the_hand(make_spec):
+    import dataclasses
+
+    from edge.config import ConfigError
+    from edge.vla.synthetic import PROPRIO_LAYOUT
+
+    with pytest.raises(ConfigError, match="wrist_token"):
+        dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True, wrist_token=True)
+    n = len(PROPRIO_LAYOUT)
+    spec = make_spec(proprio_layout=PROPRIO_LAYOUT, proprio_dim=n, proprio_mean=(0.0,) * n,
+                     proprio_std=(1.0,) * n, cameras=("front", "wrist"))
+    config = dataclasses.replace(CONFIG, cameras=("front", "wrist"), aux_outputs=6, aux_source="front",
+                                 object_token=True, wrist_token=True)
+    torch.manual_seed(0)
+    model = VLAModel(config, spec)
+    assert model.token_proj[0].in_features == 18  # + 2 objects x wrist offset
+    inputs = {k: torch.from_numpy(v) for k, v in example_inputs(spec, batch=2).items()}
+    images = {c: inputs[c] for c in config.cameras}
+    proprio = inputs["proprio"].clone()
+    proprio[:, 18:22] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # pointing down, yaw 0
+    turned = proprio.clone()
+    turned[:, 18:22] = torch.tensor([0.0, 0.0, 1.0, 0.0])  # the same, turned 180 deg about z
+    with torch.no_grad():
+        # only the wrist part of the token may see the quaternion: blind the proprio MLP
+        model.proprio_mlp[0].weight.zero_()
+        a = model.encode(images, proprio, inputs["lang"])
+        b = model.encode(images, turned, inputs["lang"])
+    assert not torch.allclose(a, b)
+    feats = model.encode(images, proprio, inputs["lang"])
+    feats.sum().backward()
+    assert model.wrist_head.weight.grad is None or float(model.wrist_head.weight.grad.abs().max()) == 0.0

@@ -107,6 +107,10 @@ def test_init_fine_tunes_a_checkpoint_on_several_datasets(demos, tmp_path):
     tuned.run()
     manifest = json.loads((tmp_path / "tuned" / "manifest.json").read_text())
     assert manifest["init"]["path"] == str(tmp_path / "base") and manifest["init"]["step"] == 3
+    assert manifest["init"]["init"] is None  # the base was trained from scratch: the chain ends there
+    again = VLATrainer(tiny_config("steps=1"), "stack", demos, tmp_path / "again", progress=False,
+                       init=tmp_path / "tuned")
+    assert again.init_info["init"]["path"] == str(tmp_path / "base")  # two stages back
     assert manifest["data"]["dir"] == [str(demos), str(more)]
     # the combined hash differs from either dataset's own
     assert manifest["data"]["sha256"] != json.loads(
@@ -170,3 +174,28 @@ def test_vision_freeze_keeps_the_pretrained_localiser(demos, tmp_path):
     tuned.run()
     assert tuned.pretrain is None
     assert all(torch.equal(v, tuned.model.trunks["front"].state_dict()[k]) for k, v in frozen.items())
+
+
+def test_wrist_token_pretrains_the_wrist_localiser_and_grows_from_an_object_token_checkpoint(tmp_path):
+    wrist = write_synthetic_demos(tmp_path / "w", episodes=3, steps=20, wrist=True)
+    common = ("model.cameras=[front,wrist]", "model.aux_source=front", "model.object_token=true")
+    base = VLATrainer(tiny_config("steps=2", *common), "stack", wrist, tmp_path / "base", progress=False)
+    base.run()
+    settings = ("steps=2", *common, "model.wrist_token=true", "vision_pretrain_steps=60",
+                "vision_pretrain_lr=3e-3", "log_every_steps=20", "vision_freeze=true", "shift_cameras=[]")
+    grown = VLATrainer(tiny_config(*settings), "stack", wrist, tmp_path / "g", progress=False,
+                       init=tmp_path / "base")
+    # the new wrist input of the token starts switched off: the grown model computes what the base did
+    saved = torch.load(tmp_path / "base" / "model.pt", weights_only=True)["state_dict"]
+    old = saved["token_proj.0.weight"]
+    new = grown.model.token_proj[0].weight
+    assert new.shape[1] == old.shape[1] + 6
+    assert torch.equal(new[:, : old.shape[1]], old) and not new[:, old.shape[1]:].any()
+    grown.run()
+    curve = grown.pretrain["curve"]
+    assert curve[-1]["wrist_moved_offset_error_m"] < 0.7 * curve[0]["wrist_moved_offset_error_m"]
+    # frozen afterwards: the policy steps leave both localisers alone
+    before = {k: v.clone() for k, v in grown.model.wrist_head.state_dict().items()}
+    grown.config = tiny_config(*settings).__class__(**{**grown.config.__dict__, "steps": 4})
+    grown.run()
+    assert all(torch.equal(v, grown.model.wrist_head.state_dict()[k]) for k, v in before.items())
