@@ -100,7 +100,7 @@ class ActionQueue:
     def depth(self, now_slot: int) -> int:
         """Executable actions at or after ``now_slot``."""
         k = max(0, now_slot - self._base)
-        return int(self._exec[k:].sum())
+        return int(np.count_nonzero(self._exec[k:]))
 
     def prefix(self, from_slot: int, n: int) -> np.ndarray:
         """Queued actions (executable or tail) for slots ``from_slot ..`` contiguous, at most ``n``:

@@ -364,3 +364,12 @@ def test_real_clock_loop_collects_garbage_only_in_the_slack():
     assert gc.isenabled()
     vloop.run(3)
     vloop.close()
+
+
+def test_latency_percentiles_match_numpy():
+    from edge.control_loop import percentiles
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 20):
+        x = rng.exponential(0.05, n).tolist()
+        np.testing.assert_allclose(percentiles(x, (50.0, 95.0)), np.percentile(x, (50, 95)), rtol=1e-12)
