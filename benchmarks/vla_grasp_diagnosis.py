@@ -7,6 +7,8 @@ actions, query again — as ``edge.vla.rollout.evaluate``) and the script record
   names (the one to pick) and its xy distance to the other block (did it go for the wrong one?);
 * how well the training-only auxiliary head localises the named block from the same prefix
   features at the first query (xy error, metres) — i.e. whether the information is in the features;
+* for episodes that lift the block and still fail: how close the carried block came to its base (xy)
+  and what the front and wrist heads said about the base's position there;
 * where the TCP is when the final descent starts (5 cm above the block: below that the hand hides
   the block from both cameras) and what the object head said at that query, and at the query that
   closed the gripper;
@@ -40,8 +42,9 @@ def aux_denormaliser(data_dirs: list[str]):
     return aux.mean(0), np.maximum(aux.std(0), 1e-3)
 
 
-def wrist_estimate(model, obs, lang, layout) -> np.ndarray:
-    """The wrist head's estimate of the named block's world position (3,) at this observation."""
+def wrist_estimate(model, obs, lang, layout, obj: int = 0) -> np.ndarray:
+    """The wrist head's estimate of object ``obj``'s world position (3,) at this observation
+    (0 = the block to move, 1 = its base)."""
     import torch
 
     from edge.vla.model import TCP_QUAT, quat_to_matrix
@@ -52,7 +55,7 @@ def wrist_estimate(model, obs, lang, layout) -> np.ndarray:
     quat = torch.from_numpy(prop[[layout.index(n) for n in TCP_QUAT]])[None]
     with torch.no_grad():
         local = model.locate_from_wrist(torch.from_numpy(np.asarray(obs["wrist"]))[None],
-                                        torch.tensor([lang], dtype=torch.float32))[0, :3]
+                                        torch.tensor([lang], dtype=torch.float32))[0, 3 * obj : 3 * obj + 3]
         world = quat_to_matrix(quat)[0] @ local / 10.0
     return tcp + world.numpy()
 
@@ -66,7 +69,8 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
     base, pick = u.spec_task.order[0], u.spec_task.order[1]
     pick0 = np.array(info["object_poses"][pick][:3])
     close, descend, aux_err, steps, done = None, None, None, 0, False
-    pred = wrist_pick = None
+    pred = wrist_pick = wrist_base = None
+    carry = None  # while the block is lifted: its closest xy approach to the base
     while not done:
         feats = policy.encode(obs)
         lang = policy.spec.instruction_embeddings.get(obs["instruction"])
@@ -81,6 +85,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
             pred = pred * aux_stats[1] + aux_stats[0]
             if getattr(model, "wrist_head", None) is not None:
                 wrist_pick = wrist_estimate(model, obs, lang, policy.spec.proprio_layout)
+                wrist_base = wrist_estimate(model, obs, lang, policy.spec.proprio_layout, obj=1)
             if aux_err is None:
                 aux_err = float(np.linalg.norm(pred[:2] - pick0[:2]))
         noise = (temperature * rng.standard_normal((policy.chunk_len, policy.action_dim))).astype(np.float32)
@@ -106,6 +111,15 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
                     close["head_tcp_offset_xy_m"] = round(float(np.linalg.norm(pred[:2] - tcp[:2])), 4)
                 if wrist_pick is not None:
                     close["wrist_xy_error_m"] = round(float(np.linalg.norm(wrist_pick[:2] - p[:2])), 4)
+            b = np.array(info["object_poses"][base][:3])
+            gap = float(np.linalg.norm((p - b)[:2]))
+            if p[2] > pick0[2] + 0.02 and (carry is None or gap < carry["xy_to_base_m"]):
+                carry = {"step": steps, "xy_to_base_m": round(gap, 4),
+                         "height_above_base_m": round(float(p[2] - b[2]), 4)}
+                if pred is not None:  # what the heads said about the base at the last query
+                    carry["head_base_xy_error_m"] = round(float(np.linalg.norm(pred[3:5] - b[:2])), 4)
+                if wrist_base is not None:
+                    carry["wrist_base_xy_error_m"] = round(float(np.linalg.norm(wrist_base[:2] - b[:2])), 4)
             obs, _, term, trunc, info = env.step(a)
             steps += 1
             done = bool(term or trunc)
@@ -113,7 +127,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
                 break
     return {"seed": seed, "instruction": obs["instruction"], "success": bool(info["success"]),
             "max_stage": int(info.get("max_stage", 0)), "steps": steps, "first_close": close,
-            "descent_start": descend,
+            "descent_start": descend, "closest_carry": carry,
             "aux_xy_error_m": None if aux_err is None else round(aux_err, 4)}
 
 
@@ -183,6 +197,16 @@ def main() -> None:
         "wrist_xy_error_at_descent_m_median": med([e["descent_start"]["wrist_xy_error_m"] for e in eps
                                                    if e["descent_start"] and "wrist_xy_error_m" in e["descent_start"]]),
         "wrist_xy_error_at_close_m_median": med([c["wrist_xy_error_m"] for c in closes if "wrist_xy_error_m" in c]),
+        # episodes that lifted the block but failed: how close the carried block came to its base
+        "failed_after_lift": sum(1 for e in eps if e["closest_carry"] and not e["success"]),
+        "failed_after_lift_closest_xy_to_base_m_median": med([e["closest_carry"]["xy_to_base_m"] for e in eps
+                                                              if e["closest_carry"] and not e["success"]]),
+        "failed_after_lift_head_base_xy_error_m_median": med([
+            e["closest_carry"]["head_base_xy_error_m"] for e in eps
+            if e["closest_carry"] and not e["success"] and "head_base_xy_error_m" in e["closest_carry"]]),
+        "failed_after_lift_wrist_base_xy_error_m_median": med([
+            e["closest_carry"]["wrist_base_xy_error_m"] for e in eps
+            if e["closest_carry"] and not e["success"] and "wrist_base_xy_error_m" in e["closest_carry"]]),
         "head_xy_error_at_close_m_median": med([c["head_xy_error_m"] for c in closes if "head_xy_error_m" in c]),
         "head_tcp_offset_xy_at_close_m_median": med([c["head_tcp_offset_xy_m"] for c in closes
                                                       if "head_tcp_offset_xy_m" in c]),
