@@ -42,22 +42,19 @@ def aux_denormaliser(data_dirs: list[str]):
     return aux.mean(0), np.maximum(aux.std(0), 1e-3)
 
 
-def wrist_estimate(model, obs, lang, layout, obj: int = 0) -> np.ndarray:
-    """The wrist head's estimate of object ``obj``'s world position (3,) at this observation
-    (0 = the block to move, 1 = its base)."""
+def wrist_estimate(model, obs, lang) -> np.ndarray:
+    """The wrist head's estimate of the objects' world positions (n, 3) at this observation (row 0:
+    the block to move, row 1: its base): hand-frame offsets rotated as the object token does."""
     import torch
 
-    from edge.vla.model import TCP_QUAT, quat_to_matrix
+    from edge.vla.model import hand_to_world
 
-    layout = list(layout)
-    prop = np.asarray(obs["proprio"], np.float32)
-    tcp = prop[[layout.index(n) for n in ("tcp_x_m", "tcp_y_m", "tcp_z_m")]]
-    quat = torch.from_numpy(prop[[layout.index(n) for n in TCP_QUAT]])[None]
+    prop = torch.from_numpy(np.asarray(obs["proprio"], np.float32))[None]
     with torch.no_grad():
         local = model.locate_from_wrist(torch.from_numpy(np.asarray(obs["wrist"]))[None],
-                                        torch.tensor([lang], dtype=torch.float32))[0, 3 * obj : 3 * obj + 3]
-        world = quat_to_matrix(quat)[0] @ local / 10.0
-    return tcp + world.numpy()
+                                        torch.tensor([lang], dtype=torch.float32))
+        world = hand_to_world(local, prop[:, model._quat_index])[0].view(-1, 3) / 10.0
+    return prop[0, model._tcp_index].numpy() + world.numpy()
 
 
 def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperature: float = 1.0) -> dict:
@@ -84,8 +81,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
                     pred = model.aux_head(torch.as_tensor(np.asarray(feats)).reshape(1, -1)).numpy()[0]
             pred = pred * aux_stats[1] + aux_stats[0]
             if getattr(model, "wrist_head", None) is not None:
-                wrist_pick = wrist_estimate(model, obs, lang, policy.spec.proprio_layout)
-                wrist_base = wrist_estimate(model, obs, lang, policy.spec.proprio_layout, obj=1)
+                wrist_pick, wrist_base = wrist_estimate(model, obs, lang)[:2]
             if aux_err is None:
                 aux_err = float(np.linalg.norm(pred[:2] - pick0[:2]))
         noise = (temperature * rng.standard_normal((policy.chunk_len, policy.action_dim))).astype(np.float32)

@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
                         "or run the scripted expert with `edge run --policy expert`")
     cfg = SessionConfig(task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
                         checkpoint=args.checkpoint, backend=args.backend, scheduler=args.scheduler,
-                        num_steps=args.num_steps, execute=args.execute, seam=args.seam, rtc_soft_steps=args.rtc_soft_steps,
-                        noise_temperature=args.noise_temperature,
+                        num_steps=args.num_steps, execute=args.execute, seam=args.seam,
+                        rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
                         execution=args.execution, clock=args.clock, inference=args.inference,
                         latency=args.latency,
                         latency_ms=args.latency_ms, episodes=args.episodes, seed=args.seed)

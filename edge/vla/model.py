@@ -158,9 +158,7 @@ class VLAModel(nn.Module):
             parts.append(rel.flatten(1).to(pred.dtype))
         if wrist is not None and self.wrist_head is not None:
             local = self.wrist_head(wrist).detach().float()  # (B, n) hand frame, decimetres
-            rot = quat_to_matrix(proprio.float()[:, self._quat_index])  # (B, 3, 3) TCP -> world
-            world = torch.einsum("bij,boj->boi", rot, local.view(local.shape[0], -1, 3))
-            parts.append(world.flatten(1).to(pred.dtype))
+            parts.append(hand_to_world(local, proprio.float()[:, self._quat_index]).to(pred.dtype))
         return self.token_proj(torch.cat(parts, dim=-1))
 
     @property
@@ -239,6 +237,13 @@ def hand_frame_offsets(objects: torch.Tensor, tcp: torch.Tensor, quat: torch.Ten
     rot = quat_to_matrix(quat)
     rel = objects.view(objects.shape[0], -1, 3) - tcp[:, None, :]
     return (torch.einsum("bji,boj->boi", rot, rel) * 10.0).flatten(1)
+
+
+def hand_to_world(local: torch.Tensor, quat: torch.Tensor) -> torch.Tensor:
+    """The inverse rotation of :func:`hand_frame_offsets`: offsets (B, 3k) in the TCP frame and the
+    TCP quaternion (B, 4) -> the same offsets in the world frame (B, 3k), same units."""
+    rot = quat_to_matrix(quat)
+    return torch.einsum("bij,boj->boi", rot, local.view(local.shape[0], -1, 3)).flatten(1)
 
 
 def parameter_count(module: nn.Module) -> int:
