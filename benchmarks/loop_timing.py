@@ -9,12 +9,15 @@ For each control rate (default 20, 100, 500 Hz) and each execution mode:
 * ``sync``  — the same compute runs inline in the tick when the queue is empty (the blocking
   baseline used by openpi-style runtimes),
 
-it measures tick overhead (the loop's own work per tick: p50/p99), full tick time including the
-telemetry write, wake-up lateness, period jitter (|actual period - nominal|, p99), overruns (missed
-deadlines, skipped rather than caught up) and inference latency, and writes everything with machine
-info to ``benchmarks/results/loop_timing.json``.
+it measures tick overhead (the loop's own work per tick, wake-up to the query started: p50/p99),
+the loop thread's whole busy time per tick (plus the process-mode query send, the telemetry write
+and garbage collection), wake-up lateness, period jitter (|actual period - nominal|, p99), overruns
+(missed deadlines, skipped rather than caught up) and inference latency, and writes everything with
+machine info to ``benchmarks/results/loop_timing.json``. async and process run twice, with
+``LoopConfig.slack_work`` on (chunks that arrive between ticks are merged then) and off (merged on
+the next tick: the baseline), side by side.
 
-    python benchmarks/loop_timing.py                    # ~1.5 min on a 2-core CPU
+    python benchmarks/loop_timing.py                    # ~5 min on a 2-core CPU
     python benchmarks/loop_timing.py --seconds 2 --rates 20 100 --sched default
 
 Each configuration runs twice: with default OS scheduling and with SCHED_FIFO for the loop and
@@ -173,7 +176,7 @@ def set_scheduling(kind: str, priority: int) -> bool:
 
 def run_case(
     rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
-    spin_s: float = 0.0,
+    spin_s: float = 0.0, slack_work: bool = True,
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
@@ -187,7 +190,8 @@ def run_case(
     run_dir = out_dir / f"{int(rate_hz)}hz_{execution}"
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
-        LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async"),
+        LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
+                   slack_work=slack_work),
         clock,
         arm,
         cam,
@@ -211,6 +215,7 @@ def run_case(
     ovh = [t["ovh"] for t in ticks]
     queries = [q for q in run.queries if q["t_obs"] >= loop.t0_s + warmup_s]
     write = recorder.write_s[-len(ticks) :]
+    busy = list(loop.busy_s)[-len(ticks) :]
 
     def ms(x: float | None) -> float | None:
         return None if x is None else round(1000.0 * x, 4)
@@ -231,6 +236,14 @@ def run_case(
         "command_latency_p99_ms": ms(pct([t["cmd_s"] for t in ticks], 99)),
         "telemetry_write_p50_ms": ms(pct(write, 50)),
         "telemetry_write_p99_ms": ms(pct(write, 99)),
+        # everything the loop thread did per tick after waking: overhead + process query send +
+        # telemetry + garbage collection in the slack
+        "tick_busy_p50_ms": ms(pct(busy, 50)),
+        "tick_busy_p99_ms": ms(pct(busy, 99)),
+        # chunks merged while the loop waited for a deadline (LoopConfig.slack_work), and the
+        # loop-thread time that took before the tick
+        "merged_in_slack": sum(1 for q in queries if q["merged_in_slack"]),
+        "slack_merge_p99_ms": ms(pct([t["slack_s"] for t in ticks if t["slack_s"] > 0], 99)),
         "lateness_p99_ms": ms(pct([t["late"] for t in ticks], 99)),
         "jitter_p99_ms": ms(pct(jitter, 99)),
         "overruns": int(sum(t["ovr"] for t in ticks)),
@@ -246,7 +259,8 @@ def run_case(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", type=float, nargs="+", default=[20.0, 100.0, 500.0])
-    ap.add_argument("--seconds", type=float, default=4.0, help="measured time per case")
+    ap.add_argument("--seconds", type=float, default=4.0,
+                    help="measured time per case (at least 200 ticks, so a p99 is not the maximum)")
     ap.add_argument("--warmup", type=float, default=0.5, help="seconds excluded at the start of each case")
     ap.add_argument("--hidden", type=int, default=2048, help="MLP width (sets the inference cost)")
     ap.add_argument("--steps", type=int, default=10, help="denoising steps K per query")
@@ -262,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         help="OS scheduling of loop + worker threads (fifo = SCHED_FIFO, needs privileges)",
     )
     ap.add_argument("--priority", type=int, default=10, help="SCHED_FIFO priority")
+    ap.add_argument("--slack-work", nargs="+", default=["on", "off"], choices=("on", "off"),
+                    help="LoopConfig.slack_work for async/process (on = merge arriving chunks and send "
+                    "process queries between ticks; off = the baseline that does both on the tick)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch
@@ -274,16 +291,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                for execution in args.executions:
+                cases = [(e, w == "on") for e in args.executions for w in args.slack_work
+                         if e != "sync" or w == args.slack_work[0]]  # sync has no slack work
+                for execution, slack in cases:
                     r = run_case(
-                        rate, execution, args.seconds, args.warmup, args.hidden, args.steps, Path(tmp) / sched
+                        rate, execution, max(args.seconds, 200.0 / rate), args.warmup, args.hidden, args.steps,
+                        Path(tmp) / sched, slack_work=slack,
                     )
-                    r["sched"] = sched
+                    r["sched"], r["slack_work"] = sched, slack and execution != "sync"
                     results.append(r)
                     print(
-                        f"{sched:7s} {rate:5.0f} Hz {execution:7s}  overhead p50/p99 "
+                        f"{sched:7s} {rate:5.0f} Hz {execution:7s} slack {'on ' if r['slack_work'] else 'off'} "
+                        f" overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
-                        f"command p99 {r['command_latency_p99_ms']:.3f} ms  "
+                        f"command p99 {r['command_latency_p99_ms']:.3f} ms  busy p99 "
+                        f"{r['tick_busy_p99_ms']:.3f} ms  merged in slack {r['merged_in_slack']}/{r['queries']}  "
                         f"jitter p99 {r['jitter_p99_ms']:.3f} ms  overruns {r['overruns']:5d}  "
                         f"inference p50 {r['inference_latency_p50_ms']} ms",
                         flush=True,

@@ -366,6 +366,46 @@ def test_real_clock_loop_collects_garbage_only_in_the_slack():
     vloop.close()
 
 
+@pytest.mark.parametrize("slack_work", [True, False])
+def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack_work):
+    from edge.clock import RealClock
+    from edge.telemetry import RunRecorder, read_run
+
+    clock = RealClock()
+    policy = ramp_for(SPEC)
+    # answers arrive 30 ms after the query, mid-period: while the loop waits for its next deadline
+    worker = InferenceWorker(policy, fixed(2, 4), clock, WorkerConfig(mode="thread"),
+                             latency_model=ConstantLatency(0.03))
+    rec = RunRecorder(tmp_path / "run")
+    loop = ControlLoop(LoopConfig(rate_hz=SPEC.control_rate_hz, slack_work=slack_work), clock,
+                       FakeDriver(clock, SPEC), FakeObserver(), worker, SafetySupervisor(SPEC),
+                       QueueConfig(seam="rtc"), rec)
+    loop.start()
+    try:
+        loop.run(30)
+    finally:
+        loop.close()
+        rec.close()
+    queries = read_run(tmp_path / "run").queries
+    assert len(queries) >= 6
+    in_slack = [q for q in queries if q["merged_in_slack"]]
+    if not slack_work:
+        assert not in_slack
+    else:
+        assert len(in_slack) >= len(queries) - 1
+        # merged for the coming tick, at least slack_margin_s before its deadline
+        for q in in_slack:
+            assert q["t_merged"] <= loop.t0_s + q["merge_slot"] * loop.period_s - loop.config.slack_margin_s
+    # either way every action runs at its planned time (the ramp is a function of time) and the
+    # queue never runs dry once the first chunk is in
+    slope = float(np.abs(policy.slope).max())
+    ex = executed(loop, None)
+    assert len(ex) >= 30 - 2
+    for t, raw in ex:
+        np.testing.assert_allclose(raw, policy.target(t)[0], atol=slope * 0.01 + 1e-5)
+    assert all(b >= o for b, o in zip(loop.busy_s, loop.overhead_s)) and len(loop.busy_s) == 30
+
+
 def test_latency_percentiles_match_numpy():
     from edge.control_loop import percentiles
 

@@ -330,3 +330,36 @@ def test_process_mode_frames_travel_through_shared_memory_intact():
     dark = dataclasses.replace(req, obs=Observation({"front": np.zeros_like(img["front"])}, req.obs.proprio, "", 1.0))
     inline.submit(dark)
     assert not np.array_equal(res.chunk.actions, inline.poll(1e9).chunk.actions)  # pixels matter
+
+
+def test_wait_ready_wakes_on_the_answer_and_process_queries_go_out_on_flush():
+    import functools
+
+    clock = RealClock()
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock, WorkerConfig(mode="thread"),
+                        latency_model=ConstantLatency(0.08))
+    try:
+        assert not w.wait_ready(1.0)  # nothing in flight: returns at once
+        t0 = clock.now()
+        w.submit(request(t0))
+        assert not w.wait_ready(0.01) and clock.now() - t0 < 0.06  # timed out, not ready
+        assert w.wait_ready(2.0)
+        waited = clock.now() - t0
+        assert 0.075 <= waited < 0.5  # woke on the answer, not at the timeout
+        assert w.poll(clock.now()).request.query_id == 1
+    finally:
+        w.close()
+    p = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock, WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(ramp_for, SPEC))
+    try:
+        p.submit(request(clock.now()))
+        assert p.wait_ready(10.0)  # sends the submitted query, then waits for its answer
+        assert p.poll(clock.now()).request.query_id == 1
+        p.submit(request(clock.now(), qid=2))
+        p.cancel()  # before the loop flushed it: it never leaves the parent
+        assert not p.busy and not p.wait_ready(0.2)
+        p.submit(request(clock.now(), qid=3, epoch=p.epoch))
+        p.flush()
+        assert p.wait_ready(10.0) and p.poll(clock.now()).request.query_id == 3
+    finally:
+        p.close()

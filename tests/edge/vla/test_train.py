@@ -153,6 +153,27 @@ def test_vision_pretraining_localises_first_then_resumes_without_redoing_it(demo
         assert torch.allclose(v, resumed.ema.state_dict()[k], atol=1e-6), k
 
 
+def test_base_after_lift_teaches_the_base_on_carry_frames_and_never_the_carried_block(demos, tmp_path):
+    import numpy as np
+
+    settings = ("steps=1", "model.aux_source=front", "model.object_token=true", "vision_pretrain_steps=80",
+                "vision_pretrain_lr=3e-3", "log_every_steps=20", "vision_pretrain_base_after_lift=true")
+    trainer = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", progress=False)
+    # the moved block lifts halfway through every episode; after that, its outputs' targets are
+    # garbage that the mask must keep out (the arm's state, not pixels, gives them away)
+    start = 0
+    for end in np.unique(trainer.data.episode_end):
+        trainer.data.aux_objects[start + (end - start) // 2:end, 2] += 0.05
+        trainer.aux[start + (end - start) // 2:end, :3] = 100.0
+        start = int(end)
+    trainer._pretrain_vision()
+    curve = trainer.pretrain["curve"]
+    assert trainer.pretrain["frames"] == trainer.data.n_frames  # every frame feeds the base outputs
+    assert all(np.isfinite(p["loss"]) and p["loss"] < 5.0 for p in curve)  # no garbage target learnt
+    assert curve[-1]["base_after_lift_xy_error_m"] < 0.6 * curve[0]["base_after_lift_xy_error_m"]
+    assert curve[-1]["moved_xy_error_m"] < 0.75 * curve[0]["moved_xy_error_m"]  # half the frames
+
+
 def test_vision_freeze_keeps_the_pretrained_localiser(demos, tmp_path):
     from edge.config import ConfigError
 
