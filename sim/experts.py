@@ -58,6 +58,7 @@ class ScriptedExpert:
             raise ValueError(f"approach_offset_m={approach_offset_m} must lie in [0, 0.1] m")
         self.env: TabletopEnv | None = None
         self.approach_offset_m = approach_offset_m
+        self.relabel = False  # set by act_from_state: the plan follows the state, no segment timeout
 
     # ------------------------------------------------------------------ episode setup
     def reset(self, env: TabletopEnv, seed: int) -> None:
@@ -133,8 +134,22 @@ class ScriptedExpert:
             _Segment("grasp", [pos[0], pos[1], max(pos[2] - 0.004, 0.012)], gyaw, 1.0, 0.4 * v, 0.003, 8),
             _Segment("lift", [pos[0], pos[1], pos[2] + hover], gyaw, 1.0, 0.6 * v, 0.008),
         ]
+        self.plan = segs + self._carry_segments(obj, place_xy, place_z, gyaw)
+
+    def _place_target(self, obj: str, dest: str, kind: str) -> tuple[np.ndarray, float]:
+        """Where the carried object's centre goes (xy) and the height it is released at (for a
+        re-planned carry: the goal's centre, without the first plan's random jitter)."""
+        _, _, h = self._pose(obj)
+        if kind == "stack":
+            dpos, _, dh = self._pose(dest)
+            return dpos[:2], dpos[2] + dh + h + 0.006
+        goal = next(g for g in self.env.scene.goals if g.name == dest)
+        return np.array(goal.center_m[:2], float), h + 0.006
+
+    def _carry_segments(self, obj: str, place_xy, place_z: float, gyaw: float) -> list[_Segment]:
+        v, rng = self.v_max, self.rng
         carry = max(place_z + 0.05, float(rng.uniform(0.10, 0.18)))
-        segs += [
+        return [
             _Segment("transport", [place_xy[0], place_xy[1], carry], gyaw, 1.0, v, 0.006, self._pause()),
             _Segment("place", [place_xy[0], place_xy[1], place_z + 0.02], gyaw, 1.0, 0.5 * v, 0.003,
                      held=(obj, place_z - 0.006 + 0.02)),
@@ -144,7 +159,6 @@ class ScriptedExpert:
             _Segment("retreat", [place_xy[0], place_xy[1], place_z + float(rng.uniform(0.05, 0.10))],
                      gyaw, 0.0, 0.6 * v, 0.01, self._pause()),
         ]
-        self.plan = segs
 
     def _plan_push(self, obj: str, goal_name: str) -> None:
         v, rng = self.v_max, self.rng
@@ -223,7 +237,7 @@ class ScriptedExpert:
         tcp, tcp_yaw = self.env.tcp_pose()
         arrived = (n - np.linalg.norm(step) < 1e-6 and abs(seg.yaw - yaw - dyaw) < 1e-3
                    and np.linalg.norm(tcp - seg.pos) < max(seg.tol_m, 0.004) + 0.004)
-        if arrived or self.steps_in_seg > 60:
+        if arrived or (self.steps_in_seg > 60 and not self.relabel):
             if self.wait_left < seg.wait:
                 self.wait_left += 1
             else:
@@ -234,6 +248,68 @@ class ScriptedExpert:
                         self.stage += 1
                     self._plan_leg()  # next leg, or retry this one (e.g. the block slipped)
         return action, phase
+
+
+    # ------------------------------------------------------------------ relabelling (DAgger)
+    def act_from_state(self) -> tuple[np.ndarray, int]:
+        """The expert's action for the state the env is in now, whoever drove it there.
+
+        For labelling the states a learned policy visits (DAgger, Ross et al. 2011): the plan
+        follows the state rather than the expert's own progress. A block the policy closed the
+        gripper on is grasped (the plan jumps to its grasp segment) or, once lifted, carried (the
+        carry is re-planned from here); a block it dropped while placing is approached again
+        (a drop while lifting or carrying already re-plans, see :meth:`act`); plan segments the arm
+        has already got past are skipped; a segment never times out.
+        """
+        self.relabel = True
+        if self.stage < len(self.legs):
+            kind, obj, dest = self.legs[self.stage]
+            if kind != "push":
+                self._follow_state(obj, dest, kind)
+        return self.act()
+
+    def _follow_state(self, obj: str, dest: str, kind: str) -> None:
+        seg = self.plan[self.k]
+        _, yaw, grip = self.env.commanded_target()
+        pos, _, h = self._pose(obj)
+        near = grip > 0.5 and self._holding(obj)  # commanded closed with the block between the fingers
+        closed_on = near and self.env.backend.gripper_width() < 2 * h + 0.006
+        lifted = pos[2] > h + 0.01  # off the table, where every block to move starts
+        ahead = seg.phase not in ("release", "retreat")
+        phases = [sg.phase for sg in self.plan]
+        if closed_on and lifted and ahead and (seg.grip < 0.5 or seg.phase == "grasp"):
+            place_xy, place_z = self._place_target(obj, dest, kind)  # carry it from here
+            self.plan, self.k = self._carry_segments(obj, place_xy, place_z, yaw), 0
+        elif near and ahead and seg.grip < 0.5 and "grasp" in phases:
+            self.k = phases.index("grasp")  # the policy is closing on it: finish the grasp
+        elif seg.phase == "grasp" and closed_on and self.steps_in_seg >= seg.wait:
+            self.k += 1  # closed for as long as the expert waits itself: lift
+        elif seg.phase == "place" and not self._holding(obj):
+            self.regrasps += 1
+            self._plan_leg()  # dropped while placing: approach it again
+            return
+        else:
+            self._skip_passed()
+            return
+        self.steps_in_seg = self.wait_left = 0
+
+    def _skip_passed(self) -> None:
+        """Advance past plan segments the arm is already beyond: nearer the next target than the
+        segment's own target is. Before a vertical move (a descent onto an object or a base) the
+        arm must also be within 1 cm of its line: a misaligned arm goes back to the point above,
+        as the expert itself always does, instead of cutting the corner toward a collision."""
+        tcp, _ = self.env.tcp_pose()
+        while self.k + 1 < len(self.plan):
+            seg, nxt = self.plan[self.k], self.plan[self.k + 1]
+            if seg.grip != nxt.grip or seg.phase in ("grasp", "release"):
+                break
+            if np.linalg.norm(tcp - nxt.pos) >= np.linalg.norm(seg.pos - nxt.pos):
+                break
+            vertical = np.linalg.norm(seg.pos[:2] - nxt.pos[:2]) < 0.01
+            if vertical and np.linalg.norm(tcp[:2] - nxt.pos[:2]) > 0.01:
+                break
+            self.k += 1
+            self.steps_in_seg = self.wait_left = 0
 
 
 def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M) -> ScriptedExpert:

@@ -30,6 +30,18 @@ def register(sub) -> None:
                         "single-frame policy to guess)")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
+    d = r.add_argument_group("DAgger: policy-driven episodes labelled by the expert")
+    d.add_argument("--dagger", metavar="CKPT", default=None,
+                   help="drive the arm with this VLA checkpoint and record the expert's action for "
+                        "every state it visits (all episodes are kept: the labels are the expert's; "
+                        "training uses them whatever the run's outcome)")
+    d.add_argument("--dagger-k", type=int, default=10, metavar="K", help="denoising steps per query")
+    d.add_argument("--dagger-c", type=int, default=8, metavar="C", help="actions executed per query")
+    d.add_argument("--noise-temperature", type=float, default=0.5, metavar="T",
+                   help="scale of the policy's initial noise (as edge run's default)")
+    d.add_argument("--expert-mix", type=float, default=0.0, metavar="P",
+                   help="probability that the expert, not the policy, executes a chunk")
+    d.add_argument("--backend", default="onnxruntime", help="inference backend for the policy")
     r.set_defaults(func=record)
     i = add_subparser(dsub, "info", "Summarise a dataset directory.", "  edge data info data/stack_mj")
     i.add_argument("path")
@@ -51,6 +63,11 @@ def record(args: argparse.Namespace) -> int:
                         "(a std of a few millimetres, e.g. 0.008)")
     if not 0.0 <= args.approach_offset <= 0.1:
         raise EdgeError(f"--approach-offset={args.approach_offset} must lie in [0, 0.1] metres")
+    policy, dagger = None, None
+    if args.dagger is not None:
+        policy, dagger = _dagger_policy(args)
+        if "wrist" in policy.spec.cameras and not args.wrist:
+            raise EdgeError(f"--dagger {args.dagger} uses the wrist camera; add --wrist")
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
@@ -59,6 +76,7 @@ def record(args: argparse.Namespace) -> int:
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
         "action_noise_m": args.action_noise,
         "expert_approach_offset_m": args.approach_offset,
+        "dagger": dagger,
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
     }
@@ -70,19 +88,49 @@ def record(args: argparse.Namespace) -> int:
     bar = tqdm(todo, desc=f"record {args.task}/{args.sim}", unit="ep", initial=len(seeds) - len(todo),
                total=len(seeds))
     for seed in bar:
-        ep = expert_episode(env, seed, action_noise_m=args.action_noise,
-                            approach_offset_m=args.approach_offset)
+        if policy is not None:
+            from edge.vla.rollout import dagger_episode
+
+            ep = dagger_episode(env, policy, seed, args.dagger_k, args.dagger_c, args.noise_temperature,
+                                args.expert_mix, approach_offset_m=args.approach_offset)
+        else:
+            ep = expert_episode(env, seed, action_noise_m=args.action_noise,
+                                approach_offset_m=args.approach_offset)
         ok += ep["success"]
         failed += not ep["success"]
-        if ep["success"] or args.keep_failures:
+        if ep["success"] or args.keep_failures or policy is not None:
             demos.write_episode(root, seed, {k: v for k, v in ep.items()
                                             if k not in ("steps", "regrasps", "sim_diverged")})
         bar.set_postfix(success=f"{ok}/{ok + failed}")
     env.close()
-    print(f"recorded {ok} successful episodes ({failed} expert failures "
-          f"{'kept' if args.keep_failures else 'skipped'}) into {root}; "
-          f"{len(seeds) - len(todo)} were already there")
+    if policy is not None:
+        print(f"recorded {ok + failed} policy-driven episodes labelled by the expert ({ok} of the "
+              f"runs succeeded) into {root}; {len(seeds) - len(todo)} were already there")
+    else:
+        print(f"recorded {ok} successful episodes ({failed} expert failures "
+              f"{'kept' if args.keep_failures else 'skipped'}) into {root}; "
+              f"{len(seeds) - len(todo)} were already there")
     return 0
+
+
+def _dagger_policy(args: argparse.Namespace):
+    """The checkpoint that drives a DAgger recording, and the meta entry that pins it."""
+    from edge.export import sha256_file
+    from edge.vla import checkpoint as ckpt
+    from edge.vla.policy import load_policy
+
+    for name, value, lo, hi in (("--dagger-k", args.dagger_k, 1, 1000), ("--dagger-c", args.dagger_c, 1, 256),
+                                ("--noise-temperature", args.noise_temperature, 0.0, 10.0),
+                                ("--expert-mix", args.expert_mix, 0.0, 1.0)):
+        if not lo <= value <= hi:
+            raise EdgeError(f"{name}={value} must lie in [{lo}, {hi}]")
+    path = ckpt.resolve(args.dagger)
+    policy = load_policy(path, args.backend)
+    if args.dagger_c > policy.chunk_len:
+        raise EdgeError(f"--dagger-c={args.dagger_c} exceeds the checkpoint's chunk length {policy.chunk_len}")
+    return policy, {"checkpoint": str(args.dagger), "model_sha256": sha256_file(path),
+                    "K": args.dagger_k, "C": args.dagger_c, "noise_temperature": args.noise_temperature,
+                    "expert_mix": args.expert_mix}
 
 
 def info(args: argparse.Namespace) -> int:

@@ -57,7 +57,10 @@ class DemoSet:
         proprio, action, ends, instr, aux = [], [], [], [], []
         texts: dict[str, int] = {}
         n, count = 0, 0
-        for ep in iter_episodes(root, successful_only=successful_only):
+        # a policy-driven run relabelled by the expert (edge data record --dagger) carries the
+        # expert's action at every state it visited, whether or not the run itself succeeded
+        relabelled = meta.get("dagger") is not None
+        for ep in iter_episodes(root, successful_only=successful_only and not relabelled):
             for cam in cameras:
                 if cam not in ep:
                     raise EdgeError(f"{root}: episode seed {ep['seed']} has no {cam!r} images; record "
@@ -67,7 +70,7 @@ class DemoSet:
             proprio.append(ep["proprio"].astype(np.float32))
             action.append(ep["action"].astype(np.float32))
             ends.append(np.full(t, n + t, np.int64))
-            aux.append(object_roles(ep["object_pos"]) if "object_pos" in ep else None)
+            aux.append(object_roles(ep["object_pos"], ep.get("roles")) if "object_pos" in ep else None)
             instr.append(np.full(t, texts.setdefault(ep["instruction"], len(texts)), np.int64))
             n += t
             count += 1
@@ -133,9 +136,13 @@ class DemoSet:
         return self.action[np.minimum(steps, end - 1)], mask
 
 
-def object_roles(object_pos: np.ndarray) -> np.ndarray:
+def object_roles(object_pos: np.ndarray, roles: np.ndarray | None = None) -> np.ndarray:
     """(T, N, 3) object positions -> (T, 6): the object that moved most over the episode, then the
-    object whose final xy is nearest to it (for ``stack``: the placed block and its base)."""
+    object whose final xy is nearest to it (for ``stack``: the placed block and its base); or the
+    two objects ``roles`` names (indices), as recorded for policy-driven runs that may fail."""
+    if roles is not None:
+        moved, base = (int(i) for i in roles)
+        return np.concatenate([object_pos[:, moved], object_pos[:, base]], -1).astype(np.float32)
     moved = int(np.argmax(np.linalg.norm(object_pos[-1] - object_pos[0], axis=-1)))
     if object_pos.shape[1] == 1:
         return np.concatenate([object_pos[:, moved], object_pos[:, moved]], -1).astype(np.float32)

@@ -82,3 +82,66 @@ def evaluate(policy: Any, task: str, sim_name: str = "mujoco", episodes: int = 1
         "wall_s": round(time.perf_counter() - t0, 2),
         "per_episode": results,
     }
+
+
+def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execute: int = 8,
+                   noise_temperature: float = 0.5, expert_mix: float = 0.0, max_steps: int = 400,
+                   approach_offset_m: float = 0.0) -> dict[str, Any]:
+    """One episode driven by ``policy`` and labelled by the scripted expert (DAgger).
+
+    The policy acts as in :func:`evaluate` (query, execute ``execute`` actions, K = ``num_steps``,
+    initial noise scaled by ``noise_temperature``); at every step the expert's action for the
+    state the arm is in (:meth:`sim.experts.ScriptedExpert.act_from_state`) is recorded as the
+    label. With ``expert_mix`` > 0 each chunk is executed by the expert instead with that
+    probability (so late phases are reached even where the policy is weak). Returns arrays in the
+    demonstration format of :mod:`sim.demos` (observation before each label), ``success`` being
+    the run's own outcome, plus ``roles`` (indices of the block to move and its base, which
+    :func:`edge.vla.data.object_roles` cannot infer from a run that never moved the block) and
+    ``policy_fraction`` (steps the policy drove).
+    """
+    from sim.experts import make_expert
+
+    u = env.unwrapped
+    obs, info = env.reset(seed=seed)
+    expert = make_expert(u.cfg.task, approach_offset_m)
+    expert.reset(u, seed)
+    rng = np.random.default_rng([seed, 8_191])
+    names = [o.name for o in u.scene.objects]
+    order = tuple(getattr(u.spec_task, "order", ()))
+    keys = ("front", "wrist", "proprio", "action", "phase", "object_pos")
+    rows: dict[str, list] = {k: [] for k in keys}
+    queue: list[np.ndarray] = []
+    by_policy, steps, done = 0, 0, False
+    while not done and steps < max_steps:
+        if not queue:
+            if expert_mix > 0 and rng.random() < expert_mix:
+                queue = [None] * execute  # the expert drives this chunk
+            else:
+                noise = (rng.standard_normal((policy.chunk_len, policy.action_dim))
+                         * noise_temperature).astype(np.float32)
+                queue = list(policy.sample(policy.encode(obs), noise, num_steps)[:execute])
+        label, phase = expert.act_from_state()
+        rows["front"].append(obs["front"])
+        if "wrist" in obs:
+            rows["wrist"].append(obs["wrist"])
+        rows["proprio"].append(obs["proprio"])
+        rows["action"].append(label)
+        rows["phase"].append(phase)
+        rows["object_pos"].append([info["object_poses"][n][:3] for n in names])
+        action = queue.pop(0)
+        by_policy += action is not None
+        obs, _, terminated, truncated, info = env.step(label if action is None else action)
+        steps += 1
+        done = bool(terminated or truncated)
+    out = {
+        "front": np.asarray(rows["front"], np.uint8), "proprio": np.asarray(rows["proprio"], np.float32),
+        "action": np.asarray(rows["action"], np.float32), "phase": np.asarray(rows["phase"], np.int8),
+        "object_pos": np.asarray(rows["object_pos"], np.float32), "instruction": obs["instruction"],
+        "success": bool(info.get("success", False)), "seed": int(seed),
+        "policy_fraction": by_policy / max(steps, 1),
+    }
+    if rows["wrist"]:
+        out["wrist"] = np.asarray(rows["wrist"], np.uint8)
+    if u.cfg.task == "stack" and len(order) == 2:
+        out["roles"] = np.array([names.index(order[1]), names.index(order[0])], np.int64)
+    return out

@@ -470,10 +470,13 @@ class VLATrainer:
         self.pretrain = {"steps": c.vision_pretrain_steps, "frames": len(frames),
                          "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
                          "heldout_first_frame_xy_error_m": heldout}
-        log.info("vision pre-training: %d steps on %d pre-lift frames; moved-object xy error %.3f m "
-                 "on training batches, %s m on the first frame of %d held-out scenes",
+        log.info("vision pre-training: %d steps on %d %s; moved-object xy error %.3f m on training "
+                 "batches%s, %s m on the first frame of %d held-out scenes",
                  c.vision_pretrain_steps, len(frames),
-                 curve[-1]["moved_xy_error_m"] if curve else float("nan"),
+                 "frames (pre-lift ones for the moved block)" if c.vision_pretrain_base_after_lift
+                 else "pre-lift frames", curve[-1]["moved_xy_error_m"] if curve else float("nan"),
+                 f", base after the lift {curve[-1]['base_after_lift_xy_error_m']:.3f} m"
+                 if curve and c.vision_pretrain_base_after_lift else "",
                  None if heldout is None else round(heldout, 4), HELDOUT_SCENES)
         self._freeze_vision()
 

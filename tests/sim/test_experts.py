@@ -56,3 +56,47 @@ def test_dart_noise_perturbs_execution_but_records_the_clean_expert_action():
     np.testing.assert_array_equal(again["action"], ep["action"])  # seeded
     with pytest.raises(ValueError, match="action_noise_m"):
         expert_episode(env, 3, keep_frames=False, action_noise_m=0.5)
+
+
+def test_relabelling_expert_follows_a_state_another_driver_made():
+    """DAgger labels: a second expert (another seed: other via-points, speeds, grasp yaw) drives;
+    the labelling expert must follow what the driver did, not its own plan's progress."""
+    from sim.experts import PHASE_ID, make_expert
+
+    env = sim.make_env("stack", render_images=False, image_size=32)
+    u = env.unwrapped
+    for seed in (4, 5):
+        obs, info = env.reset(seed=seed)
+        driver, labeller = make_expert("stack", 0.0), make_expert("stack", 0.0)
+        driver.reset(u, seed + 1000)
+        labeller.reset(u, seed)
+        lower, upper = u.spec_task.order
+        carried = 0
+        for _ in range(400):
+            label, phase = labeller.act_from_state()
+            action, _ = driver.act()
+            pos = info["object_poses"][upper][:3]
+            base = info["object_poses"][lower][:3]
+            held = driver._holding(upper) and u.commanded_target()[2] > 0.5
+            if held and pos[2] > 0.06 and np.linalg.norm(base[:2] - pos[:2]) > 0.05:
+                carried += 1  # the driver carries it, well clear of the table and the base
+                assert label[4] == 1.0 and phase in (PHASE_ID["lift"], PHASE_ID["transport"])
+                if phase == PHASE_ID["transport"]:  # ... and the label heads for the base
+                    to_base = (base[:2] - pos[:2]) / np.linalg.norm(base[:2] - pos[:2])
+                    assert label[:2] @ to_base > 0.5 * np.linalg.norm(label[:2])
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert info["success"] and carried >= 5
+    # labelling while driving itself, it still solves the task
+    results = []
+    for seed in (6, 7):
+        env.reset(seed=seed)
+        expert = make_expert("stack", 0.0)
+        expert.reset(u, seed)
+        for _ in range(400):
+            _, _, terminated, truncated, info = env.step(expert.act_from_state()[0])
+            if terminated or truncated:
+                break
+        results.append(info["success"])
+    assert all(results)
