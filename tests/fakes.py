@@ -262,3 +262,17 @@ def dying_ramp_for(spec: RobotSpec) -> RampPolicy:
 
     base = ramp_for(spec)
     return Dying(base.base, base.slope, rate_hz=spec.control_rate_hz)
+
+
+def spy_steps(env: Any) -> list[np.ndarray]:
+    """Make ``env.step`` also append each executed action (float32) to the returned list; ``del
+    env.step`` restores the original."""
+    executed: list[np.ndarray] = []
+    step = env.step
+
+    def spy(action: Any) -> Any:
+        executed.append(np.array(action, np.float32))
+        return step(action)
+
+    env.step = spy
+    return executed

@@ -34,15 +34,10 @@ def test_same_seed_same_demo():
 def test_dart_noise_perturbs_execution_but_records_the_clean_expert_action():
     from sim.rollout import NOISY_PHASES
 
+    from tests.fakes import spy_steps
+
     env = sim.make_env("stack", render_images=False, image_size=32)
-    executed = []
-    step = env.step
-
-    def spy(action):
-        executed.append(np.array(action, np.float32))
-        return step(action)
-
-    env.step = spy
+    executed = spy_steps(env)
     ep = expert_episode(env, 3, keep_frames=False, action_noise_m=0.01)
     assert 0 < ep["action_noise_std_m"] <= 0.01
     executed = np.stack(executed)
@@ -51,7 +46,7 @@ def test_dart_noise_perturbs_execution_but_records_the_clean_expert_action():
     assert (diff[noisy] > 0).mean() > 0.9  # perturbed where noise is injected ...
     assert (diff[~noisy] == 0).all()  # ... and never while grasping/placing/releasing
     assert np.abs(executed[:, 3:] - ep["action"][:, 3:]).max() == 0  # yaw and gripper untouched
-    env.step = step
+    del env.step
     again = expert_episode(env, 3, keep_frames=False, action_noise_m=0.01)
     np.testing.assert_array_equal(again["action"], ep["action"])  # seeded
     with pytest.raises(ValueError, match="action_noise_m"):

@@ -36,17 +36,11 @@ def test_dagger_episode_records_the_experts_labels_on_the_policys_states(tiny_ck
     from edge.vla.policy import load_policy
     from edge.vla.rollout import dagger_episode
     from sim import demos
+    from tests.fakes import spy_steps
 
     policy = load_policy(tiny_ckpt[0])
     env = sim.make_env(task="stack", sim="mujoco")
-    executed = []
-    step = env.step
-
-    def spy(action):
-        executed.append(np.array(action, np.float32))
-        return step(action)
-
-    env.step = spy
+    executed = spy_steps(env)
     try:
         ep = dagger_episode(env, policy, seed=7, num_steps=2, execute=8, max_steps=24)
         assert ep["policy_fraction"] == 1.0 and len(ep["action"]) == 24 == len(ep["front"])
