@@ -62,11 +62,13 @@ def main() -> None:
                     help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--out", default="benchmarks/results/latency_robustness.json")
     a = ap.parse_args()
+    from vla_grid import open_resumable  # same directory
+
     out = Path(a.out)
-    results = json.loads(out.read_text()) if out.exists() else {"cells": {}}
-    results.update({"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "K": a.k, "C": a.c,
-                    "noise_temperature": a.noise_temperature,
-                    "command": " ".join(["python", *sys.argv]),
+    results = open_resumable(out, {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed,
+                                   "K": a.k, "C": a.c, "noise_temperature": a.noise_temperature})
+    results.setdefault("cells", {})
+    results.update({"command": " ".join(["python", *sys.argv]),
                     "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
                                 "cpu_count": os.cpu_count()}})
     modes = [("async", s) for s in a.seams.split(",")] + ([("sync", "replace")] if a.with_sync else [])

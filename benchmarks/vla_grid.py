@@ -93,6 +93,23 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def open_resumable(out: Path, identity: dict) -> dict:
+    """The results file to resume (or a new one), refused when it was made with other settings or
+    another model file (``identity`` + the checkpoint's sha256, which is added to it)."""
+    from edge.export import sha256_file
+    from edge.vla.checkpoint import resolve
+
+    identity = {**identity, "checkpoint_sha256": sha256_file(resolve(identity["checkpoint"]))}
+    results = json.loads(out.read_text()) if out.exists() else {}
+    stored = {k: results.get(k) for k in identity}
+    if results and stored != identity:
+        diff = {k: (stored[k], v) for k, v in identity.items() if stored[k] != v}
+        sys.exit(f"{out} was made with other settings or another model file (stored vs now: {diff}); "
+                 "choose another --out, or delete it to start over")
+    results.update(identity)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
@@ -109,13 +126,11 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
     a = ap.parse_args()
     out = Path(a.out)
-    results = json.loads(out.read_text()) if out.exists() else {}
-    same = {k: results.get(k, 1.0 if k == "noise_temperature" else None)
-            for k in ("checkpoint", "sim", "distribution", "episodes", "seed", "noise_temperature")}
-    if results and same != {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
-                             "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature}:
-        sys.exit(f"{out} holds a different grid ({same}); choose another --out")
-    results.update({"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
+    results = open_resumable(out, {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
+                                   "episodes": a.episodes, "seed": a.seed,
+                                   "noise_temperature": a.noise_temperature})
+    results.update({"checkpoint": a.checkpoint, "sim": a.sim,
+                    "distribution": a.distribution,
                     "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "task": "stack", "n_blocks": 2,
                     "command": " ".join(["python", *sys.argv]),
                     "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
