@@ -187,7 +187,7 @@ def run_case(
     mode = {"async": "thread", "process": "process", "sync": "inline"}[execution]
     factory = functools.partial(MLPDenoiser, H, rate_hz, hidden) if mode == "process" else None
     worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode), policy_factory=factory)
-    run_dir = out_dir / f"{int(rate_hz)}hz_{execution}"
+    run_dir = out_dir / f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}"
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
         LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
