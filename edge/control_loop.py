@@ -88,7 +88,6 @@ class LoopConfig:
         0.002, "gc_in_slack: collect only when this much time is left before the next deadline",
         range=(0.0, 1.0),
     )
-
     slack_work: bool = cfg(
         True,
         "real clock, thread/process inference: a chunk that arrives while the loop waits for its "

@@ -113,8 +113,7 @@ class ScriptedExpert:
         pos, oyaw, h = self._pose(obj)
         gyaw = self._grasp_yaw(oyaw)
         if kind == "stack":
-            dpos, _, dh = self._pose(dest)
-            place_xy, place_z = dpos[:2], dpos[2] + dh + h + 0.006
+            place_xy, place_z = self._place_target(obj, dest, kind)
         else:
             goal = next(g for g in self.env.scene.goals if g.name == dest)
             jitter = rng.uniform(-0.3, 0.3, 2) * (np.array(goal.half_size_m) - h)
@@ -248,7 +247,6 @@ class ScriptedExpert:
                         self.stage += 1
                     self._plan_leg()  # next leg, or retry this one (e.g. the block slipped)
         return action, phase
-
 
     # ------------------------------------------------------------------ relabelling (DAgger)
     def act_from_state(self) -> tuple[np.ndarray, int]:
