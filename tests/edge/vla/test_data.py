@@ -59,3 +59,15 @@ def test_before_lift_marks_frames_until_the_moved_block_rises():
     aux[:, 2] = z
     ends = np.array([5, 5, 5, 5, 5, 8, 8, 8])  # episode 2 never lifts
     assert before_lift(aux, ends).tolist() == [True, True, True, False, False, True, True, True]
+
+
+def test_load_many_concatenates_sets_in_order_with_episode_ends_offset(tmp_path):
+    roots = [write_synthetic_demos(tmp_path / name, episodes=n, steps=6, seed=s)
+             for name, n, s in (("a", 2, 0), ("b", 3, 1))]
+    parts = [DemoSet.load(r) for r in roots]
+    both = DemoSet.load_many(roots)
+    assert both.n_frames == 30 and both.n_episodes == 5
+    np.testing.assert_array_equal(both.images["front"],
+                                  np.concatenate([p.images["front"] for p in parts]))
+    np.testing.assert_array_equal(both.action, np.concatenate([p.action for p in parts]))
+    np.testing.assert_array_equal(both.episode_end[12:], parts[1].episode_end + 12)
