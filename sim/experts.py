@@ -38,12 +38,15 @@ class _Segment:
     """Move the commanded TCP to ``pos`` / ``yaw`` with a speed cap, optionally set the gripper."""
 
     def __init__(self, phase: str, pos, yaw: float, grip: float, speed: float, tol_m: float = 0.004,
-                 wait: int = 0, held: tuple[str, float] | None = None) -> None:
+                 wait: int = 0, held: tuple[str, float] | None = None, carried: str | None = None) -> None:
         self.phase, self.pos, self.yaw, self.grip = phase, np.asarray(pos, float), yaw, grip
         self.speed, self.tol_m, self.wait = speed, tol_m, wait
         # (object, desired object-centre z): on entry, the TCP z is corrected by the measured
         # TCP-to-object offset, so a cube grasped high or low is still set down gently.
         self.held = held
+        # object in the hand: on entry, the TCP xy is shifted by the measured TCP-to-object xy
+        # offset, so the object's centre (not the hand's) arrives over the target
+        self.carried = carried
 
 
 class ScriptedExpert:
@@ -53,11 +56,14 @@ class ScriptedExpert:
     each step.
     """
 
-    def __init__(self, approach_offset_m: float = APPROACH_OFFSET_M) -> None:
+    def __init__(self, approach_offset_m: float = APPROACH_OFFSET_M, place_held_object: bool = False) -> None:
         if not 0.0 <= approach_offset_m <= 0.1:
             raise ValueError(f"approach_offset_m={approach_offset_m} must lie in [0, 0.1] m")
         self.env: TabletopEnv | None = None
         self.approach_offset_m = approach_offset_m
+        # carry and place the held object's centre over the target (compensating an off-centre
+        # grasp) rather than the TCP; off = the original expert (its own grasps are centred)
+        self.place_held_object = place_held_object
         self.relabel = False  # set by act_from_state: the plan follows the state, no segment timeout
 
     # ------------------------------------------------------------------ episode setup
@@ -148,13 +154,16 @@ class ScriptedExpert:
     def _carry_segments(self, obj: str, place_xy, place_z: float, gyaw: float) -> list[_Segment]:
         v, rng = self.v_max, self.rng
         carry = max(place_z + 0.05, float(rng.uniform(0.10, 0.18)))
+        held = obj if self.place_held_object else None
         return [
-            _Segment("transport", [place_xy[0], place_xy[1], carry], gyaw, 1.0, v, 0.006, self._pause()),
+            _Segment("transport", [place_xy[0], place_xy[1], carry], gyaw, 1.0, v, 0.006, self._pause(),
+                     carried=held),
             _Segment("place", [place_xy[0], place_xy[1], place_z + 0.02], gyaw, 1.0, 0.5 * v, 0.003,
-                     held=(obj, place_z - 0.006 + 0.02)),
+                     held=(obj, place_z - 0.006 + 0.02), carried=held),
             _Segment("place", [place_xy[0], place_xy[1], place_z], gyaw, 1.0, 0.3 * v, 0.002, 4,
-                     held=(obj, place_z - 0.006 + 0.003)),
-            _Segment("release", [place_xy[0], place_xy[1], place_z], gyaw, 0.0, 0.3 * v, 0.002, 8),
+                     held=(obj, place_z - 0.006 + 0.003), carried=held),
+            _Segment("release", [place_xy[0], place_xy[1], place_z], gyaw, 0.0, 0.3 * v, 0.002, 8,
+                     carried=held),
             _Segment("retreat", [place_xy[0], place_xy[1], place_z + float(rng.uniform(0.05, 0.10))],
                      gyaw, 0.0, 0.6 * v, 0.01, self._pause()),
         ]
@@ -225,6 +234,9 @@ class ScriptedExpert:
             name, z_obj = seg.held
             seg.pos[2] = z_obj + (tgt[2] - self._pose(name)[0][2])
             seg.held = None
+        if seg.carried is not None and self.steps_in_seg == 0:
+            seg.pos[:2] += tgt[:2] - self._pose(seg.carried)[0][:2]
+            seg.carried = None
         delta = seg.pos - tgt
         n = np.linalg.norm(delta)
         step = delta * min(1.0, seg.speed / n) if n > 1e-9 else delta
@@ -310,6 +322,7 @@ class ScriptedExpert:
             self.steps_in_seg = self.wait_left = 0
 
 
-def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M) -> ScriptedExpert:
+def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M,
+                place_held_object: bool = False) -> ScriptedExpert:
     """The scripted expert for ``task`` (one class serves all tasks)."""
-    return ScriptedExpert(approach_offset_m)
+    return ScriptedExpert(approach_offset_m, place_held_object)

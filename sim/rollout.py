@@ -17,7 +17,7 @@ NOISY_PHASES = frozenset(PHASE_ID[p] for p in ("transport", "approach", "lift"))
 
 
 def expert_episode(env, seed: int, keep_frames: bool = True, action_noise_m: float = 0.0,
-                   approach_offset_m: float = APPROACH_OFFSET_M) -> dict[str, Any]:
+                   approach_offset_m: float = APPROACH_OFFSET_M, place_held_object: bool = False) -> dict[str, Any]:
     """Roll out the expert from ``env.reset(seed=seed)`` until success or truncation.
 
     Returns per-step arrays in the demonstration format of :mod:`sim.demos` (observation before
@@ -28,13 +28,14 @@ def expert_episode(env, seed: int, keep_frames: bool = True, action_noise_m: flo
     [0, action_noise_m], seeded by ``seed``), while the *recorded* action is the expert's clean
     one. The expert re-reads the commanded target every step, so the data shows states off the
     nominal path together with the correction back to it, which is what a cloned policy needs
-    after its own small errors. ``approach_offset_m``: see :class:`sim.experts.ScriptedExpert`.
+    after its own small errors. ``approach_offset_m``, ``place_held_object``: see
+    :class:`sim.experts.ScriptedExpert`.
     """
     if not 0.0 <= action_noise_m <= MAX_DPOS_M:
         raise ValueError(f"action_noise_m={action_noise_m} must lie in [0, {MAX_DPOS_M}] m")
     u = env.unwrapped
     obs, info = env.reset(seed=seed)
-    expert = make_expert(u.cfg.task, approach_offset_m)
+    expert = make_expert(u.cfg.task, approach_offset_m, place_held_object)
     expert.reset(u, seed)
     noise_rng = np.random.default_rng([seed, 104_729])
     noise_std = float(noise_rng.uniform(0.0, action_noise_m)) if action_noise_m > 0 else 0.0

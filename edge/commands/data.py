@@ -28,6 +28,10 @@ def register(sub) -> None:
                    help="largest side offset (m, per axis) of the expert's approach via-point above "
                         "the object; 0 = descend straight above it (no hidden via-point for a "
                         "single-frame policy to guess)")
+    r.add_argument("--place-held-object", action="store_true",
+                   help="the expert carries and places the held block's centre over the target, "
+                        "compensating an off-centre grasp (default: the TCP's, as its own grasps are "
+                        "centred); matters for DAgger labels, where the policy grasped")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
     d = r.add_argument_group("DAgger: policy-driven episodes labelled by the expert")
@@ -76,6 +80,7 @@ def record(args: argparse.Namespace) -> int:
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
         "action_noise_m": args.action_noise,
         "expert_approach_offset_m": args.approach_offset,
+        "expert_place_held_object": args.place_held_object,
         "dagger": dagger,
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
@@ -92,10 +97,12 @@ def record(args: argparse.Namespace) -> int:
             from edge.vla.rollout import dagger_episode
 
             ep = dagger_episode(env, policy, seed, args.dagger_k, args.dagger_c, args.noise_temperature,
-                                args.expert_mix, approach_offset_m=args.approach_offset)
+                                args.expert_mix, approach_offset_m=args.approach_offset,
+                                place_held_object=args.place_held_object)
         else:
             ep = expert_episode(env, seed, action_noise_m=args.action_noise,
-                                approach_offset_m=args.approach_offset)
+                                approach_offset_m=args.approach_offset,
+                                place_held_object=args.place_held_object)
         ok += ep["success"]
         failed += not ep["success"]
         if ep["success"] or args.keep_failures or policy is not None:

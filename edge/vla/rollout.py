@@ -86,7 +86,7 @@ def evaluate(policy: Any, task: str, sim_name: str = "mujoco", episodes: int = 1
 
 def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execute: int = 8,
                    noise_temperature: float = 0.5, expert_mix: float = 0.0, max_steps: int = 400,
-                   approach_offset_m: float = 0.0) -> dict[str, Any]:
+                   approach_offset_m: float = 0.0, place_held_object: bool = False) -> dict[str, Any]:
     """One episode driven by ``policy`` and labelled by the scripted expert (DAgger).
 
     The policy acts as in :func:`evaluate` (query, execute ``execute`` actions, K = ``num_steps``,
@@ -103,7 +103,7 @@ def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execut
 
     u = env.unwrapped
     obs, info = env.reset(seed=seed)
-    expert = make_expert(u.cfg.task, approach_offset_m)
+    expert = make_expert(u.cfg.task, approach_offset_m, place_held_object)
     expert.reset(u, seed)
     rng = np.random.default_rng([seed, 8_191])
     names = [o.name for o in u.scene.objects]

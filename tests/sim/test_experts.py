@@ -95,3 +95,47 @@ def test_relabelling_expert_follows_a_state_another_driver_made():
                 break
         results.append(info["success"])
     assert all(results)
+
+
+def _off_centre_carry(seed: int, place_held_object: bool, shift_m: float = 0.012):
+    """A driver expert grasps the block ``shift_m`` off its centre (along the fingers, where the
+    closing gripper cannot centre it) and lifts it; then the labelling expert takes over.
+    Returns (in-hand xy offset after the lift, final block-to-base xy distance, success)."""
+    from sim.experts import make_expert
+
+    env = sim.make_env("stack", render_images=False, image_size=32)
+    u = env.unwrapped
+    obs, info = env.reset(seed=seed)
+    lower, upper = u.spec_task.order
+    driver = make_expert("stack", 0.0)
+    driver.reset(u, seed)
+    yaw = driver.plan[-1].yaw  # the grasp yaw; the fingers close along the hand's y axis
+    along = np.array([np.cos(yaw), np.sin(yaw)]) * shift_m
+    for seg in driver.plan:
+        if seg.phase in ("approach", "grasp", "lift"):
+            seg.pos[:2] += along
+    for _ in range(200):
+        obs, _, _, _, info = env.step(driver.act()[0])
+        if info["object_poses"][upper][2] > 0.07:
+            break
+    tcp, _ = u.tcp_pose()
+    offset = float(np.linalg.norm(np.asarray(info["object_poses"][upper][:2]) - tcp[:2]))
+    labeller = make_expert("stack", 0.0, place_held_object=place_held_object)
+    labeller.reset(u, seed)
+    for _ in range(300):
+        obs, _, terminated, truncated, info = env.step(labeller.act_from_state()[0])
+        if terminated or truncated:
+            break
+    gap = float(np.linalg.norm(np.asarray(info["object_poses"][upper][:2]) - info["object_poses"][lower][:2]))
+    return offset, gap, bool(info["success"])
+
+
+def test_place_held_object_puts_an_off_centre_block_on_its_base():
+    """DAgger labels after a policy's off-centre grasp: placing the TCP over the base sets the block
+    down beside its centre by the grasp's offset; placing the held block's centre does not."""
+    for seed in (4, 5):
+        offset, gap_tcp, _ = _off_centre_carry(seed, place_held_object=False)
+        _, gap_held, success = _off_centre_carry(seed, place_held_object=True)
+        assert offset > 0.008  # the block really sits off-centre in the hand
+        assert success and gap_held < 0.004
+        assert gap_tcp > gap_held + 0.005
