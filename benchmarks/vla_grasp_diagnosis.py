@@ -9,6 +9,9 @@ actions, query again — as ``edge.vla.rollout.evaluate``) and the script record
   features at the first query (xy error, metres) — i.e. whether the information is in the features;
 * for episodes that lift the block and still fail: how close the carried block came to its base (xy)
   and what the front and wrist heads said about the base's position there;
+* where the gripper first opens on a lifted block: the block's and the TCP's xy distance to the
+  base and the block's xy offset in the hand (a block grasped off-centre and released with the TCP
+  over the base lands beside it);
 * where the TCP is when the final descent starts (5 cm above the block: below that the hand hides
   the block from both cameras) and what the object head said at that query, and at the query that
   closed the gripper;
@@ -68,6 +71,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
     close, descend, aux_err, steps, done = None, None, None, 0, False
     pred = wrist_pick = wrist_base = None
     carry = None  # while the block is lifted: its closest xy approach to the base
+    release, grip_was = None, 0.0  # the first opening of the gripper on a lifted block
     while not done:
         feats = policy.encode(obs)
         lang = policy.spec.instruction_embeddings.get(obs["instruction"])
@@ -116,6 +120,13 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
                     carry["head_base_xy_error_m"] = round(float(np.linalg.norm(pred[3:5] - b[:2])), 4)
                 if wrist_base is not None:
                     carry["wrist_base_xy_error_m"] = round(float(np.linalg.norm(wrist_base[:2] - b[:2])), 4)
+            if release is None and grip_was > 0.5 and a[4] <= 0.5 and p[2] > pick0[2] + 0.02:
+                tcp, _ = u.tcp_pose()
+                release = {"step": steps, "block_xy_to_base_m": round(gap, 4),
+                           "tcp_xy_to_base_m": round(float(np.linalg.norm((tcp - b)[:2])), 4),
+                           "in_hand_offset_xy_m": round(float(np.linalg.norm((p - tcp)[:2])), 4),
+                           "height_above_base_m": round(float(p[2] - b[2]), 4)}
+            grip_was = float(a[4])
             obs, _, term, trunc, info = env.step(a)
             steps += 1
             done = bool(term or trunc)
@@ -123,7 +134,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
                 break
     return {"seed": seed, "instruction": obs["instruction"], "success": bool(info["success"]),
             "max_stage": int(info.get("max_stage", 0)), "steps": steps, "first_close": close,
-            "descent_start": descend, "closest_carry": carry,
+            "descent_start": descend, "closest_carry": carry, "first_release": release,
             "aux_xy_error_m": None if aux_err is None else round(aux_err, 4)}
 
 
@@ -203,6 +214,12 @@ def main() -> None:
         "failed_after_lift_wrist_base_xy_error_m_median": med([
             e["closest_carry"]["wrist_base_xy_error_m"] for e in eps
             if e["closest_carry"] and not e["success"] and "wrist_base_xy_error_m" in e["closest_carry"]]),
+        # the first release of a lifted block, in failed and in successful episodes
+        **{f"{kind}_release_{key}_median": med([e["first_release"][key] for e in eps
+                                                 if e["first_release"] and e["success"] == (kind == "success")])
+           for kind in ("failed", "success")
+           for key in ("block_xy_to_base_m", "tcp_xy_to_base_m", "in_hand_offset_xy_m")},
+        "failed_with_release": sum(1 for e in eps if e["first_release"] and not e["success"]),
         "head_xy_error_at_close_m_median": med([c["head_xy_error_m"] for c in closes if "head_xy_error_m" in c]),
         "head_tcp_offset_xy_at_close_m_median": med([c["head_tcp_offset_xy_m"] for c in closes
                                                       if "head_tcp_offset_xy_m" in c]),
