@@ -95,8 +95,14 @@ import json, sys, time
 from pathlib import Path
 out, t0 = Path(sys.argv[1]), float(sys.argv[2])
 steps = [json.loads(line) for line in (out / "timing.jsonl").read_text().splitlines() if line.strip()]
+try:
+    from edge.telemetry import machine_info
+    machine = machine_info()
+except ImportError:
+    machine = None
 total = {"total_wall_s": round(time.time() - t0, 1), "steps": steps,
-         "budget_s": 7200, "within_budget": time.time() - t0 <= 7200}
+         "budget_s": 7200, "within_budget": time.time() - t0 <= 7200,
+         "command": f"scripts/reproduce_vla.sh {out}", "machine": machine}
 (out / "timing.json").write_text(json.dumps(total, indent=2) + "\n")
 print(f"reproduced in {total['total_wall_s'] / 60:.1f} min (budget 120 min); "
       f"final model {out / 'runs' / 'vla_stack_dagger1'}; per step: {out / 'timing.json'}")
