@@ -129,9 +129,7 @@ def main() -> None:
     results = open_resumable(out, {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
                                    "episodes": a.episodes, "seed": a.seed,
                                    "noise_temperature": a.noise_temperature})
-    results.update({"checkpoint": a.checkpoint, "sim": a.sim,
-                    "distribution": a.distribution,
-                    "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "task": "stack", "n_blocks": 2,
+    results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
                     "command": " ".join(["python", *sys.argv]),
                     "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
                                 "cpu_count": os.cpu_count()}})

@@ -37,7 +37,6 @@ def _concat_releasing(sets: list[DemoSet], camera: str) -> np.ndarray:
         part = d.images.pop(camera)
         out[offset:offset + len(part)] = part
         offset += len(part)
-        del part
     return out
 
 
