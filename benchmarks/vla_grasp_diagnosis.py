@@ -66,6 +66,7 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
     u = env.unwrapped
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
+    policy.reset(obs)
     base, pick = u.spec_task.order[0], u.spec_task.order[1]
     pick0 = np.array(info["object_poses"][pick][:3])
     close, descend, aux_err, steps, done = None, None, None, 0, False

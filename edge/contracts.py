@@ -216,3 +216,11 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
     def sleep_until(self, t_s: float) -> None: ...
+
+
+def reset_policy_episode(policy: Any, obs: Any = None) -> None:
+    """A new episode starts: a policy with per-episode state (``reset(obs=None)``, e.g. the VLA's
+    scene memory) forgets it, and starts from ``obs`` if given; other policies are left alone."""
+    reset = getattr(policy, "reset", None)
+    if callable(reset):
+        reset(obs)

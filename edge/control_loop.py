@@ -210,6 +210,7 @@ class ControlLoop:
         self.t0_s = self.clock.now()
         self.queue = ActionQueue(self.queue_config, self.worker.policy.action_dim, self.period_s, self.t0_s)
         self.n = 0
+        self.worker.reset_scheduler()  # the first episode: a policy reused from another run forgets it
         self.safety.start(self.driver.read_state(), self.t0_s)
         self._started = True
         self._event(

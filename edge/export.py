@@ -6,6 +6,9 @@ Output directory::
                         lang (B, L) float32  ->  features (B, D) float32
     denoise_step.onnx   x (B, H, Da) float32 normalised, t (B,) float32, features (B, D)
                         ->  velocity (B, H, Da) float32
+    locator.onnx        scene-memory models only (spec.scene_memory): front (B, H_img, W_img, 3)
+                        uint8, lang (B, L) -> scene (B, 6) float32 metres, run once per episode; the
+                        encoder then also takes that ``scene``
     metadata.json       ModelSpec (layouts, rate, chunk length, normalisation, language encoder id and
                         cached instruction embeddings), io names/shapes, opset, versions, source
                         checkpoint hash and the measured torch-vs-onnxruntime parity
@@ -37,6 +40,7 @@ EXPORT_FORMAT = "edge-vla-onnx"
 EXPORT_VERSION = 1
 ENCODER_FILE = "encoder.onnx"
 STEP_FILE = "denoise_step.onnx"
+LOCATOR_FILE = "locator.onnx"
 METADATA_FILE = "metadata.json"
 DEFAULT_OPSET = 17
 PARITY_TOLERANCE = 1e-4
@@ -51,7 +55,7 @@ def read_metadata(export_dir: str | Path) -> dict[str, Any]:
     if meta.get("format") != EXPORT_FORMAT or meta.get("version") != EXPORT_VERSION:
         raise EdgeError(f"{path}: export format {meta.get('format')} v{meta.get('version')} is not "
                         f"{EXPORT_FORMAT} v{EXPORT_VERSION}; re-export with this build")
-    for key in ("encoder", "denoise_step"):
+    for key in meta["files"]:
         if not (Path(export_dir) / meta["files"][key]).is_file():
             raise FileNotFoundError(f"{export_dir}: {meta['files'][key]} is missing; re-export")
     return meta
@@ -81,6 +85,9 @@ def example_inputs(spec: Any, batch: int, seed: int = 0, real: dict[str, np.ndar
     else:
         lang = rng.standard_normal((batch, spec.lang_dim)).astype(np.float32)
         out["lang"] = lang / np.linalg.norm(lang, axis=1, keepdims=True)
+    if getattr(spec, "scene_memory", False):  # objects somewhere on the table, metres
+        out["scene"] = np.concatenate([rng.uniform(0.35, 0.65, (batch, 1)), rng.uniform(-0.2, 0.2, (batch, 1)),
+                                       np.full((batch, 1), 0.022)] * 2, axis=1).astype(np.float32)
     for key, value in (real or {}).items():
         out[key] = np.asarray(value)[:batch]
     return out
@@ -98,7 +105,8 @@ def _graphs(model):
 
         def forward(self, *args: torch.Tensor) -> torch.Tensor:
             images = dict(zip(cams, args[: len(cams)]))
-            return self.model.encode(images, args[len(cams)], args[len(cams) + 1])
+            scene = args[len(cams) + 2] if len(args) > len(cams) + 2 else None
+            return self.model.encode(images, args[len(cams)], args[len(cams) + 1], scene)
 
     class StepGraph(torch.nn.Module):
         def __init__(self) -> None:
@@ -108,7 +116,15 @@ def _graphs(model):
         def forward(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
             return self.model.denoise_step(x, t, features)
 
-    return EncoderGraph().eval(), StepGraph().eval()
+    class LocatorGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, front: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+            return self.model.locate_scene(front, lang)
+
+    return EncoderGraph().eval(), StepGraph().eval(), LocatorGraph().eval()
 
 
 def _export_graph(module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
@@ -143,12 +159,20 @@ def parity(model, export_dir: Path, inputs: dict[str, np.ndarray], seed: int = 0
     enc = ort.InferenceSession(str(export_dir / ENCODER_FILE), so, providers=["CPUExecutionProvider"])
     stp = ort.InferenceSession(str(export_dir / STEP_FILE), so, providers=["CPUExecutionProvider"])
     spec = model.spec
-    names = [*spec.cameras, "proprio", "lang"]
+    names = list(spec.encoder_inputs)
+    out = {}
+    if spec.scene_memory:
+        loc = ort.InferenceSession(str(export_dir / LOCATOR_FILE), so, providers=["CPUExecutionProvider"])
+        with torch.no_grad():
+            scene_t = model.locate_scene(torch.from_numpy(inputs["front"]), torch.from_numpy(inputs["lang"]))
+        scene_o = loc.run(["scene"], {"front": inputs["front"], "lang": inputs["lang"]})[0]
+        out["locator_max_abs"] = float(np.max(np.abs(scene_t.numpy() - scene_o)))
     with torch.no_grad():
         feats_t = model.encode({c: torch.from_numpy(inputs[c]) for c in spec.cameras},
-                               torch.from_numpy(inputs["proprio"]), torch.from_numpy(inputs["lang"]))
+                               torch.from_numpy(inputs["proprio"]), torch.from_numpy(inputs["lang"]),
+                               torch.from_numpy(inputs["scene"]) if spec.scene_memory else None)
     feats_o = enc.run(["features"], {n: inputs[n] for n in names})[0]
-    out = {"encoder_max_abs": float(np.max(np.abs(feats_t.numpy() - feats_o)))}
+    out["encoder_max_abs"] = float(np.max(np.abs(feats_t.numpy() - feats_o)))
     rng = np.random.default_rng(seed)
     batch = feats_o.shape[0]
     worst = 0.0
@@ -181,9 +205,9 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise PermissionError(f"cannot create export directory {out}: {err.strerror}") from None
-    enc_graph, step_graph = _graphs(model)
+    enc_graph, step_graph, loc_graph = _graphs(model)
     trace = example_inputs(spec, batch=2, seed=seed)
-    names = [*spec.cameras, "proprio", "lang"]
+    names = list(spec.encoder_inputs)
     t0 = time.perf_counter()
     with torch.no_grad():
         enc_args = tuple(torch.from_numpy(trace[n]) for n in names)
@@ -192,6 +216,9 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
         _export_graph(enc_graph, enc_args, out / ENCODER_FILE, names, ["features"], opset)
         _export_graph(step_graph, (x, torch.full((2,), 0.5), feats), out / STEP_FILE,
                       ["x", "t", "features"], ["velocity"], opset)
+        if spec.scene_memory:
+            _export_graph(loc_graph, (torch.from_numpy(trace["front"]), torch.from_numpy(trace["lang"])),
+                          out / LOCATOR_FILE, ["front", "lang"], ["scene"], opset)
     checks = {
         "random": parity(model, out, example_inputs(spec, batch=3, seed=seed + 1), seed),
         "real_format": parity(model, out, example_inputs(spec, batch=3, seed=seed + 2, real=real_inputs),
@@ -204,15 +231,19 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
     meta = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
-        "files": {"encoder": ENCODER_FILE, "denoise_step": STEP_FILE},
-        "inputs": {"encoder": names, "denoise_step": ["x", "t", "features"]},
-        "outputs": {"encoder": ["features"], "denoise_step": ["velocity"]},
+        "files": {"encoder": ENCODER_FILE, "denoise_step": STEP_FILE,
+                  **({"locator": LOCATOR_FILE} if spec.scene_memory else {})},
+        "inputs": {"encoder": names, "denoise_step": ["x", "t", "features"],
+                   **({"locator": ["front", "lang"]} if spec.scene_memory else {})},
+        "outputs": {"encoder": ["features"], "denoise_step": ["velocity"],
+                    **({"locator": ["scene"]} if spec.scene_memory else {})},
         "shapes": {
             **{cam: ["batch", *spec.image_hw, 3] for cam in spec.cameras},
             "proprio": ["batch", spec.proprio_dim], "lang": ["batch", spec.lang_dim],
             "features": ["batch", spec.feature_dim],
             "x": ["batch", spec.chunk_len, spec.action_dim], "t": ["batch"],
             "velocity": ["batch", spec.chunk_len, spec.action_dim],
+            **({"scene": ["batch", 6]} if spec.scene_memory else {}),
         },
         "dtypes": {**{cam: "uint8" for cam in spec.cameras}, "others": "float32"},
         "opset": opset,

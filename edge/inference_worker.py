@@ -51,6 +51,7 @@ from edge.contracts import (
     QueryContext,
     QueryPlan,
     Scheduler,
+    reset_policy_episode,
 )
 from edge.errors import EdgeError
 
@@ -256,8 +257,10 @@ class InferenceWorker:
                 self._result, self._error, self._inflight = None, None, False
 
     def reset_scheduler(self) -> None:
-        """New episode: reset the scheduler's history (the worker process's copy too)."""
+        """New episode: reset the scheduler's history and the policy's episode memory (scene memory),
+        the worker process's copies too."""
         self.scheduler.reset()
+        reset_policy_episode(self.policy)
         if self._proc is not None:
             self._conn.send(("reset", None))
 
@@ -452,6 +455,7 @@ def _process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Sche
             return
         if kind == "reset":
             worker.scheduler.reset()
+            reset_policy_episode(worker.policy)
             continue
         try:
             req: QueryRequest = frames.unpack(msg)

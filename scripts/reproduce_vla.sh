@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce the shipped reference VLA (edge/vla/checkpoints/stack) from nothing, timing each step:
-# the recordings (two chains in parallel, one per core), training stages 1-6 with both cores
-# (threads=0), DAgger round 1 from stage 4. The commands are the README's recipe; the run
+# the recordings (two chains in parallel, one per core), training stages 1-8 with both cores
+# (threads=0), DAgger round 1 from stage 4, the scene dataset, DAgger round 2 from stage 7 (two
+# recordings in parallel). The commands are the README's recipe; the run
 # directories and data go under OUT (default: repro/), the wall time of every step to
 # OUT/timing.jsonl and the total to OUT/timing.json.
 #
@@ -61,7 +62,8 @@ VIA_PID=$!
 ( step record_direct bash -c "$(declare -f rec); \
     rec --episodes $(n 320) --seed 20000 --out $D/stack_mj_direct --approach-offset 0 && \
     rec --episodes $(n 320) --seed 25000 --out $D/stack_mj_direct_dart --approach-offset 0 --action-noise 0.01 && \
-    rec --episodes $(n 240) --seed 29000 --out $D/stack_mj_direct_dart3 --approach-offset 0 --action-noise 0.03" ) &
+    rec --episodes $(n 240) --seed 29000 --out $D/stack_mj_direct_dart3 --approach-offset 0 --action-noise 0.03 && \
+    edge data scenes --task stack --sim mujoco --episodes $(n 20000) --seed 7000000 --out $D/stack_scenes" ) &
 DIRECT_PID=$!
 wait $VIA_PID
 wait $DIRECT_PID
@@ -89,6 +91,18 @@ step dagger1 edge data record --task stack --sim mujoco --wrist --episodes "$(n 
   --out "$D/stack_mj_dagger1" --approach-offset 0 --dagger "$R/vla_stack_direct" --expert-mix 0.2
 train stage6 "$R/vla_stack_dagger1" --data "${DIRECT[@]}" "$D/stack_mj_dagger1" --init "$R/vla_stack_base" \
   --steps "$(s 3000)" --eval-every 0 --eval-episodes 10 "${WT[@]}" --set warmup_steps=100 "${V[@]}"
+# stage 7: scene memory: the scene locator on the drawn scenes, then the policy with the memory
+train stage7 "$R/vla_stack_scene" --data "${DIRECT[@]}" "$D/stack_mj_dagger1" --init "$R/vla_stack_dagger1" \
+  --steps "$(s 3000)" --eval-every 0 --eval-episodes 10 --set model.scene_memory=true \
+  --set "scene_data=[$D/stack_scenes]" --set locator_steps="$(s 6000)" "${WT[@]}" --set warmup_steps=100 "${V[@]}"
+# DAgger round 2 from stage 7, two halves in parallel (one per core)
+dag2() { edge data record --task stack --sim mujoco --wrist --episodes "$(n 150)" --seed "$1" \
+  --out "$D/stack_mj_daggerS_$2" --approach-offset 0 --dagger "$R/vla_stack_scene" --expert-mix 0.2; }
+step dagger2 bash -c "$(declare -f n dag2); D=$D R=$R; dag2 3500000 a & A=\$!; dag2 3500150 b & B=\$!; wait \$A && wait \$B"
+# stage 8 = the shipped checkpoint
+train stage8 "$R/vla_stack_scene_dagger" --data "${DIRECT[@]}" "$D/stack_mj_dagger1" "$D/stack_mj_daggerS_a" \
+  "$D/stack_mj_daggerS_b" --init "$R/vla_stack_scene" --steps "$(s 3000)" --eval-every 0 --eval-episodes 0 \
+  --set model.scene_memory=true "${WT[@]}" --set warmup_steps=100 "${V[@]}"
 
 python3 - "$OUT" "$T0" <<'EOF'
 import json, sys, time
@@ -105,5 +119,5 @@ total = {"total_wall_s": round(time.time() - t0, 1), "steps": steps,
          "command": f"scripts/reproduce_vla.sh {out}", "machine": machine}
 (out / "timing.json").write_text(json.dumps(total, indent=2) + "\n")
 print(f"reproduced in {total['total_wall_s'] / 60:.1f} min (budget 120 min); "
-      f"final model {out / 'runs' / 'vla_stack_dagger1'}; per step: {out / 'timing.json'}")
+      f"final model {out / 'runs' / 'vla_stack_scene_dagger'}; per step: {out / 'timing.json'}")
 EOF

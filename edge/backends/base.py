@@ -76,7 +76,20 @@ class Backend(ABC):
     # --- public API ------------------------------------------------------------------------------
     @property
     def input_names(self) -> tuple[str, ...]:
-        return (*self.spec.cameras, "proprio", "lang")
+        return self.spec.encoder_inputs
+
+    def _locate(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Validated {"front", "lang"} -> scene (B, 6) float32 metres (scene-memory models only)."""
+        raise EdgeError(f"the {self.name} backend cannot run a scene locator")
+
+    def locate(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """{"front": (B, H, W, 3) uint8, "lang": (B, L)} -> where the task objects are, (B, 6)
+        metres: the scene-memory input of :meth:`encode`, computed once per episode."""
+        if not self.spec.scene_memory:
+            raise EdgeError("this model has no scene memory (spec.scene_memory is false): encode "
+                            "takes no 'scene' input and there is no locator to run")
+        checked = self._check_inputs(inputs, names=("front", "lang"))
+        return np.asarray(self._locate(checked), np.float32)
 
     def describe(self) -> dict[str, Any]:
         """Name, device and settings, for logs and benchmark records."""
@@ -129,11 +142,14 @@ class Backend(ABC):
         inputs = {cam: np.zeros((batch, h, w, 3), np.uint8) for cam in self.spec.cameras}
         inputs["proprio"] = np.asarray(self.spec.proprio_mean, np.float32)[None].repeat(batch, 0)
         inputs["lang"] = np.zeros((batch, self.spec.lang_dim), np.float32)
+        if self.spec.scene_memory:
+            inputs["scene"] = self.locate({"front": inputs["front"], "lang": inputs["lang"]})
         self.sample(self.encode(inputs), num_steps=num_steps)
 
     # --- validation (cheap; bad shapes should fail here, not deep inside a graph) ---------------
-    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = self.input_names
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray],
+                      names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+        names = self.input_names if names is None else names
         missing = [n for n in names if n not in inputs]
         extra = sorted(set(inputs) - set(names))
         if missing or extra:
@@ -145,6 +161,7 @@ class Backend(ABC):
         expect = {cam: ((h, w, 3), np.uint8) for cam in self.spec.cameras}
         expect["proprio"] = ((self.spec.proprio_dim,), np.float32)
         expect["lang"] = ((self.spec.lang_dim,), np.float32)
+        expect["scene"] = ((6,), np.float32)
         for name in names:
             a = np.asarray(inputs[name])
             shape, dtype = expect[name]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edge.backends.base import Backend, BackendUnavailable
-from edge.export import ENCODER_FILE, STEP_FILE, read_metadata
+from edge.export import ENCODER_FILE, LOCATOR_FILE, STEP_FILE, read_metadata
 from edge.vla.spec import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class OrtBackend(Backend):
         provider_opts = [self._provider_options(p, trt_cache_dir, trt_fp16) for p in chosen]
         self._enc = self._session(export_dir / ENCODER_FILE, options, chosen, provider_opts)
         self._stp = self._session(export_dir / STEP_FILE, options, chosen, provider_opts)
+        self._loc = (self._session(export_dir / LOCATOR_FILE, options, chosen, provider_opts)
+                     if spec.scene_memory else None)
         self.providers = self._stp.get_providers()
         for p in chosen:
             if p not in self.providers:
@@ -139,6 +141,9 @@ class OrtBackend(Backend):
 
     def _encode(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         return self._enc.run(self._enc_outputs, inputs)[0]
+
+    def _locate(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        return self._loc.run(["scene"], inputs)[0]
 
     def _step(self, x: np.ndarray, t: np.ndarray, features: np.ndarray) -> np.ndarray:
         feeds = {"x": np.ascontiguousarray(x, np.float32), "t": np.ascontiguousarray(t, np.float32),

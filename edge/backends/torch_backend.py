@@ -80,9 +80,15 @@ class TorchBackend(Backend):
     def _encode(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         with torch.no_grad():
             images = {cam: self._to_native(inputs[cam]) for cam in self.spec.cameras}
+            scene = self._to_native(inputs["scene"]) if "scene" in inputs else None
             feats = self.model.encode(images, self._to_native(inputs["proprio"]),
-                                      self._to_native(inputs["lang"]))
+                                      self._to_native(inputs["lang"]), scene)
         return self._to_numpy(feats)
+
+    def _locate(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.no_grad():
+            return self._to_numpy(self.model.locate_scene(self._to_native(inputs["front"]),
+                                                          self._to_native(inputs["lang"])))
 
     def _step(self, x: torch.Tensor, t: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

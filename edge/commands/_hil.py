@@ -209,6 +209,7 @@ class HilContext:
         obs = camera.observe(RobotState(time.monotonic(), q, qd, 0.0))
         noise = np.zeros((self._vla.chunk_len, self._vla.action_dim), np.float32)
         self._vla.sample(self._vla.encode(obs), noise, 10)
+        self._vla.reset()  # the warm-up frame is not the episode's scene
         self._warm = True
 
     def cameras(self, sc: HilScenario) -> tuple[tuple[str, ...], int]:

@@ -88,6 +88,12 @@ class FaultyPolicy:
         """End a stall now (the harness calls this before closing the worker)."""
         self._release.set()
 
+    def reset(self, obs: Any = None) -> None:
+        """New episode: the wrapped policy's episode memory too."""
+        reset = getattr(self.inner, "reset", None)
+        if callable(reset):
+            reset(obs)
+
     def encode(self, obs: Observation) -> tuple[Any, float]:
         if self.fault.kind == "stall" and obs.t_s >= self.fault.t_s and not self.stalled:
             self.stalled += 1

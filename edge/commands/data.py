@@ -47,6 +47,12 @@ def register(sub) -> None:
                    help="probability that the expert, not the policy, executes a chunk")
     d.add_argument("--backend", default="onnxruntime", help="inference backend for the policy")
     r.set_defaults(func=record)
+    sc = add_subparser(dsub, "scenes", "Record the first front frame of many drawn scenes with the "
+                       "objects' positions (training data of the scene locator, model.scene_memory).", """
+  edge data scenes --task stack --episodes 20000 --seed 7000000 --out data/stack_scenes""")
+    add_env_args(sc, episodes=20000)
+    sc.add_argument("--out", required=True, help="scene directory (created; overwritten)")
+    sc.set_defaults(func=scenes)
     i = add_subparser(dsub, "info", "Summarise a dataset directory.", "  edge data info data/stack_mj")
     i.add_argument("path")
     i.set_defaults(func=info)
@@ -138,6 +144,19 @@ def _dagger_policy(args: argparse.Namespace):
     return policy, {"checkpoint": str(args.dagger), "model_sha256": sha256_file(path),
                     "K": args.dagger_k, "C": args.dagger_c, "noise_temperature": args.noise_temperature,
                     "expert_mix": args.expert_mix}
+
+
+def scenes(args: argparse.Namespace) -> int:
+    from sim.scenes import record_scenes
+
+    env = make_env(args)
+    try:
+        rec = record_scenes(env, args.episodes, args.seed, args.out,
+                            meta={"task": args.task, "sim": args.sim, "distribution": args.distribution})
+    finally:
+        env.close()
+    print(f"wrote {rec['count']} scenes to {args.out} in {rec['wall_s']} s")
+    return 0
 
 
 def info(args: argparse.Namespace) -> int:

@@ -62,6 +62,7 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
             "eval": [{k: v for k, v in e.items() if k != "per_episode"} for e in trainer.evals],
             "final_success_rate": done[-1]["success_rate"] if done else None,
             "vision_pretrain": trainer.pretrain,
+            "scene_locator": getattr(trainer, "locator_record", None),
         },
         "model": {"file": model_path.name, "sha256": sha256_file(model_path),
                   "bytes": model_path.stat().st_size, "weights": "ema",

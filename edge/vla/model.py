@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from edge.config import ConfigError, cfg, check_fields
 from edge.vla.action_expert import ActionExpert
 from edge.vla.spec import ModelSpec
-from edge.vla.vision import ConvTrunk
+from edge.vla.vision import ConvTrunk, SceneLocator
 
 CAMERAS = ("front", "wrist")
 
@@ -61,6 +61,15 @@ class VLAConfig:
                             "quaternion and added to the object token. Near the grasp the hand hides "
                             "the block from the front camera, but the wrist camera still sees it "
                             "(needs object_token, cameras with 'wrist', and tcp_* in the proprio)")
+    scene_memory: bool = cfg(False, "the object token's base-block position comes from a scene "
+                             "locator run once per episode, on the first query's front frame (arm "
+                             "at home, nothing hidden), instead of from the current frame, where "
+                             "the carried block and the hand hide the base (measured: 1.6 cm off "
+                             "in failed carries). The base stays put until the block is on it. "
+                             "The encoder then takes a 'scene' input, which the runtime policy "
+                             "fills and keeps per episode (needs object_token)")
+    locator_channels: tuple[int, ...] = cfg((16, 32, 64), "channels of the scene locator's trunk "
+                                            "(as conv_channels)", range=(4, 1024))
     ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "
                                           "normalisation). Joint velocities invite a copycat shortcut: "
                                           "open-loop the policy continues the demo's motion from qd "
@@ -73,6 +82,8 @@ class VLAConfig:
         if self.object_token and self.aux_source != "front":
             raise ConfigError("object_token=true needs aux_source=front (the token must come from "
                               "pixels, not from features that already contain it)")
+        if self.scene_memory and not self.object_token:
+            raise ConfigError("scene_memory=true needs object_token=true (memory feeds the token)")
         if self.wrist_token and (not self.object_token or "wrist" not in self.cameras):
             raise ConfigError("wrist_token=true needs object_token=true and 'wrist' in cameras")
         if self.d_model % self.expert_heads:
@@ -87,6 +98,9 @@ class VLAModel(nn.Module):
         super().__init__()
         if spec.chunk_len != config.chunk_len or tuple(spec.cameras) != tuple(config.cameras):
             raise ValueError("spec and config disagree on chunk_len or cameras")
+        if spec.scene_memory != config.scene_memory:
+            raise ValueError(f"spec.scene_memory={spec.scene_memory} but model.scene_memory="
+                             f"{config.scene_memory}")
         self.config, self.spec = config, spec
         d = config.d_model
         self.register_buffer("proprio_mean", torch.tensor(spec.proprio_mean, dtype=torch.float32))
@@ -116,6 +130,9 @@ class VLAModel(nn.Module):
         self.aux_head = nn.Linear(d, config.aux_outputs) if config.aux_outputs else None
         # The same objects seen from the hand: offsets from the TCP in the TCP frame, in decimetres.
         self.wrist_head = nn.Linear(d, config.aux_outputs) if config.wrist_token else None
+        # Once per episode: where the objects are, from the first frame (see VLAConfig.scene_memory).
+        self.locator = (SceneLocator(spec.image_hw, config.locator_channels, spec.lang_dim)
+                        if config.scene_memory else None)
 
     def _init_object_token(self, config: VLAConfig, spec: ModelSpec, layout: tuple[str, ...]) -> int:
         """Buffers and projection of the object token; returns its width in the fused vector."""
@@ -146,10 +163,14 @@ class VLAModel(nn.Module):
             self.aux_std.copy_(torch.as_tensor(std, dtype=torch.float32))
 
     def _object_token(self, front: torch.Tensor, proprio: torch.Tensor,
-                      wrist: torch.Tensor | None = None) -> torch.Tensor:
+                      wrist: torch.Tensor | None = None, scene: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted object positions (gradient stopped: the aux loss alone trains them) and, when the
-        proprio has the TCP position, each object's offset from the TCP in decimetres."""
+        proprio has the TCP position, each object's offset from the TCP in decimetres. With scene
+        memory, the base block's entries are the episode's remembered position (``scene``, metres)."""
         pred = self.aux_head(front).detach()  # (B, n) normalised
+        if scene is not None:
+            base = (scene[:, 3:6].to(self.aux_mean.dtype) - self.aux_mean[3:6]) / self.aux_std[3:6]
+            pred = torch.cat([pred[:, :3], base.to(pred.dtype), pred[:, 6:]], dim=-1)
         parts = [pred]
         if self._tcp_index is not None:
             metres = pred.float() * self.aux_std + self.aux_mean
@@ -164,16 +185,27 @@ class VLAModel(nn.Module):
     @property
     def input_names(self) -> tuple[str, ...]:
         """Encoder inputs in export order."""
-        return (*self.config.cameras, "proprio", "lang")
+        return self.spec.encoder_inputs
 
     def encode(self, images: dict[str, torch.Tensor], proprio: torch.Tensor,
-               lang: torch.Tensor) -> torch.Tensor:
-        """images[cam] (B, H_img, W_img, 3) uint8, proprio (B, P) raw, lang (B, L) -> (B, D)."""
-        return self.encode_with_aux_input(images, proprio, lang)[0]
+               lang: torch.Tensor, scene: torch.Tensor | None = None) -> torch.Tensor:
+        """images[cam] (B, H_img, W_img, 3) uint8, proprio (B, P) raw, lang (B, L) -> (B, D).
+        ``scene`` (B, 6) metres: :meth:`locate_scene` on the episode's first frame (scene memory only)."""
+        return self.encode_with_aux_input(images, proprio, lang, scene)[0]
+
+    def locate_scene(self, front_u8: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+        """The scene locator: first front frame (B, H, W, 3) uint8, (B, L) -> (B, 6) metres."""
+        if self.locator is None:
+            raise ValueError("this model has no scene locator (model.scene_memory=false)")
+        return self.locator(front_u8, lang)
 
     def encode_with_aux_input(self, images: dict[str, torch.Tensor], proprio: torch.Tensor,
-                              lang: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                              lang: torch.Tensor, scene: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
         """As :meth:`encode`, plus what the aux head reads (see ``VLAConfig.aux_source``)."""
+        if (scene is None) != (self.locator is None):
+            raise ValueError("scene memory: pass scene (B, 6) exactly when model.scene_memory=true "
+                             f"(it is {self.locator is not None})")
         dtype = self.fuse[0].weight.dtype
         cond = self.lang_proj(lang.to(dtype))  # (B, d_lang)
         p = ((proprio.float() - self.proprio_mean) / self.proprio_std * self.proprio_keep).to(dtype)
@@ -182,7 +214,7 @@ class VLAModel(nn.Module):
         parts += [self.proprio_mlp(p), cond]
         if self.token_proj is not None:
             wrist = parts[self.config.cameras.index("wrist")] if self.wrist_head is not None else None
-            parts.append(self._object_token(front, proprio, wrist))
+            parts.append(self._object_token(front, proprio, wrist, scene))
         features = self.fuse(torch.cat(parts, dim=-1))
         return features, (front if self.config.aux_source == "front" else features)
 

@@ -9,8 +9,13 @@ the checkpoint's sentence encoder on first use.
 Example::
 
     policy = load_policy("checkpoints/vla_stack", BackendConfig(name="onnxruntime"), robot=robot)
+    policy.reset()                                              # new episode (scene memory)
     feats = policy.encode(obs)                                  # (D,), once per query
     actions = policy.sample(feats, noise=None, num_steps=4)     # (H, Da) float32, physical units
+
+A model with scene memory (``spec.scene_memory``) localises the task objects once per episode, on the
+first :meth:`VLAPolicy.encode` after :meth:`VLAPolicy.reset`, and feeds that to every later query of
+the episode: call ``reset()`` whenever a new episode (a new scene) starts.
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ class VLAPolicy:
         self.language = language or InstructionCache(spec.lang_encoder_id, spec.lang_dim,
                                                      spec.instruction_embeddings)
         self._mean, self._std = spec.action_stats()
+        self.scene: np.ndarray | None = None  # (6,) scene memory of the current episode
+
+    def reset(self, obs: Any = None) -> None:
+        """A new episode starts: forget the scene memory. With ``obs`` (the episode's first
+        observation) a scene-memory model localises now; otherwise at the next :meth:`encode`."""
+        self.scene = None
+        if obs is not None and self.spec.scene_memory:
+            inputs = self.inputs([obs])
+            self.scene = self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})[0]
 
     # --- observations ------------------------------------------------------------------------------
     def inputs(self, observations: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -65,12 +79,24 @@ class VLAPolicy:
         return out
 
     def encode(self, obs: Any) -> np.ndarray:
-        """One observation -> features (D,) float32 (vision + language prefix, once per query)."""
-        return self.backend.encode(self.inputs([obs]))[0]
+        """One observation -> features (D,) float32 (vision + language prefix, once per query).
+        With scene memory, the first call after :meth:`reset` also localises the scene."""
+        inputs = self.inputs([obs])
+        if self.spec.scene_memory:
+            if self.scene is None:
+                self.scene = self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})[0]
+            inputs["scene"] = self.scene[None]
+        return self.backend.encode(inputs)[0]
 
-    def encode_batch(self, observations: Sequence[Any]) -> np.ndarray:
-        """B observations -> features (B, D)."""
-        return self.backend.encode(self.inputs(observations))
+    def encode_batch(self, observations: Sequence[Any], scenes: np.ndarray | None = None) -> np.ndarray:
+        """B observations -> features (B, D). With scene memory, ``scenes`` (B, 6) are the rows'
+        episode memories; None treats every observation as its episode's first frame. Does not
+        touch this policy's own memory."""
+        inputs = self.inputs(observations)
+        if self.spec.scene_memory:
+            inputs["scene"] = (self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})
+                               if scenes is None else np.asarray(scenes, np.float32))
+        return self.backend.encode(inputs)
 
     # --- sampling ----------------------------------------------------------------------------------
     def draw_noise(self) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from edge.contracts import reset_policy_episode
+
 
 def sim_unavailable_reason() -> str:
     """"" if ``sim.make_env`` can be imported, else why not (evaluation is then skipped)."""
@@ -54,6 +56,7 @@ def evaluate(policy: Any, task: str, sim_name: str = "mujoco", episodes: int = 1
             ep_seed = seed + i
             rng = np.random.default_rng(ep_seed)
             obs, info = env.reset(seed=ep_seed)
+            reset_policy_episode(policy, obs)
             steps, done, success = 0, False, False
             while not done and steps < max_steps:
                 feats = policy.encode(obs)
@@ -103,6 +106,7 @@ def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execut
 
     u = env.unwrapped
     obs, info = env.reset(seed=seed)
+    reset_policy_episode(policy, obs)
     expert = make_expert(u.cfg.task, approach_offset_m, place_held_object)
     expert.reset(u, seed)
     rng = np.random.default_rng([seed, 8_191])

@@ -71,6 +71,9 @@ class ModelSpec:
     proprio_std: tuple[float, ...]
     # Cached instruction embeddings (text -> (lang_dim,)) so known instructions need no encoder.
     instruction_embeddings: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # The encoder takes a per-episode "scene" input (B, 6): the scene locator's output on the
+    # episode's first frame (VLAConfig.scene_memory); the runtime policy fills and keeps it.
+    scene_memory: bool = False
     version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
@@ -82,6 +85,11 @@ class ModelSpec:
                             f"proprio_dim is {self.proprio_dim}")
         if min(self.action_std) <= 0 or min(self.proprio_std) <= 0:
             raise EdgeError("model spec: normalisation std must be > 0")
+
+    @property
+    def encoder_inputs(self) -> tuple[str, ...]:
+        """The encoder's inputs in order (images, proprio, instruction, and scene memory if any)."""
+        return (*self.cameras, "proprio", "lang", *(("scene",) if self.scene_memory else ()))
 
     @property
     def period_s(self) -> float:

@@ -75,13 +75,44 @@ def write_synthetic_demos(root: str | Path, episodes: int = 4, steps: int = 24, 
     return Path(root)
 
 
+def write_synthetic_scenes(root: str | Path, count: int = 200, seed: int = 0) -> Path:
+    """Scene dataset (:mod:`sim.scenes` format) of first frames drawn like :func:`write_synthetic_demos`
+    draws them: two named squares on the table; objects = (moved square, base square) positions in the
+    demos' units. For the scene-locator tests."""
+    import json
+
+    from sim.scenes import DATA_FILE, META_FILE
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    h, w = IMAGE_HW
+    names = list(COLOURS)
+    rng = np.random.default_rng([seed, 77])
+    front = np.full((count, h, w, 3), 110, np.uint8)
+    objects = np.zeros((count, 6), np.float32)
+    instructions = []
+    for i in range(count):
+        a, b = (names[j] for j in rng.permutation(len(names))[:2])
+        pos = rng.uniform(12, 84, size=(2, 2))
+        for k, colour in enumerate((a, b)):
+            y, x = pos[k].astype(int)
+            front[i, y - 5 : y + 5, x - 5 : x + 5] = COLOURS[colour]
+            objects[i, 3 * k : 3 * k + 2] = pos[k, ::-1] / [w, h]
+        instructions.append(f"stack the {a} block on the {b} block")
+    np.savez(root / DATA_FILE, front=front, objects=objects, instruction=np.asarray(instructions))
+    (root / META_FILE).write_text(json.dumps({"format": "edge-scenes", "version": 1, "task": "stack",
+                                              "sim": "synthetic", "count": count, "seed": seed}))
+    return root
+
+
 def tiny_checkpoint(root: str | Path, steps: int = 20, episodes: int = 4, seed: int = 0,
-                    overrides: tuple[str, ...] = (), wrist: bool = False) -> Path:
+                    overrides: tuple[str, ...] = (), wrist: bool = False, scene_memory: bool = False) -> Path:
     """Synthetic demos + a ``tiny``-preset model trained for ``steps`` steps, in ``root/ckpt``.
 
     For tests of checkpoint, export and backend plumbing only: the weights are barely trained.
     Uses the hash language encoder so no sentence-transformers model is loaded; ``wrist`` adds the
-    wrist camera to the demos and the model.
+    wrist camera to the demos and the model; ``scene_memory`` an object token with scene memory and
+    a (barely trained) scene locator on synthetic scenes.
     """
     from edge.config import load_config
     from edge.vla.language import HASH_ID
@@ -91,6 +122,11 @@ def tiny_checkpoint(root: str | Path, steps: int = 20, episodes: int = 4, seed: 
     data = write_synthetic_demos(root / "demos", episodes=episodes, seed=seed, wrist=wrist)
     if wrist:
         overrides = ("model.cameras=[front,wrist]", *overrides)
+    if scene_memory:
+        scenes = write_synthetic_scenes(root / "scenes", count=64, seed=seed)
+        overrides = ("model.aux_source=front", "model.object_token=true", "model.scene_memory=true",
+                     f"scene_data=[{scenes}]", "locator_steps=5", "model.locator_channels=[8,16,32]",
+                     *overrides)
     preset = Path(__file__).resolve().parents[2] / "configs" / "train" / "vla_tiny.yaml"
     config = load_config(TrainVLAConfig, preset, [f"steps={steps}", f"language_encoder={HASH_ID}",
                                                   "eval_episodes=0", *overrides])

@@ -84,6 +84,13 @@ class TrainVLAConfig:
     vision_freeze: bool = cfg(False, "after vision pre-training, freeze the front trunk, the "
                               "instruction projection and the aux head: the flow loss then cannot "
                               "trade the localisation away (measured: it does, from 2 to 5-9 cm)")
+    scene_data: tuple[str, ...] = cfg((), "scene datasets (`edge data scenes`) the scene locator "
+                                      "learns from (model.scene_memory)")
+    locator_steps: int = cfg(0, "before the policy, train the scene locator on scene_data for this "
+                             "many steps, then freeze it; 0 = keep the --init checkpoint's "
+                             "locator", range=(0, 10_000_000))
+    locator_lr: float = cfg(1e-3, "peak learning rate of the locator training (cosine, 200-step "
+                            "warm-up)", range=(1e-7, 1.0))
     shift_px: int = cfg(4, "random-shift augmentation, pixels each way", range=(0, 32))
     shift_cameras: tuple[str, ...] = cfg(("front", "wrist"), "cameras that get the random shift. "
                                          "Leave 'front' out when it feeds the object token: a shift of "
@@ -111,6 +118,9 @@ class TrainVLAConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.locator_steps and not (self.model.scene_memory and self.scene_data):
+            raise ConfigError("locator_steps > 0 needs model.scene_memory=true and scene_data "
+                              "(directories written by `edge data scenes`)")
         if self.eval_execute > self.model.chunk_len:
             raise ConfigError(f"eval_execute={self.eval_execute} exceeds model.chunk_len="
                               f"{self.model.chunk_len}")
@@ -163,6 +173,23 @@ class VLATrainer:
             self.init_info = None
             self.spec = self._make_spec()
         model_config = config.model
+        if self.spec.scene_memory != model_config.scene_memory:
+            self.spec = dataclasses.replace(self.spec, scene_memory=model_config.scene_memory)
+        self.scenes, self.scenes_hash = None, None
+        if config.locator_steps:
+            from sim.scenes import load_scenes, scenes_hash
+
+            try:
+                self.scenes = load_scenes(list(config.scene_data), task=task, image_hw=self.spec.image_hw)
+            except ValueError as err:
+                raise EdgeError(f"scene_data: {err}") from None
+            self.scenes_hash = scenes_hash(list(config.scene_data))
+            new = sorted(set(self.scenes["instruction"].tolist()) - set(self.spec.instruction_embeddings))
+            if new:  # the locator reads instructions the demos may not have
+                emb = make_encoder(self.spec.lang_encoder_id).encode(new)
+                table = dict(self.spec.instruction_embeddings)
+                table.update({t: tuple(map(float, e)) for t, e in zip(new, emb)})
+                self.spec = dataclasses.replace(self.spec, instruction_embeddings=table)
         self.aux = None
         if config.aux_object_weight > 0 and self.data.aux_objects is not None:
             st = self.data.stats()
@@ -204,6 +231,15 @@ class VLATrainer:
         self._action_mean, self._action_std = mean, std
         self.step, self.wall_s, self.history, self.evals, self.resumed_at = 0, 0.0, [], [], []
         self.pretrain: dict[str, Any] | None = None  # vision pre-training record, once done
+        self.locator_record: dict[str, Any] | None = None  # scene locator training record, once done
+        self.scene_memory: np.ndarray | None = None  # (N, 6) per frame: its episode's scene memory
+        if model_config.scene_memory and not config.locator_steps:
+            if init_payload is None and state is None:
+                raise ConfigError("model.scene_memory=true needs a scene locator: set locator_steps "
+                                  "and scene_data, or --init a checkpoint that has one")
+            if init_payload is not None and not any(k.startswith("locator.") for k in init_payload["state_dict"]):
+                raise ConfigError(f"--init {init} has no scene locator; set locator_steps and scene_data")
+            self._freeze_locator()
         if state is not None:
             self._load_state(state)
 
@@ -251,7 +287,7 @@ class VLATrainer:
         stored = to_dict(from_dict(VLAConfig, payload["config"]))
         wanted = to_dict(self.config.model)
         # aux_*: training-only; wrist_token may be switched on for a fine-tune (a grown input)
-        training_only = ("aux_outputs", "aux_source", "wrist_token")
+        training_only = ("aux_outputs", "aux_source", "wrist_token", "scene_memory", "locator_channels")
         diff = sorted(k for k in wanted if k not in training_only and stored.get(k) != wanted[k])
         if diff:
             raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
@@ -312,6 +348,9 @@ class VLATrainer:
         self.pretrain = state.get("pretrain")
         if self.pretrain is not None or self.init_info is not None:
             self._freeze_vision()
+        self.locator_record = state.get("locator")
+        if self.locator_record is not None:
+            self._freeze_locator()
         self.resumed_at = list(state["resumed_at"]) + [self.step]
         log.info("resumed %s at step %d", self.out_dir, self.step)
 
@@ -340,7 +379,8 @@ class VLATrainer:
         for group in self.opt.param_groups:
             group["lr"] = lr_at(c, self.step)
         self.model.train()
-        features, aux_input = self.model.encode_with_aux_input(images, proprio, lang)
+        scene = None if self.scene_memory is None else torch.from_numpy(self.scene_memory[idx])
+        features, aux_input = self.model.encode_with_aux_input(images, proprio, lang, scene)
         loss = self.model.flow_loss(features, actions, mask, noise, t)
         if self.aux is not None and not self._vision_frozen:
             target = torch.from_numpy(self.aux[idx])
@@ -371,9 +411,14 @@ class VLATrainer:
         end = c.steps if stop_at is None else min(stop_at, c.steps)
         window: list[float] = []
         t_run = time.perf_counter()
+        if c.locator_steps and self.locator_record is None and self.step == 0:
+            self._train_locator()  # an interruption in here restarts it on --resume (minutes)
+            self._save(time.perf_counter() - t_run)
         if c.vision_pretrain_steps and self.pretrain is None and self.step == 0:
             self._pretrain_vision()  # an interruption in here restarts it on --resume (minutes)
             self._save(time.perf_counter() - t_run)
+        if self.model.locator is not None and self.scene_memory is None:
+            self.scene_memory = self._episode_scene_memory()
         bar = tqdm(total=c.steps, initial=self.step, disable=not self.progress, unit="step",
                    desc="train vla", mininterval=1.0, dynamic_ncols=True)
         with _StopAtStepBoundary() as stop:
@@ -480,6 +525,91 @@ class VLATrainer:
                  None if heldout is None else round(heldout, 4), HELDOUT_SCENES)
         self._freeze_vision()
 
+    def _train_locator(self) -> None:
+        """Train the scene locator alone on the scene datasets (their last 5 % held out), then
+        freeze it. Its error on the held-out scenes goes to the manifest."""
+        from tqdm import tqdm
+
+        c, loc = self.config, self.model.locator
+        sc = self.scenes
+        n = len(sc["objects"])
+        n_val = max(1, n // 20)
+        train_idx, val_idx = np.arange(n - n_val), np.arange(n - n_val, n)
+        objects = torch.from_numpy(sc["objects"])
+        mean, std = objects[train_idx].mean(0), objects[train_idx].std(0).clamp_min(1e-3)
+        loc.mean.copy_(mean)
+        loc.std.copy_(std)
+        names = sorted(set(sc["instruction"].tolist()))
+        table = torch.tensor(np.stack([self.spec.instruction_embeddings[t] for t in names]), dtype=torch.float32)
+        lang_idx = torch.from_numpy(np.searchsorted(np.asarray(names), sc["instruction"]))
+        images = torch.from_numpy(sc["front"])
+        opt = torch.optim.AdamW(loc.parameters(), lr=c.locator_lr, weight_decay=c.weight_decay)
+        order = BatchOrder(len(train_idx), c.batch_size, c.seed + 3)
+        target = (objects - mean) / std
+
+        def heldout() -> dict[str, float]:
+            loc.eval()
+            with torch.no_grad():
+                pred = torch.cat([loc(images[val_idx[i:i + 256]], table[lang_idx[val_idx[i:i + 256]]])
+                                  for i in range(0, n_val, 256)])
+            loc.train()
+            err = pred - objects[val_idx]
+            return {"heldout_moved_xy_error_m": float(err[:, 0:2].norm(dim=-1).median()),
+                    "heldout_base_xy_error_m": float(err[:, 3:5].norm(dim=-1).median()),
+                    "heldout_base_xy_error_p90_m": float(err[:, 3:5].norm(dim=-1).quantile(0.9))}
+
+        loc.train()
+        t0, curve, window = time.perf_counter(), [], []
+        for s in tqdm(range(c.locator_steps), disable=not self.progress, unit="step",
+                      desc="train scene locator", mininterval=1.0, dynamic_ncols=True):
+            idx = torch.from_numpy(train_idx[order.next()])
+            progress = s / max(c.locator_steps, 1)
+            for group in opt.param_groups:
+                group["lr"] = c.locator_lr * min(1.0, (s + 1) / 200) * (
+                    c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+            loss = ((loc.normalised(images[idx], table[lang_idx[idx]]) - target[idx]) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            window.append(float(loss.detach()))
+            if (s + 1) % (c.log_every_steps * 10) == 0 or s + 1 == c.locator_steps:
+                curve.append({"step": s + 1, "loss": float(np.mean(window)), **heldout()})
+                window = []
+        self.ema.locator.load_state_dict(loc.state_dict())
+        baseline = float((objects[val_idx, 3:5] - mean[3:5]).norm(dim=-1).median())
+        self.locator_record = {"steps": c.locator_steps, "scenes": n - n_val, "heldout_scenes": n_val,
+                               "mean_position_baseline_base_xy_error_m": baseline,
+                               "data": list(c.scene_data), "sha256": self.scenes_hash,
+                               "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
+                               **(curve[-1] if curve else {})}
+        log.info("scene locator: %d steps on %d scenes; on %d held-out scenes the base block is "
+                 "%.4f m off (median), the block to move %.4f m", c.locator_steps, n - n_val, n_val,
+                 self.locator_record.get("heldout_base_xy_error_m", float("nan")),
+                 self.locator_record.get("heldout_moved_xy_error_m", float("nan")))
+        self.scenes = None  # hundreds of MB, not needed any more
+        self._freeze_locator()
+
+    def _freeze_locator(self) -> None:
+        self.model.locator.requires_grad_(False)
+
+    def _episode_scene_memory(self) -> np.ndarray:
+        """(N, 6): for every training frame, the (frozen) locator's output on its episode's first
+        frame: what the runtime policy remembers during that episode."""
+        d, loc = self.data, self.model.locator
+        ends = np.unique(d.episode_end)
+        starts = np.concatenate([[0], ends[:-1]])
+        first = starts[np.searchsorted(ends, d.episode_end)]  # (N,) first frame of each frame's episode
+        lang = self.lang_table[torch.from_numpy(d.instruction_index[starts])]
+        loc.eval()
+        with torch.no_grad():
+            mem = torch.cat([loc(torch.from_numpy(d.images["front"][starts[i:i + 256]]), lang[i:i + 256])
+                             for i in range(0, len(starts), 256)]).numpy().astype(np.float32)
+        if d.aux_objects is not None:
+            err = np.linalg.norm(mem[:, 3:5] - d.aux_objects[starts, 3:5], axis=-1)
+            log.info("scene memory of %d training episodes: base block %.4f m off (median)",
+                     len(starts), float(np.median(err)))
+        return mem[np.searchsorted(starts, first)]
+
     def _freeze_vision(self) -> None:
         if not self.config.vision_freeze:
             return
@@ -552,7 +682,7 @@ class VLATrainer:
             "optimizer": self.opt.state_dict(), "order": self.order.state_dict(),
             "config": to_dict(self.config), "spec": self.spec.to_dict(), "data_hash": self.data_hash,
             "history": self.history, "evals": self.evals, "resumed_at": self.resumed_at,
-            "init": self.init_info, "pretrain": self.pretrain,
+            "init": self.init_info, "pretrain": self.pretrain, "locator": self.locator_record,
         }
         ckpt.atomic_torch_save(state, self.out_dir / ckpt.TRAIN_STATE_FILE)
         model_path = ckpt.save_model(self.out_dir / ckpt.MODEL_FILE, self.ema,

@@ -96,3 +96,29 @@ class ConvTrunk(nn.Module):
             x = stage(x, cond)
         feats = torch.cat([self.keypoints(x), x.mean(dim=(2, 3))], dim=-1)
         return self.out(feats)
+
+
+class SceneLocator(nn.Module):
+    """Where the task's objects are, from one front frame: uint8 (B, H, W, 3) + instruction embedding
+    (B, L) -> (B, 6) metres (the moved object's xyz, then its base's), world frame.
+
+    Its own instruction projection and trunk (not the policy's), trained on thousands of drawn scenes
+    (:mod:`sim.scenes`) and frozen: the VLA runs it once per episode, at the first query, and keeps
+    the base's position as memory (``VLAConfig.scene_memory``). ``mean``/``std`` de-normalise the head.
+    """
+
+    def __init__(self, image_hw: tuple[int, int], channels: tuple[int, ...], lang_dim: int,
+                 keypoints: int = 32, d_cond: int = 64, d_out: int = 128) -> None:
+        super().__init__()
+        self.lang_proj = nn.Sequential(nn.Linear(lang_dim, d_cond), nn.SiLU())
+        self.trunk = ConvTrunk(image_hw, channels, keypoints, d_cond, d_out)
+        self.head = nn.Linear(d_out, 6)
+        self.register_buffer("mean", torch.zeros(6))
+        self.register_buffer("std", torch.ones(6))
+
+    def normalised(self, image_u8: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+        """The head's raw output (B, 6): (metres - mean) / std, what its training loss sees."""
+        return self.head(self.trunk(image_u8, self.lang_proj(lang.to(self.head.weight.dtype))))
+
+    def forward(self, image_u8: torch.Tensor, lang: torch.Tensor) -> torch.Tensor:
+        return self.normalised(image_u8, lang).float() * self.std + self.mean

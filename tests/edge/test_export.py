@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from edge.cli import main
+from edge.errors import EdgeError
 from edge.export import ENCODER_FILE, STEP_FILE, export_onnx, read_metadata
 
 
@@ -119,3 +120,27 @@ def test_wrist_token_model_exports_with_parity(tmp_path):
                     rng.standard_normal((3, 384)).astype(np.float32),
                     wrist=rng.integers(0, 256, (3, 96, 96, 3), dtype=np.uint8))
     assert max(errs) <= 1e-4, errs
+
+
+def test_scene_memory_model_exports_a_locator_and_both_backends_agree(tmp_path):
+    from edge.backends import BackendConfig, make_backend
+    from edge.export import example_inputs, read_metadata
+    from edge.vla.synthetic import tiny_checkpoint
+
+    ckpt = tiny_checkpoint(tmp_path, steps=3, scene_memory=True)
+    meta = export_onnx(ckpt, tmp_path / "onnx")
+    assert meta["files"]["locator"] == "locator.onnx" and meta["inputs"]["encoder"][-1] == "scene"
+    assert max(meta["parity_max_abs"]["random"].values()) <= 1e-4
+    assert "locator_max_abs" in meta["parity_max_abs"]["random"]
+    assert read_metadata(tmp_path / "onnx")["spec"]["scene_memory"] is True
+    tb = make_backend(BackendConfig(name="torch"), ckpt)
+    ob = make_backend(BackendConfig(name="onnxruntime", threads=1), tmp_path / "onnx")
+    inputs = example_inputs(tb.spec, batch=3, seed=5)
+    loc = {"front": inputs["front"], "lang": inputs["lang"]}
+    np.testing.assert_allclose(tb.locate(loc), ob.locate(loc), atol=1e-4)
+    np.testing.assert_allclose(tb.encode(inputs), ob.encode(inputs), atol=1e-4)
+    # the scene input matters (it is the base's position in the object token), and is required
+    moved = dict(inputs, scene=inputs["scene"] + np.float32(0.05))
+    assert np.abs(tb.encode(moved) - tb.encode(inputs)).max() > 1e-4
+    with pytest.raises(EdgeError, match="missing \\['scene'\\]"):
+        ob.encode({k: v for k, v in inputs.items() if k != "scene"})

@@ -363,3 +363,18 @@ def test_wait_ready_wakes_on_the_answer_and_process_queries_go_out_on_flush():
         assert p.wait_ready(10.0) and p.poll(clock.now()).request.query_id == 3
     finally:
         p.close()
+
+
+def test_new_episode_resets_the_policy_episode_memory():
+    class Remembering(BlackBoxRampPolicy):
+        resets = 0
+
+        def reset(self, obs=None):
+            self.resets += 1
+
+    policy = Remembering(np.zeros(8), np.zeros(8))
+    w = InferenceWorker(policy, fixed(2, 2), VirtualClock(), WorkerConfig())
+    w.reset_scheduler()
+    assert policy.resets == 1
+    # a policy without per-episode state is left alone
+    InferenceWorker(ramp_for(SPEC), fixed(2, 2), VirtualClock(), WorkerConfig()).reset_scheduler()

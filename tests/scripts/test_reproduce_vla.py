@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ["record_viapoint", "record_direct", "stage1", "stage2", "stage3", "stage4", "stage5", "dagger1", "stage6"]
+STEPS = ["record_viapoint", "record_direct", "stage1", "stage2", "stage3", "stage4", "stage5", "dagger1", "stage6", "stage7",
+         "dagger2", "stage8"]
 
 
 @pytest.mark.slow
@@ -20,10 +21,11 @@ def test_smoke_recipe_chains_every_stage_and_resumes(tmp_path):
                    check=True, capture_output=True, timeout=900)
     timing = json.loads((out / "timing.json").read_text())
     assert sorted(s["step"] for s in timing["steps"]) == sorted(STEPS)
-    final = json.loads((out / "runs" / "vla_stack_dagger1" / "manifest.json").read_text())
-    base = json.loads((out / "runs" / "vla_stack_base" / "manifest.json").read_text())
-    assert final["complete"] and final["init"]["sha256"] == base["model"]["sha256"]
+    final = json.loads((out / "runs" / "vla_stack_scene_dagger" / "manifest.json").read_text())
+    scene = json.loads((out / "runs" / "vla_stack_scene" / "manifest.json").read_text())
+    assert final["complete"] and final["init"]["sha256"] == scene["model"]["sha256"]
+    assert scene["metrics"]["scene_locator"]["steps"] == 4 and final["spec"]["scene_memory"]
     # again: recordings are kept and finished stages skipped, so only the cheap steps are timed
     second = subprocess.run([str(ROOT / "scripts" / "reproduce_vla.sh"), "--smoke", str(out)], cwd=ROOT,
                             env=env, check=True, capture_output=True, text=True, timeout=900)
-    assert second.stderr.count("is complete, skipped") == 6
+    assert second.stderr.count("is complete, skipped") == 8

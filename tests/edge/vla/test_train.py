@@ -4,6 +4,7 @@ import json
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 
@@ -220,3 +221,41 @@ def test_wrist_token_pretrains_the_wrist_localiser_and_grows_from_an_object_toke
     grown.config = tiny_config(*settings).__class__(**{**grown.config.__dict__, "steps": 4})
     grown.run()
     assert all(torch.equal(v, grown.model.wrist_head.state_dict()[k]) for k, v in before.items())
+
+
+def test_scene_memory_trains_a_locator_and_feeds_each_episode_its_first_frame(demos, tmp_path):
+    from edge.config import ConfigError
+    from edge.vla.synthetic import write_synthetic_scenes
+
+    scenes = write_synthetic_scenes(tmp_path / "scenes", count=400)
+    common = ("model.aux_source=front", "model.object_token=true", "model.scene_memory=true")
+    with pytest.raises(ConfigError, match="scene locator"):
+        VLATrainer(tiny_config("steps=2", *common), "stack", demos, tmp_path / "x", progress=False)
+    settings = ("steps=3", *common, f"scene_data=[{scenes}]", "locator_steps=500", "locator_lr=2e-3",
+                "log_every_steps=5", "batch_size=32", "model.locator_channels=[8,16,32]")
+    trainer = VLATrainer(tiny_config(*settings), "stack", demos, tmp_path / "a", progress=False)
+    assert trainer.spec.scene_memory and trainer.model.input_names[-1] == "scene"
+    trainer.run()
+    rec = trainer.locator_record
+    curve = rec["curve"]
+    # it learns where the squares are on scenes it never saw (20 of 400 held out)
+    assert rec["heldout_scenes"] == 20
+    assert curve[-1]["heldout_base_xy_error_m"] < 0.25 * rec["mean_position_baseline_base_xy_error_m"]
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["metrics"]["scene_locator"]["sha256"] == rec["sha256"]
+    # every frame of an episode gets that episode's first-frame localisation
+    d, mem = trainer.data, trainer.scene_memory
+    first = np.flatnonzero(np.r_[True, d.episode_end[1:] != d.episode_end[:-1]])
+    with torch.no_grad():
+        expect = trainer.model.locate_scene(torch.from_numpy(d.images["front"][first]),
+                                            trainer.lang_table[torch.from_numpy(d.instruction_index[first])])
+    for k, start in enumerate(first):
+        end = d.episode_end[start]
+        assert np.allclose(mem[start:end], expect[k].numpy(), atol=1e-5)
+    # frozen after its training, and a fine-tune keeps the init's locator without scene data
+    loc = {k: v.clone() for k, v in trainer.model.locator.state_dict().items()}
+    tuned = VLATrainer(tiny_config("steps=2", *common, "model.locator_channels=[8,16,32]"), "stack", demos, tmp_path / "t", progress=False,
+                       init=tmp_path / "a")
+    tuned.run()
+    assert tuned.locator_record is None
+    assert all(torch.equal(v, tuned.model.locator.state_dict()[k]) for k, v in loc.items())
