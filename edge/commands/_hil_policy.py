@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from edge.contracts import Observation
+from edge.contracts import Observation, reset_policy_episode
 
 
 class ReplayPolicy:
@@ -90,9 +90,7 @@ class FaultyPolicy:
 
     def reset(self, obs: Any = None) -> None:
         """New episode: the wrapped policy's episode memory too."""
-        reset = getattr(self.inner, "reset", None)
-        if callable(reset):
-            reset(obs)
+        reset_policy_episode(self.inner, obs)
 
     def encode(self, obs: Observation) -> tuple[Any, float]:
         if self.fault.kind == "stall" and obs.t_s >= self.fault.t_s and not self.stalled:

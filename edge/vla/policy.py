@@ -53,8 +53,11 @@ class VLAPolicy:
         observation) a scene-memory model localises now; otherwise at the next :meth:`encode`."""
         self.scene = None
         if obs is not None and self.spec.scene_memory:
-            inputs = self.inputs([obs])
-            self.scene = self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})[0]
+            self.scene = self._locate(self.inputs([obs]))[0]
+
+    def _locate(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Encoder inputs of B observations -> the scene locator's output (B, 6) on their front frames."""
+        return self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})
 
     # --- observations ------------------------------------------------------------------------------
     def inputs(self, observations: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -84,7 +87,7 @@ class VLAPolicy:
         inputs = self.inputs([obs])
         if self.spec.scene_memory:
             if self.scene is None:
-                self.scene = self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})[0]
+                self.scene = self._locate(inputs)[0]
             inputs["scene"] = self.scene[None]
         return self.backend.encode(inputs)[0]
 
@@ -94,8 +97,7 @@ class VLAPolicy:
         touch this policy's own memory."""
         inputs = self.inputs(observations)
         if self.spec.scene_memory:
-            inputs["scene"] = (self.backend.locate({"front": inputs["front"], "lang": inputs["lang"]})
-                               if scenes is None else np.asarray(scenes, np.float32))
+            inputs["scene"] = self._locate(inputs) if scenes is None else np.asarray(scenes, np.float32)
         return self.backend.encode(inputs)
 
     # --- sampling ----------------------------------------------------------------------------------

@@ -127,10 +127,15 @@ class TrainVLAConfig:
 
 
 def lr_at(config: TrainVLAConfig, step: int) -> float:
-    warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
-    progress = min(step / max(config.steps, 1), 1.0)
-    cosine = config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-    return config.lr * warm * cosine
+    return warmup_cosine(config.lr, step, config.steps, config.warmup_steps, config.min_lr_ratio)
+
+
+def warmup_cosine(peak: float, step: int, steps: int, warmup: int, min_ratio: float) -> float:
+    """Learning rate at ``step`` (0-based) of ``steps``: linear warm-up over ``warmup`` steps (0 =
+    none), then cosine decay from ``peak`` to ``min_ratio * peak``."""
+    warm = min(1.0, (step + 1) / warmup) if warmup else 1.0
+    progress = min(step / max(steps, 1), 1.0)
+    return peak * warm * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 class VLATrainer:
@@ -184,12 +189,8 @@ class VLATrainer:
             except ValueError as err:
                 raise EdgeError(f"scene_data: {err}") from None
             self.scenes_hash = scenes_hash(list(config.scene_data))
-            new = sorted(set(self.scenes["instruction"].tolist()) - set(self.spec.instruction_embeddings))
-            if new:  # the locator reads instructions the demos may not have
-                emb = make_encoder(self.spec.lang_encoder_id).encode(new)
-                table = dict(self.spec.instruction_embeddings)
-                table.update({t: tuple(map(float, e)) for t, e in zip(new, emb)})
-                self.spec = dataclasses.replace(self.spec, instruction_embeddings=table)
+            # the locator reads instructions the demos may not have
+            self.spec = self._extend_spec(self.spec, sorted(set(self.scenes["instruction"].tolist())))
         self.aux = None
         if config.aux_object_weight > 0 and self.data.aux_objects is not None:
             st = self.data.stats()
@@ -309,9 +310,10 @@ class VLATrainer:
         return payload, {"path": str(init), "sha256": sha256_file(path),
                          "step": payload.get("extra", {}).get("step"), "command": command, "init": parent}
 
-    def _extend_spec(self, spec: ModelSpec) -> ModelSpec:
-        """Add cached embeddings for instructions the init checkpoint has not seen."""
-        new = [t for t in self.data.instructions if t not in spec.instruction_embeddings]
+    def _extend_spec(self, spec: ModelSpec, texts: list[str] | None = None) -> ModelSpec:
+        """Add cached embeddings for instructions (default: the data's) the spec has not seen."""
+        new = [t for t in (self.data.instructions if texts is None else texts)
+               if t not in spec.instruction_embeddings]
         if not new:
             return spec
         emb = make_encoder(spec.lang_encoder_id).encode(new)
@@ -488,10 +490,8 @@ class VLATrainer:
                 loss = loss + torch.nn.functional.mse_loss(wpred, wtarget)
                 # moved object's offset error in metres (targets are decimetres)
                 wrist_err = float(((wpred.detach()[:, :3] - wtarget[:, :3]) / 10.0).norm(dim=-1).median())
-            progress = s / max(c.vision_pretrain_steps, 1)
             for group in opt.param_groups:
-                group["lr"] = c.vision_pretrain_lr * min(1.0, (s + 1) / 100) * (
-                    c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+                group["lr"] = warmup_cosine(c.vision_pretrain_lr, s, c.vision_pretrain_steps, 100, c.min_lr_ratio)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -563,10 +563,8 @@ class VLATrainer:
         for s in tqdm(range(c.locator_steps), disable=not self.progress, unit="step",
                       desc="train scene locator", mininterval=1.0, dynamic_ncols=True):
             idx = torch.from_numpy(train_idx[order.next()])
-            progress = s / max(c.locator_steps, 1)
             for group in opt.param_groups:
-                group["lr"] = c.locator_lr * min(1.0, (s + 1) / 200) * (
-                    c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+                group["lr"] = warmup_cosine(c.locator_lr, s, c.locator_steps, 200, c.min_lr_ratio)
             loss = ((loc.normalised(images[idx], table[lang_idx[idx]]) - target[idx]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
