@@ -17,7 +17,7 @@ setup(
         "torch>=2.3",
         "onnx>=1.16",
         "onnxruntime>=1.18",
-        "mujoco>=3.2",
+        "mujoco>=3.2,<4",  # results are measured on 3.x (4.0 untested); the exact stack: constraints.txt
         "pybullet>=3.2.6",
         "gymnasium>=1.0",
         "opencv-python-headless>=4.8",

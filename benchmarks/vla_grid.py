@@ -4,7 +4,12 @@ compute scheduler is judged against.
 Every cell runs the same episodes (seeds seed..seed+N-1, same noise seeds) through the runtime
 loop on the virtual clock with zero inference latency (so execution is exactly "query, execute C
 actions, query again"). Per cell: success with a 95% Wilson interval, NFE per executed action, and
-where failed episodes stopped (``sim.tasks.PROGRESS_STAGES``). Resumable: finished cells are kept.
+where failed episodes stopped (``sim.tasks.PROGRESS_STAGES``), and each episode's outcome in seed
+order (``success_by_seed``, for paired comparisons of two models). A cell runs as shards of
+``--shard`` episodes (one runtime session each, its noise seeded by its first env seed) spread over
+the workers, so one cell uses every core and the result does not depend on ``--workers``.
+Resumable: finished cells and shards are kept; the machine's package versions are stored with
+the results (a success rate is comparable only on the same physics and inference stack).
 
     python benchmarks/vla_grid.py --episodes 100 --workers 2
     python benchmarks/vla_grid.py --ks 10 --cs 8 --distribution ood --out benchmarks/results/vla_ood.json
@@ -16,7 +21,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -24,30 +28,47 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from edge.telemetry import machine_info  # noqa: E402
 
-def run_cell(job: dict) -> dict:
+
+def run_shard(job: dict) -> dict:
+    """One shard of a cell: episodes seed0 .. seed0+n-1 in one runtime session (its own noise seed
+    ``seed0``). Returns per-episode outcomes; :func:`cell_from_shards` pools them."""
     from edge.commands._session import SessionConfig, run_session
-    from edge.commands.expert import wilson
-    from sim.tasks import PROGRESS_STAGES
 
     cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
-                        execution="sync", latency="constant", latency_ms=0.0, episodes=job["episodes"],
-                        seed=job["seed"], record_ticks=True, video_episodes=0,
+                        execution="sync", latency="constant", latency_ms=0.0, episodes=job["n"],
+                        seed=job["seed0"], record_ticks=True, video_episodes=0,
                         noise_temperature=job["noise_temperature"])
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         res = run_session(cfg, tmp, progress=False)
-    eps = res.episodes
-    k = sum(e["success"] for e in eps)
-    lo, hi = wilson(k, len(eps))
+    keep = ("seed", "success", "max_stage", "steps", "nfe", "executed")
+    eps = [{k: e.get(k) for k in keep} | {"sim_diverged": bool(e.get("sim_diverged", False))} for e in res.episodes]
+    return {"K": job["k"], "C": job["c"], "seed0": job["seed0"], "episodes": eps,
+            "wall_s": time.perf_counter() - t0}
+
+
+def cell_from_shards(k: int, c: int, shards: list[dict]) -> dict:
+    """Pool a cell's shards: success with a 95 % Wilson interval, NFE per executed action, the
+    furthest task stage reached by failed episodes, per-episode outcomes in seed order."""
+    from edge.commands.expert import wilson
+    from sim.tasks import PROGRESS_STAGES
+
+    eps = sorted((e for sh in shards for e in sh["episodes"]), key=lambda e: e["seed"])
+    n = len(eps)
+    wins = sum(bool(e["success"]) for e in eps)
+    lo, hi = wilson(wins, n)
     fails = [e for e in eps if not e["success"]]
+    executed = sum(e["executed"] or 0 for e in eps)
     return {
-        "K": job["k"], "C": job["c"], "episodes": len(eps), "successes": k, "success_rate": k / len(eps),
-        "ci95": [lo, hi], "nfe_per_action": res.summary.get("nfe_per_action"),
+        "K": k, "C": c, "episodes": n, "successes": wins, "success_rate": wins / n, "ci95": [lo, hi],
+        "nfe_per_action": sum(e["nfe"] or 0 for e in eps) / executed if executed else None,
         "failure_stage": {s: sum(e["max_stage"] == i for e in fails) for i, s in enumerate(PROGRESS_STAGES[:4])},
-        "sim_diverged": sum(e.get("sim_diverged", False) for e in eps),
-        "mean_steps": sum(e["steps"] for e in eps) / len(eps), "wall_s": time.perf_counter() - t0,
+        "sim_diverged": sum(e["sim_diverged"] for e in eps),
+        "mean_steps": sum(e["steps"] for e in eps) / n, "wall_s": sum(sh["wall_s"] for sh in shards),
+        "success_by_seed": "".join("1" if e["success"] else "0" for e in eps),
     }
 
 
@@ -120,7 +141,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=100000)
     ap.add_argument("--ks", default="1,2,3,5,10")
     ap.add_argument("--cs", default="1,2,4,8,16")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="processes; shards of all cells are spread over them")
+    ap.add_argument("--shard", type=int, default=25,
+                    help="episodes per runtime session (each its own noise seed); results depend on it, "
+                         "not on --workers")
     ap.add_argument("--noise-temperature", type=float, default=1.0,
                     help="scale of each query's initial noise (1 = as trained)")
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
@@ -128,26 +152,35 @@ def main() -> None:
     out = Path(a.out)
     results = open_resumable(out, {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
                                    "episodes": a.episodes, "seed": a.seed,
-                                   "noise_temperature": a.noise_temperature})
+                                   "noise_temperature": a.noise_temperature, "shard": a.shard})
     results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
-                    "command": " ".join(["python", *sys.argv]),
-                    "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
-                                "cpu_count": os.cpu_count()}})
+                    "command": " ".join(["python", *sys.argv]), "machine": machine_info()})
     results.setdefault("cells", {})
-    jobs = [{"k": int(k), "c": int(c), "checkpoint": a.checkpoint, "backend": a.backend, "sim": a.sim,
-             "distribution": a.distribution, "episodes": a.episodes, "seed": a.seed,
+    shards = results.setdefault("shards", {})  # finished shards of unfinished cells (resume)
+    cells = [(int(k), int(c)) for k in a.ks.split(",") for c in a.cs.split(",")
+             if f"K{k}_C{c}" not in results["cells"]]
+    starts = range(a.seed, a.seed + a.episodes, a.shard)
+    jobs = [{"k": k, "c": c, "seed0": s0, "n": min(a.shard, a.seed + a.episodes - s0), "checkpoint": a.checkpoint,
+             "backend": a.backend, "sim": a.sim, "distribution": a.distribution,
              "noise_temperature": a.noise_temperature}
-            for k in a.ks.split(",") for c in a.cs.split(",") if f"K{k}_C{c}" not in results["cells"]]
-    jobs.sort(key=lambda j: j["k"] / j["c"])  # cheap cells first
-    print(f"{len(jobs)} cells to run, {len(results['cells'])} already done", flush=True)
+            for k, c in cells for s0 in starts if f"K{k}_C{c}_{s0}" not in shards]
+    jobs.sort(key=lambda j: (j["k"] / j["c"], j["k"], j["c"], j["seed0"]))  # cheap cells first
+    print(f"{len(cells)} cells to run ({len(jobs)} shards of <= {a.shard} episodes), "
+          f"{len(results['cells'])} already done", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with mp.get_context("spawn").Pool(a.workers) as pool:
-        for cell in pool.imap_unordered(run_cell, jobs):
-            results["cells"][f"K{cell['K']}_C{cell['C']}"] = cell
-            out.parent.mkdir(parents=True, exist_ok=True)
+        for sh in pool.imap_unordered(run_shard, jobs):
+            k, c = sh["K"], sh["C"]
+            shards[f"K{k}_C{c}_{sh['seed0']}"] = sh
+            mine = [shards[f"K{k}_C{c}_{s0}"] for s0 in starts if f"K{k}_C{c}_{s0}" in shards]
+            if len(mine) == len(starts):
+                cell = results["cells"][f"K{k}_C{c}"] = cell_from_shards(k, c, mine)
+                for s0 in starts:
+                    del shards[f"K{k}_C{c}_{s0}"]
+                print(f"K={k:>2} C={c:>2}: {cell['successes']}/{cell['episodes']} "
+                      f"NFE/action {cell['nfe_per_action']:.2f}  fail stages {cell['failure_stage']}  "
+                      f"{cell['wall_s']:.0f} s of worker time", flush=True)
             out.write_text(json.dumps(results, indent=2))
-            print(f"K={cell['K']:>2} C={cell['C']:>2}: {cell['successes']}/{cell['episodes']} "
-                  f"NFE/action {cell['nfe_per_action']:.2f}  fail stages {cell['failure_stage']}  "
-                  f"{cell['wall_s']:.0f}s", flush=True)
     if len(results["cells"]) > 1:
         plot(results, out.with_suffix(".png"))
 

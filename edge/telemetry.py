@@ -50,8 +50,26 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(v).__name__}")
 
 
+#: distributions whose versions change what a run measures (physics, rendering, inference numerics)
+RESULT_PACKAGES = ("mujoco", "pybullet", "onnxruntime", "onnx", "torch", "numpy")
+
+
+def package_versions(names: tuple[str, ...] = RESULT_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when absent). A closed-loop success rate is
+    only comparable between runs with the same physics and inference stack."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def machine_info() -> dict[str, Any]:
-    """Platform facts stored with every run and benchmark."""
+    """Platform facts and the result-relevant package versions, stored with every run and benchmark."""
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -59,6 +77,7 @@ def machine_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "processor": platform.processor() or None,
         "command": " ".join(sys.argv),
+        "packages": package_versions(),
     }
 
 

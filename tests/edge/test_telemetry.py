@@ -151,3 +151,14 @@ def test_a_query_merged_in_a_failing_tick_is_still_recorded(tmp_path):
     assert loop._n_results > n_before
     assert len(run.queries) == loop._n_results  # nothing merged was lost
     assert any(e["kind"] == "loop_error" for e in run.events)
+
+
+def test_machine_info_records_the_result_relevant_package_versions():
+    import numpy
+
+    from edge.telemetry import machine_info, package_versions
+
+    info = machine_info()
+    assert info["packages"]["numpy"] == numpy.__version__
+    assert set(info["packages"]) >= {"mujoco", "onnxruntime", "torch", "numpy"}
+    assert package_versions(("no-such-distribution-xyz",)) == {"no-such-distribution-xyz": None}

@@ -1,0 +1,28 @@
+"""benchmarks/vla_grid.py: pooling a cell's shards (the part that turns episodes into the grid's numbers)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SPEC = importlib.util.spec_from_file_location(
+    "vla_grid", Path(__file__).resolve().parents[2] / "benchmarks" / "vla_grid.py")
+vla_grid = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(vla_grid)
+
+
+def _ep(seed, success, stage, nfe=20, executed=16, steps=40):
+    return {"seed": seed, "success": success, "max_stage": stage, "steps": steps, "nfe": nfe,
+            "executed": executed, "sim_diverged": False}
+
+
+def test_cell_from_shards_pools_episodes_in_seed_order():
+    late = {"episodes": [_ep(12, True, 4), _ep(13, False, 2)], "wall_s": 2.0}
+    early = {"episodes": [_ep(10, False, 0, nfe=10, executed=4), _ep(11, True, 4)], "wall_s": 1.0}
+    cell = vla_grid.cell_from_shards(10, 8, [late, early])
+    assert (cell["episodes"], cell["successes"]) == (4, 2)
+    assert cell["success_by_seed"] == "0110"
+    assert cell["nfe_per_action"] == pytest.approx(70 / 52)
+    assert cell["failure_stage"] == {"reach": 1, "grasp": 0, "transport": 1, "place": 0}
+    lo, hi = cell["ci95"]
+    assert lo < 0.5 < hi and cell["wall_s"] == 3.0
