@@ -14,7 +14,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -63,14 +62,13 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/latency_robustness.json")
     a = ap.parse_args()
     from vla_grid import open_resumable  # same directory
+    from edge.telemetry import machine_info
 
     out = Path(a.out)
     results = open_resumable(out, {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed,
                                    "K": a.k, "C": a.c, "noise_temperature": a.noise_temperature})
     results.setdefault("cells", {})
-    results.update({"command": " ".join(["python", *sys.argv]),
-                    "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
-                                "cpu_count": os.cpu_count()}})
+    results.update({"command": " ".join(["python", *sys.argv]), "machine": machine_info()})
     modes = [("async", s) for s in a.seams.split(",")] + ([("sync", "replace")] if a.with_sync else [])
     jobs = [{"checkpoint": a.checkpoint, "backend": a.backend, "k": a.k, "c": a.c, "episodes": a.episodes,
              "seed": a.seed, "execution": ex, "seam": seam, "latency_ms": int(lat),
