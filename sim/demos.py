@@ -64,9 +64,10 @@ def prepare_dir(root: str | Path, meta: dict[str, Any]) -> Path:
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
         defaults = {"action_noise_m": 0.0, "expert_approach_offset_m": 0.04,  # older recordings
-                    "expert_place_held_object": False}
+                    "expert_place_held_object": False, "expert_regrasp_off_centre_m": 0.0}
         for key in ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config",
-                    "action_noise_m", "expert_approach_offset_m", "expert_place_held_object", "dagger"):
+                    "action_noise_m", "expert_approach_offset_m", "expert_place_held_object",
+                    "expert_regrasp_off_centre_m", "dagger"):
             if old.get(key, defaults.get(key)) != meta.get(key, defaults.get(key)):
                 raise ValueError(
                     f"{meta_path}: existing dataset has {key}={old.get(key)!r}, this recording has "

@@ -56,14 +56,22 @@ class ScriptedExpert:
     each step.
     """
 
-    def __init__(self, approach_offset_m: float = APPROACH_OFFSET_M, place_held_object: bool = False) -> None:
+    def __init__(self, approach_offset_m: float = APPROACH_OFFSET_M, place_held_object: bool = False,
+                 regrasp_off_centre_m: float = 0.0) -> None:
         if not 0.0 <= approach_offset_m <= 0.1:
             raise ValueError(f"approach_offset_m={approach_offset_m} must lie in [0, 0.1] m")
+        if not 0.0 <= regrasp_off_centre_m <= 0.03:
+            raise ValueError(f"regrasp_off_centre_m={regrasp_off_centre_m} must lie in [0, 0.03] m "
+                             "(0 = off; e.g. 0.01)")
         self.env: TabletopEnv | None = None
         self.approach_offset_m = approach_offset_m
         # carry and place the held object's centre over the target (compensating an off-centre
         # grasp) rather than the TCP; off = the original expert (its own grasps are centred)
         self.place_held_object = place_held_object
+        # DAgger labels: a grasp the policy closes with the block further than this off the TCP
+        # along the fingers (where closing cannot centre it) is opened and re-approached over the
+        # block's centre instead of finished; 0 = off (the original expert finishes any grasp)
+        self.regrasp_off_centre_m = regrasp_off_centre_m
         self.relabel = False  # set by act_from_state: the plan follows the state, no segment timeout
 
     # ------------------------------------------------------------------ episode setup
@@ -287,7 +295,15 @@ class ScriptedExpert:
         lifted = pos[2] > h + 0.01  # off the table, where every block to move starts
         ahead = seg.phase not in ("release", "retreat")
         phases = [sg.phase for sg in self.plan]
-        if closed_on and lifted and ahead and (seg.grip < 0.5 or seg.phase == "grasp"):
+        if near and not lifted and ahead and self._off_centre(pos):
+            if seg.grip > 0.5 or seg.phase not in ("transport", "approach"):
+                self.regrasps += 1  # open, and go back above the block's centre
+                self._plan_leg()
+                self.k = [sg.phase for sg in self.plan].index("approach")
+            else:
+                self._skip_passed()  # already re-approaching
+                return
+        elif closed_on and lifted and ahead and (seg.grip < 0.5 or seg.phase == "grasp"):
             place_xy, place_z = self._place_target(obj, dest, kind)  # carry it from here
             self.plan, self.k = self._carry_segments(obj, place_xy, place_z, yaw), 0
         elif near and ahead and seg.grip < 0.5 and "grasp" in phases:
@@ -302,6 +318,15 @@ class ScriptedExpert:
             self._skip_passed()
             return
         self.steps_in_seg = self.wait_left = 0
+
+    def _off_centre(self, pos: np.ndarray) -> bool:
+        """The block's centre lies more than ``regrasp_off_centre_m`` off the TCP along the hand's
+        x axis (along the fingers; they close along y, which centres the block on that axis)."""
+        if not self.regrasp_off_centre_m:
+            return False
+        tcp, tcp_yaw = self.env.tcp_pose()
+        along = float(np.dot(pos[:2] - tcp[:2], [np.cos(tcp_yaw), np.sin(tcp_yaw)]))
+        return abs(along) > self.regrasp_off_centre_m
 
     def _skip_passed(self) -> None:
         """Advance past plan segments the arm is already beyond: nearer the next target than the
@@ -323,6 +348,6 @@ class ScriptedExpert:
 
 
 def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M,
-                place_held_object: bool = False) -> ScriptedExpert:
+                place_held_object: bool = False, regrasp_off_centre_m: float = 0.0) -> ScriptedExpert:
     """The scripted expert for ``task`` (one class serves all tasks)."""
-    return ScriptedExpert(approach_offset_m, place_held_object)
+    return ScriptedExpert(approach_offset_m, place_held_object, regrasp_off_centre_m)

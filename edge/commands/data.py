@@ -32,6 +32,11 @@ def register(sub) -> None:
                    help="the expert carries and places the held block's centre over the target, "
                         "compensating an off-centre grasp (default: the TCP's, as its own grasps are "
                         "centred); matters for DAgger labels, where the policy grasped")
+    r.add_argument("--regrasp-off-centre", type=float, default=0.0, metavar="M",
+                   help="DAgger labels (with --dagger): where the policy closed the gripper with the "
+                        "block more than M metres off the TCP along the fingers (which closing cannot "
+                        "centre), the expert opens and grasps again over the block's centre instead of "
+                        "finishing that grasp; 0 = off (e.g. 0.01)")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
     d = r.add_argument_group("DAgger: policy-driven episodes labelled by the expert")
@@ -73,6 +78,12 @@ def record(args: argparse.Namespace) -> int:
                         "(a std of a few millimetres, e.g. 0.008)")
     if not 0.0 <= args.approach_offset <= 0.1:
         raise EdgeError(f"--approach-offset={args.approach_offset} must lie in [0, 0.1] metres")
+    if not 0.0 <= args.regrasp_off_centre <= 0.03:
+        raise EdgeError(f"--regrasp-off-centre={args.regrasp_off_centre} must lie in [0, 0.03] metres "
+                        "(e.g. 0.01)")
+    if args.regrasp_off_centre and args.dagger is None:
+        raise EdgeError("--regrasp-off-centre relabels the policy's grasps: it needs --dagger CKPT "
+                        "(the expert's own grasps are centred)")
     policy, dagger = None, None
     if args.dagger is not None:
         policy, dagger = _dagger_policy(args)
@@ -87,6 +98,7 @@ def record(args: argparse.Namespace) -> int:
         "action_noise_m": args.action_noise,
         "expert_approach_offset_m": args.approach_offset,
         "expert_place_held_object": args.place_held_object,
+        "expert_regrasp_off_centre_m": args.regrasp_off_centre,
         "dagger": dagger,
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
@@ -104,7 +116,8 @@ def record(args: argparse.Namespace) -> int:
 
             ep = dagger_episode(env, policy, seed, args.dagger_k, args.dagger_c, args.noise_temperature,
                                 args.expert_mix, approach_offset_m=args.approach_offset,
-                                place_held_object=args.place_held_object)
+                                place_held_object=args.place_held_object,
+                                regrasp_off_centre_m=args.regrasp_off_centre)
         else:
             ep = expert_episode(env, seed, action_noise_m=args.action_noise,
                                 approach_offset_m=args.approach_offset,

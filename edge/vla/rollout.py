@@ -89,14 +89,17 @@ def evaluate(policy: Any, task: str, sim_name: str = "mujoco", episodes: int = 1
 
 def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execute: int = 8,
                    noise_temperature: float = 0.5, expert_mix: float = 0.0, max_steps: int = 400,
-                   approach_offset_m: float = 0.0, place_held_object: bool = False) -> dict[str, Any]:
+                   approach_offset_m: float = 0.0, place_held_object: bool = False,
+                   regrasp_off_centre_m: float = 0.0) -> dict[str, Any]:
     """One episode driven by ``policy`` and labelled by the scripted expert (DAgger).
 
     The policy acts as in :func:`evaluate` (query, execute ``execute`` actions, K = ``num_steps``,
     initial noise scaled by ``noise_temperature``); at every step the expert's action for the
     state the arm is in (:meth:`sim.experts.ScriptedExpert.act_from_state`) is recorded as the
     label. With ``expert_mix`` > 0 each chunk is executed by the expert instead with that
-    probability (so late phases are reached even where the policy is weak). Returns arrays in the
+    probability (so late phases are reached even where the policy is weak). ``place_held_object``,
+    ``regrasp_off_centre_m``: how the expert labels an off-centre grasp (:class:`sim.experts.
+    ScriptedExpert`). Returns arrays in the
     demonstration format of :mod:`sim.demos` (observation before each label), ``success`` being
     the run's own outcome, plus ``roles`` (indices of the block to move and its base, which
     :func:`edge.vla.data.object_roles` cannot infer from a run that never moved the block) and
@@ -107,7 +110,7 @@ def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execut
     u = env.unwrapped
     obs, info = env.reset(seed=seed)
     reset_policy_episode(policy, obs)
-    expert = make_expert(u.cfg.task, approach_offset_m, place_held_object)
+    expert = make_expert(u.cfg.task, approach_offset_m, place_held_object, regrasp_off_centre_m)
     expert.reset(u, seed)
     rng = np.random.default_rng([seed, 8_191])
     names = [o.name for o in u.scene.objects]

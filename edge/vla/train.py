@@ -81,6 +81,13 @@ class TrainVLAConfig:
                                                 "stays put, so only pixels can place it, and the "
                                                 "policy needs it while it carries the block there "
                                                 "(measured without: 3.1 cm off during the carry)")
+    vision_pretrain_parts: tuple[str, ...] = cfg(("front", "wrist"), "what the vision pre-training "
+                                                 "trains: 'front' (front trunk, instruction projection, "
+                                                 "aux head) and/or 'wrist' (wrist trunk and head, "
+                                                 "model.wrist_token). ['wrist'] re-trains the hand's "
+                                                 "view alone from an --init, the rest untouched: e.g. "
+                                                 "on DAgger data, where the policy's own grasps hold "
+                                                 "the block off-centre and the in-hand offset varies")
     vision_freeze: bool = cfg(False, "after vision pre-training, freeze the front trunk, the "
                               "instruction projection and the aux head: the flow loss then cannot "
                               "trade the localisation away (measured: it does, from 2 to 5-9 cm)")
@@ -208,6 +215,14 @@ class VLATrainer:
         if config.vision_pretrain_steps and (self.aux is None or model_config.aux_source != "front"):
             raise ConfigError("vision_pretrain_steps > 0 needs aux_object_weight > 0, demos with "
                               "object_pos and model.aux_source=front")
+        parts = set(config.vision_pretrain_parts)
+        if not parts or parts - {"front", "wrist"}:
+            raise ConfigError(f"vision_pretrain_parts={list(config.vision_pretrain_parts)!r}: choose "
+                              "from 'front' and 'wrist' (at least one)")
+        if config.vision_pretrain_steps and "wrist" in parts and "front" not in parts \
+                and (self.wrist_aux is None or init is None):
+            raise ConfigError("vision_pretrain_parts=[wrist] re-trains the wrist head of an --init "
+                              "checkpoint: it needs --init and model.wrist_token=true")
         if model_config.object_token and self.aux is None:
             raise ConfigError("model.object_token=true needs aux_object_weight > 0 and demos with "
                               "object_pos (the token is the aux head's prediction)")
@@ -288,7 +303,8 @@ class VLATrainer:
         stored = to_dict(from_dict(VLAConfig, payload["config"]))
         wanted = to_dict(self.config.model)
         # aux_*: training-only; wrist_token may be switched on for a fine-tune (a grown input)
-        training_only = ("aux_outputs", "aux_source", "wrist_token", "scene_memory", "locator_channels")
+        training_only = ("aux_outputs", "aux_source", "wrist_token", "scene_memory", "scene_memory_moved",
+                         "locator_channels")
         diff = sorted(k for k in wanted if k not in training_only and stored.get(k) != wanted[k])
         if diff:
             raise EdgeError(f"--init {path}: architecture differs from this run's model settings: "
@@ -459,8 +475,10 @@ class VLATrainer:
         # block's outputs learn on every frame (a per-output mask on one batch)
         frames = (np.arange(self.data.n_frames) if c.vision_pretrain_base_after_lift
                   else np.flatnonzero(pre_lift))
-        params = [*m.lang_proj.parameters(), *m.trunks["front"].parameters(), *m.aux_head.parameters()]
-        if self.wrist_aux is not None:
+        front = "front" in c.vision_pretrain_parts
+        wrist = self.wrist_aux is not None and "wrist" in c.vision_pretrain_parts
+        params = [*m.lang_proj.parameters(), *m.trunks["front"].parameters(), *m.aux_head.parameters()] if front else []
+        if wrist:
             params += [*m.trunks["wrist"].parameters(), *m.wrist_head.parameters()]
         opt = torch.optim.AdamW(params, lr=c.vision_pretrain_lr, weight_decay=c.weight_decay)
         order = BatchOrder(len(frames), c.batch_size, c.seed + 1)
@@ -474,15 +492,17 @@ class VLATrainer:
                       desc="pretrain vision", mininterval=1.0, dynamic_ncols=True):
             gen = torch.Generator().manual_seed(c.seed * 1_000_003 + 1_000_000_000 + s)
             idx = frames[order.next()]
-            image = random_shift(torch.from_numpy(self.data.images["front"][idx]), self._shift("front"), gen)
-            pred = m.locate_objects(image, self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
             target = torch.from_numpy(self.aux[idx])
             before = torch.from_numpy(pre_lift[idx])
-            mask = torch.ones_like(target)
-            mask[:, :3] = before[:, None].to(mask.dtype)
-            loss = ((pred - target) ** 2 * mask).sum() / mask.sum()
-            wrist_err = None
-            if self.wrist_aux is not None:
+            loss, pred = torch.zeros(()), torch.full_like(target, float("nan"))
+            if front:
+                image = random_shift(torch.from_numpy(self.data.images["front"][idx]), self._shift("front"), gen)
+                pred = m.locate_objects(image, self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
+                mask = torch.ones_like(target)
+                mask[:, :3] = before[:, None].to(mask.dtype)
+                loss = ((pred - target) ** 2 * mask).sum() / mask.sum()
+            wrist_err = held_err = None
+            if wrist:
                 widx = wrist_order.next()
                 wimg = random_shift(torch.from_numpy(self.data.images["wrist"][widx]), self._shift("wrist"), gen)
                 wpred = m.locate_from_wrist(wimg, self.lang_table[torch.from_numpy(self.data.instruction_index[widx])])
@@ -490,6 +510,9 @@ class VLATrainer:
                 loss = loss + torch.nn.functional.mse_loss(wpred, wtarget)
                 # moved object's offset error in metres (targets are decimetres)
                 wrist_err = float(((wpred.detach()[:, :3] - wtarget[:, :3]) / 10.0).norm(dim=-1).median())
+                # after the lift (the block in the hand): the in-hand offset, xy in the hand frame
+                after = ~torch.from_numpy(pre_lift[widx])
+                held_err = _median_norm((wpred.detach()[after, :2] - wtarget[after, :2]) / 10.0)
             for group in opt.param_groups:
                 group["lr"] = warmup_cosine(c.vision_pretrain_lr, s, c.vision_pretrain_steps, 100, c.min_lr_ratio)
             opt.zero_grad(set_to_none=True)
@@ -499,13 +522,15 @@ class VLATrainer:
             # (and, after the lift, of the base block); nan where the batch has no such frame
             err = _median_norm((pred.detach()[before, :2] - target[before, :2]) * aux_std)
             base_err = _median_norm((pred.detach()[~before, 3:5] - target[~before, 3:5]) * aux_base_std)
-            window.append((float(loss.detach()), err, np.nan if wrist_err is None else wrist_err, base_err))
+            window.append((float(loss.detach()), err, np.nan if wrist_err is None else wrist_err, base_err,
+                           np.nan if held_err is None else held_err))
             if (s + 1) % c.log_every_steps == 0 or s + 1 == c.vision_pretrain_steps:
-                loss_w, err_w, werr_w, berr_w = (float(np.nanmean(col)) if not np.isnan(col).all()
-                                                 else np.nan for col in np.asarray(window, float).T)
+                loss_w, err_w, werr_w, berr_w, herr_w = (float(np.nanmean(col)) if not np.isnan(col).all()
+                                                         else np.nan for col in np.asarray(window, float).T)
                 point = {"step": s + 1, "loss": float(loss_w), "moved_xy_error_m": float(err_w)}
-                if self.wrist_aux is not None:
+                if wrist:
                     point["wrist_moved_offset_error_m"] = float(werr_w)
+                    point["wrist_in_hand_xy_error_m"] = float(herr_w)
                 if c.vision_pretrain_base_after_lift:
                     point["base_after_lift_xy_error_m"] = berr_w
                 curve.append(point)
@@ -515,14 +540,19 @@ class VLATrainer:
         self.pretrain = {"steps": c.vision_pretrain_steps, "frames": len(frames),
                          "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
                          "heldout_first_frame_xy_error_m": heldout}
-        log.info("vision pre-training: %d steps on %d %s; moved-object xy error %.3f m on training "
-                 "batches%s, %s m on the first frame of %d held-out scenes",
-                 c.vision_pretrain_steps, len(frames),
-                 "frames (pre-lift ones for the moved block)" if c.vision_pretrain_base_after_lift
-                 else "pre-lift frames", curve[-1]["moved_xy_error_m"] if curve else float("nan"),
-                 f", base after the lift {curve[-1]['base_after_lift_xy_error_m']:.3f} m"
-                 if curve and c.vision_pretrain_base_after_lift else "",
-                 None if heldout is None else round(heldout, 4), HELDOUT_SCENES)
+        if front:
+            log.info("vision pre-training: %d steps on %d %s; moved-object xy error %.3f m on training "
+                     "batches%s, %s m on the first frame of %d held-out scenes",
+                     c.vision_pretrain_steps, len(frames),
+                     "frames (pre-lift ones for the moved block)" if c.vision_pretrain_base_after_lift
+                     else "pre-lift frames", curve[-1]["moved_xy_error_m"] if curve else float("nan"),
+                     f", base after the lift {curve[-1]['base_after_lift_xy_error_m']:.3f} m"
+                     if curve and c.vision_pretrain_base_after_lift else "",
+                     None if heldout is None else round(heldout, 4), HELDOUT_SCENES)
+        if wrist and curve:
+            log.info("vision pre-training (wrist): offset of the block to move %.4f m, in the hand after "
+                     "the lift %.4f m (xy) on training batches", curve[-1]["wrist_moved_offset_error_m"],
+                     curve[-1]["wrist_in_hand_xy_error_m"])
         self._freeze_vision()
 
     def _train_locator(self) -> None:

@@ -23,6 +23,8 @@ def test_console_script_help():
     (["expert", "eval", "--task", "nope"], ["invalid choice", "nope"]),
     (["expert", "eval", "--episodes", "0"], ["--episodes=0"]),
     (["data", "record", "--out", "/proc/forbidden/x", "--episodes", "1"], ["cannot create output directory"]),
+    (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.01"], ["--regrasp-off-centre", "--dagger"]),
+    (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.5"], ["--regrasp-off-centre=0.5"]),
 ])
 def test_bad_input_gives_clear_error_not_traceback(argv, words, capsys):
     try:

@@ -139,3 +139,59 @@ def test_place_held_object_puts_an_off_centre_block_on_its_base():
         assert offset > 0.008  # the block really sits off-centre in the hand
         assert success and gap_held < 0.004
         assert gap_tcp > gap_held + 0.005
+
+
+def _off_centre_close(seed: int, regrasp_off_centre_m: float, shift_m: float = 0.015):
+    """A driver expert closes the gripper ``shift_m`` off the block's centre along the fingers
+    (before lifting); then the labelling expert takes over. Returns (the first label's gripper
+    command, the in-hand offset along the fingers once the block is lifted, success)."""
+    from sim.experts import make_expert
+
+    env = sim.make_env("stack", render_images=False, image_size=32)
+    u = env.unwrapped
+    obs, info = env.reset(seed=seed)
+    upper = u.spec_task.order[-1]
+    driver = make_expert("stack", 0.0)
+    driver.reset(u, seed)
+    yaw = driver.plan[-1].yaw
+    axis = np.array([np.cos(yaw), np.sin(yaw)])
+    for seg in driver.plan:
+        if seg.phase in ("approach", "grasp", "lift"):
+            seg.pos[:2] += axis * shift_m
+    for _ in range(200):
+        action, phase = driver.act()
+        obs, _, _, _, info = env.step(action)
+        if driver.plan[driver.k].phase == "grasp" and u.backend.gripper_width() < 0.05:
+            break
+    labeller = make_expert("stack", 0.0, place_held_object=True, regrasp_off_centre_m=regrasp_off_centre_m)
+    labeller.reset(u, seed)
+    first_grip, lifted_offset = None, None
+    for _ in range(400):
+        action, _ = labeller.act_from_state()
+        first_grip = float(action[4]) if first_grip is None else first_grip
+        obs, _, terminated, truncated, info = env.step(action)
+        pos = np.asarray(info["object_poses"][upper])
+        if lifted_offset is None and pos[2] > 0.07:
+            tcp, tcp_yaw = u.tcp_pose()
+            lifted_offset = abs(float(np.dot(pos[:2] - tcp[:2], [np.cos(tcp_yaw), np.sin(tcp_yaw)])))
+        if terminated or truncated:
+            break
+    return first_grip, lifted_offset, bool(info["success"])
+
+
+def test_regrasp_off_centre_opens_a_grasp_closed_beside_the_block_centre():
+    """DAgger labels after a policy closed the gripper 1.5 cm off the block's centre along the
+    fingers: the original expert finishes that grasp (and carries the block off-centre); with
+    ``regrasp_off_centre_m`` it opens, re-approaches over the centre and grasps there."""
+    for seed in (4, 5):
+        grip_keep, offset_keep, _ = _off_centre_close(seed, 0.0)
+        grip_re, offset_re, success = _off_centre_close(seed, 0.01)
+        assert grip_keep > 0.5 and offset_keep > 0.01
+        assert grip_re < 0.5 and offset_re < 0.005 and success
+
+
+def test_regrasp_off_centre_is_range_checked():
+    from sim.experts import ScriptedExpert
+
+    with pytest.raises(ValueError, match="regrasp_off_centre_m"):
+        ScriptedExpert(regrasp_off_centre_m=0.5)

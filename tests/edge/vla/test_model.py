@@ -209,3 +209,41 @@ def test_wrist_token_is_gradient_stopped_and_turns_with_the_hand(make_spec):
     feats = model.encode(images, proprio, inputs["lang"])
     feats.sum().backward()
     assert model.wrist_head.weight.grad is None or float(model.wrist_head.weight.grad.abs().max()) == 0.0
+
+
+def test_scene_memory_moved_feeds_the_moved_blocks_memory_and_grows_from_a_model_without_it(make_spec):
+    import dataclasses
+
+    from edge.config import ConfigError
+    from edge.vla.train import load_grown
+
+    with pytest.raises(ConfigError, match="scene_memory_moved"):
+        dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True, scene_memory_moved=True)
+    layout = ("q0_rad", "tcp_x_m", "tcp_y_m", "tcp_z_m")
+    spec = make_spec(proprio_layout=layout, proprio_dim=4, proprio_mean=(0.0,) * 4, proprio_std=(1.0,) * 4,
+                     scene_memory=True)
+    base_cfg = dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True,
+                                   scene_memory=True, locator_channels=(4, 8))
+    torch.manual_seed(0)
+    old = VLAModel(base_cfg, spec)
+    new = VLAModel(dataclasses.replace(base_cfg, scene_memory_moved=True), spec)
+    for m in (old, new):
+        m.set_aux_stats(torch.tensor([0.5, 0.0, 0.02] * 2), torch.tensor([0.1, 0.1, 0.01] * 2))
+    assert new.token_proj[0].in_features == old.token_proj[0].in_features + 6  # memory + its TCP offset
+    grown = load_grown(new, old.state_dict(), source="test")
+    assert grown == ["token_proj.0.weight (12 -> 18 inputs)"]
+    inputs = {k: torch.from_numpy(v) for k, v in example_inputs(spec, batch=2).items()}
+    images = {c: inputs[c] for c in base_cfg.cameras}
+    scene = torch.tensor([[0.45, 0.05, 0.02, 0.6, -0.1, 0.02]] * 2)
+    other = scene.clone()
+    other[:, 0] += 0.05  # only the moved block's memory differs
+    with torch.no_grad():
+        # grown with zero columns: the same features as the model it grew from
+        assert torch.allclose(new.encode(images, inputs["proprio"], inputs["lang"], scene),
+                              old.encode(images, inputs["proprio"], inputs["lang"], scene), atol=1e-6)
+        # the old model ignores the moved block's memory; the new one, once trained, reads it
+        assert torch.equal(old.encode(images, inputs["proprio"], inputs["lang"], scene),
+                           old.encode(images, inputs["proprio"], inputs["lang"], other))
+        new.token_proj[0].weight.add_(0.1)
+        assert not torch.allclose(new.encode(images, inputs["proprio"], inputs["lang"], scene),
+                                  new.encode(images, inputs["proprio"], inputs["lang"], other))

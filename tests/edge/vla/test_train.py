@@ -221,6 +221,23 @@ def test_wrist_token_pretrains_the_wrist_localiser_and_grows_from_an_object_toke
     grown.config = tiny_config(*settings).__class__(**{**grown.config.__dict__, "steps": 4})
     grown.run()
     assert all(torch.equal(v, grown.model.wrist_head.state_dict()[k]) for k, v in before.items())
+    # vision_pretrain_parts=[wrist]: the hand's view alone is trained again, the front one untouched
+    from edge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vision_pretrain_parts"):
+        VLATrainer(tiny_config(*settings, "vision_pretrain_parts=[wrist]"), "stack", wrist, tmp_path / "x",
+                   progress=False)
+    again = VLATrainer(tiny_config(*settings, "vision_pretrain_parts=[wrist]"), "stack", wrist, tmp_path / "r",
+                       progress=False, init=tmp_path / "g")
+    untouched = {name: {k: v.clone() for k, v in getattr(again.model, name).state_dict().items()}
+                 for name in ("lang_proj", "aux_head", "wrist_head")}
+    untouched["front"] = {k: v.clone() for k, v in again.model.trunks["front"].state_dict().items()}
+    again.run()
+    assert again.pretrain["steps"] == 60 and "wrist_in_hand_xy_error_m" in again.pretrain["curve"][-1]
+    for name in ("lang_proj", "aux_head", "front"):
+        now = again.model.trunks["front"] if name == "front" else getattr(again.model, name)
+        assert all(torch.equal(v, now.state_dict()[k]) for k, v in untouched[name].items()), name
+    assert not all(torch.equal(v, again.model.wrist_head.state_dict()[k]) for k, v in untouched["wrist_head"].items())
 
 
 def test_scene_memory_trains_a_locator_and_feeds_each_episode_its_first_frame(demos, tmp_path):
