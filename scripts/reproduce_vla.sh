@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce the shipped reference VLA (edge/vla/checkpoints/stack) from nothing, timing each step:
-# the recordings (two chains in parallel, one per core), training stages 1-8 with both cores
-# (threads=0), DAgger round 1 from stage 4, the scene dataset, DAgger round 2 from stage 7 (two
-# recordings in parallel). The commands are the README's recipe; the run
+# the recordings (two chains in parallel, one per core), training stages 1-9 with both cores
+# (threads=0), DAgger round 1 from stage 4, the scene dataset, DAgger round 2 from stage 7, rounds
+# 3 and 4 from stage 8 (recordings in parallel). The commands are the README's recipe; the run
 # directories and data go under OUT (default: repro/), the wall time of every step to
 # OUT/timing.jsonl and the total to OUT/timing.json.
 #
@@ -99,10 +99,28 @@ train stage7 "$R/vla_stack_scene" --data "${DIRECT[@]}" "$D/stack_mj_dagger1" --
 dag2() { edge data record --task stack --sim mujoco --wrist --episodes "$(n 150)" --seed "$1" \
   --out "$D/stack_mj_daggerS_$2" --approach-offset 0 --dagger "$R/vla_stack_scene" --expert-mix 0.2; }
 step dagger2 bash -c "$(declare -f n dag2); D=$D R=$R; dag2 3500000 a & A=\$!; dag2 3500150 b & B=\$!; wait \$A && wait \$B"
-# stage 8 = the shipped checkpoint
+# stage 8 (shipped until 2026-12-01 late evening)
 train stage8 "$R/vla_stack_scene_dagger" --data "${DIRECT[@]}" "$D/stack_mj_dagger1" "$D/stack_mj_daggerS_a" \
   "$D/stack_mj_daggerS_b" --init "$R/vla_stack_scene" --steps "$(s 3000)" --eval-every 0 --eval-episodes 0 \
   --set model.scene_memory=true "${WT[@]}" --set warmup_steps=100 "${V[@]}"
+# DAgger rounds 3 and 4 from stage 8, labelled by the expert that places the held block's centre
+# (round 4 also reopens grasps closed > 1 cm off the block's centre along the fingers); one per core
+dag3() { edge data record --task stack --sim mujoco --wrist --episodes "$(n "$1")" --seed "$2" \
+  --out "$D/stack_mj_dagger3h_$3" --approach-offset 0 --place-held-object \
+  --dagger "$R/vla_stack_scene_dagger" --expert-mix 0.2; }
+dag4() { edge data record --task stack --sim mujoco --wrist --episodes "$(n 109)" --seed "$1" \
+  --out "$D/stack_mj_daggerR_$2" --approach-offset 0 --place-held-object --regrasp-off-centre 0.01 \
+  --dagger "$R/vla_stack_scene_dagger" --expert-mix 0.2; }
+step dagger3_4 bash -c "$(declare -f n dag3 dag4); D=$D R=$R; \
+  { dag3 300 3600000 a && dag4 3800000 a; } & A=\$!; \
+  { dag3 150 3600300 b && dag3 150 3600450 c && dag4 3800300 b; } & B=\$!; wait \$A && wait \$B"
+# stage 9 = the shipped checkpoint: the wrist localiser re-trained alone on all of it (it now sees
+# the policy's off-centre grasps), the moved block's first-frame memory in the token, then the policy
+train stage9 "$R/vla_stack_s11wrist" --data "${DIRECT[@]}" "$D/stack_mj_dagger3h_a" "$D/stack_mj_dagger3h_b" \
+  "$D/stack_mj_dagger3h_c" "$D/stack_mj_daggerR_a" "$D/stack_mj_daggerR_b" --init "$R/vla_stack_scene_dagger" \
+  --steps "$(s 3000)" --eval-every 0 --eval-episodes 0 --set model.scene_memory=true "${WT[@]}" \
+  --set warmup_steps=100 --set model.scene_memory_moved=true --set vision_pretrain_steps="$(s 2000)" \
+  --set "vision_pretrain_parts=[wrist]" "${V[@]}"
 
 python3 - "$OUT" "$T0" <<'EOF'
 import json, sys, time
@@ -119,5 +137,5 @@ total = {"total_wall_s": round(time.time() - t0, 1), "steps": steps,
          "command": f"scripts/reproduce_vla.sh {out}", "machine": machine}
 (out / "timing.json").write_text(json.dumps(total, indent=2) + "\n")
 print(f"reproduced in {total['total_wall_s'] / 60:.1f} min (budget 120 min); "
-      f"final model {out / 'runs' / 'vla_stack_scene_dagger'}; per step: {out / 'timing.json'}")
+      f"final model {out / 'runs' / 'vla_stack_s11wrist'}; per step: {out / 'timing.json'}")
 EOF
