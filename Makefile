@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup run test test-slow bench lint clean
+.PHONY: setup setup-gpu run test test-slow bench lint clean
 
-$(BIN)/edge: setup.py constraints.txt
+$(BIN)/edge: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# CPU build of torch first, so that no multi-GB CUDA build is pulled in on CPU machines.
@@ -17,6 +17,10 @@ $(BIN)/edge: setup.py constraints.txt
 	touch $(BIN)/edge
 
 setup: $(BIN)/edge
+
+# NVIDIA GPU: replace the CPU onnxruntime with onnxruntime-gpu (same version); docs/install.md
+setup-gpu: setup
+	scripts/install_gpu.sh $(BIN)/pip
 
 run: setup
 	$(BIN)/edge run

@@ -11,20 +11,25 @@ Output directory::
                         encoder then also takes that ``scene``
     metadata.json       ModelSpec (layouts, rate, chunk length, normalisation, language encoder id and
                         cached instruction embeddings), io names/shapes, opset, versions, source
-                        checkpoint hash and the measured torch-vs-onnxruntime parity
+                        checkpoint hash, the sha256 of every graph (``file_sha256``, verified before
+                        a backend loads them) and the measured torch-vs-onnxruntime parity
 
 The batch dimension is dynamic in both graphs. Both pass ``onnx.checker.check_model(full_check=True)``
 and the export is refused if onnxruntime disagrees with torch by more than ``tolerance`` (max abs).
 The sampling loop is *not* in a graph: K changes per query, and the loop keeps its state in float32
 (:class:`edge.backends.base.Backend`). This module imports torch only inside its functions.
+
+When the onnxruntime backend is given a checkpoint, :func:`ensure_export` exports it once into a
+cache *outside* the checkpoint (``$EDGE_CACHE_DIR/onnx/<sha256 of model.pt>-<EXPORTER_ID>/``, default
+``~/.cache/edge``), verified before every reuse; nothing is ever written into a checkpoint directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from edge.errors import EdgeError
+from edge.vla.verify import (  # noqa: F401 - METADATA_FILE is re-exported
+    EXPORT_FILES_KEY, METADATA_FILE, VerificationError, sha256_file, verify_export)
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +48,10 @@ EXPORT_VERSION = 1
 ENCODER_FILE = "encoder.onnx"
 STEP_FILE = "denoise_step.onnx"
 LOCATOR_FILE = "locator.onnx"
-METADATA_FILE = "metadata.json"
 DEFAULT_OPSET = 17
 PARITY_TOLERANCE = 1e-4
+EXPORTER_ID = f"export-v{EXPORT_VERSION}-opset{DEFAULT_OPSET}"  # part of the cache key
+CACHE_ENV = "EDGE_CACHE_DIR"
 
 
 def read_metadata(export_dir: str | Path) -> dict[str, Any]:
@@ -59,14 +67,6 @@ def read_metadata(export_dir: str | Path) -> dict[str, Any]:
         if not (Path(export_dir) / meta["files"][key]).is_file():
             raise FileNotFoundError(f"{export_dir}: {meta['files'][key]} is missing; re-export")
     return meta
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def example_inputs(spec: Any, batch: int, seed: int = 0, real: dict[str, np.ndarray] | None = None
@@ -189,8 +189,9 @@ def parity(model, export_dir: Path, inputs: dict[str, np.ndarray], seed: int = 0
 
 def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAULT_OPSET,
                 tolerance: float = PARITY_TOLERANCE, real_inputs: dict[str, np.ndarray] | None = None,
-                seed: int = 0) -> dict[str, Any]:
-    """Export, check and verify; returns the metadata written to ``out_dir/metadata.json``."""
+                seed: int = 0, verify: bool = True) -> dict[str, Any]:
+    """Export, check and verify; returns the metadata written to ``out_dir/metadata.json``.
+    ``verify``: the checkpoint must match its manifest first (:func:`edge.vla.verify.verify_checkpoint`)."""
     import onnx
     import onnxruntime
     import torch
@@ -198,7 +199,7 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
     from edge.vla.checkpoint import load_model, resolve
 
     ckpt = resolve(checkpoint)
-    model = load_model(ckpt)  # float32, cpu, eval
+    model = load_model(ckpt, verify=verify)  # float32, cpu, eval
     spec = model.spec
     out = Path(out_dir)
     try:
@@ -250,6 +251,7 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
         "spec": spec.to_dict(),
         "source_checkpoint": str(ckpt),
         "checkpoint_sha256": sha256_file(ckpt),
+        EXPORT_FILES_KEY: {},  # filled below
         "parity_max_abs": checks,
         "parity_tolerance": tolerance,
         "real_inputs": sorted(real_inputs) if real_inputs else [],
@@ -257,27 +259,84 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
                      "onnxruntime": onnxruntime.__version__},
         "export_s": round(time.perf_counter() - t0, 3),
     }
+    meta[EXPORT_FILES_KEY] = {f: sha256_file(out / f) for f in meta["files"].values()}
     tmp = out / (METADATA_FILE + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, out / METADATA_FILE)
     return meta
 
 
-def ensure_export(checkpoint: str | Path) -> Path:
-    """An export of ``checkpoint`` for onnxruntime: reuses ``<ckpt dir>/onnx`` if it matches the
-    checkpoint's hash, else (re)exports there, or into a temporary directory if that is read-only."""
-    from edge.vla.checkpoint import resolve
+def cache_root() -> Path:
+    """Where exports made on the fly are kept: ``$EDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/edge``,
+    else ``~/.cache/edge``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "edge"
 
-    ckpt = resolve(checkpoint)
-    cache = ckpt.parent / "onnx"
-    digest = sha256_file(ckpt)
+
+def _valid_export(export_dir: Path, digest: str) -> bool:
+    """A cached export is used only if it is complete, of this format, made from ``digest`` and
+    every graph still matches its recorded hash."""
     try:
-        if read_metadata(cache).get("checkpoint_sha256") == digest:
-            return cache
-    except (FileNotFoundError, EdgeError, json.JSONDecodeError):
-        pass
-    if not os.access(ckpt.parent, os.W_OK):
-        cache = Path(tempfile.mkdtemp(prefix="edge-vla-onnx-"))
-    log.info("exporting %s to ONNX in %s (first use by onnxruntime)", ckpt, cache)
-    export_onnx(ckpt, cache)
-    return cache
+        meta = read_metadata(export_dir)
+        if meta.get("checkpoint_sha256") != digest:
+            return False
+        verify_export(export_dir, meta)
+    except (FileNotFoundError, EdgeError, json.JSONDecodeError, OSError, KeyError, TypeError):
+        return False
+    return True
+
+
+def ensure_export(checkpoint: str | Path, verify: bool = True) -> Path:
+    """An ONNX export for onnxruntime of a checkpoint (dir or ``model.pt``) or an export directory.
+
+    An export directory is returned as it is, after its graphs are checked against the hashes in its
+    ``metadata.json`` (``verify``). A checkpoint is verified against its manifest (``verify``) and
+    exported once into :func:`cache_root` ``/onnx/<sha256 of model.pt>-<EXPORTER_ID>/``, reused while
+    it verifies; never into the checkpoint directory. If the cache cannot be written the export goes
+    to a fresh temporary directory.
+    """
+    from edge.vla.checkpoint import resolve
+    from edge.vla.verify import verify_checkpoint
+
+    path = Path(checkpoint)
+    if path.is_dir() and (path / METADATA_FILE).is_file():
+        if verify:
+            verify_export(path)
+        return path
+    ckpt = resolve(path)
+    if verify:
+        verify_checkpoint(ckpt)
+    digest = sha256_file(ckpt)
+    final = cache_root() / "onnx" / f"{digest}-{EXPORTER_ID}"
+    if _valid_export(final, digest):
+        return final
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=final.parent))
+    except OSError as err:
+        work = Path(tempfile.mkdtemp(prefix="edge-vla-onnx-"))
+        log.warning("cannot write the export cache %s (%s); exporting %s to %s (not kept)",
+                    final.parent, err.strerror, ckpt, work)
+        export_onnx(ckpt, work, verify=False)  # verified above when asked to
+        return work
+    log.info("exporting %s to ONNX in %s (first use by onnxruntime)", ckpt, final)
+    try:
+        export_onnx(ckpt, work, verify=False)
+        if final.exists():  # stale or broken (another process may have just finished: use it then)
+            if _valid_export(final, digest):
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.replace(work, final)
+        except OSError:  # lost a race to a concurrent export: keep the winner if it verifies
+            if _valid_export(final, digest):
+                return final
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # gone after a successful rename
+    if not _valid_export(final, digest):
+        raise VerificationError(f"{final}: the fresh ONNX export does not verify; delete "
+                                f"{final.parent} and retry")
+    return final

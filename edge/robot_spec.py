@@ -24,8 +24,9 @@ import numpy as np
 
 from edge.config import ConfigError, cfg, check_fields, load_config
 from edge.contracts import ACTION_LAYOUTS
+from edge.resources import config_dir
 
-ROBOTS_DIR = Path(__file__).resolve().parents[1] / "configs" / "robots"
+ROBOTS_DIR = config_dir("robots")
 Vec3 = tuple[float, float, float]
 
 

@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from edge.config import ConfigError, cfg, check_fields, load_config
+from edge.resources import config_dir
 
-CATALOGUE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hil"
+CATALOGUE_DIR = config_dir("hil")
 RIG_FILE = "rig.yaml"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,9 @@ A checkpoint *directory* (what ``edge train vla --out DIR`` writes)::
     DIR/train_state.pt    resume state: raw weights, EMA, optimiser, data cursor (do not ship)
 
 Files are read with ``torch.load(weights_only=True)`` (tensors and plain containers only, never
-arbitrary pickled objects) and written atomically (temp file + rename).
+arbitrary pickled objects) and written atomically (temp file + rename). Before ``model.pt`` is read
+it is verified against the sha256 in ``manifest.json`` (:mod:`edge.vla.verify`); ``verify=False``
+(``--no-verify``) skips that.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from edge.config import ConfigError, from_dict, to_dict
 from edge.errors import EdgeError
 from edge.vla.model import VLAConfig, VLAModel
 from edge.vla.spec import ModelSpec
+from edge.vla.verify import verify_checkpoint
 
 FORMAT = "edge-vla"
 FORMAT_VERSION = 1
 MODEL_FILE = "model.pt"
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FILE = "manifest.json"  # = edge.vla.verify.MANIFEST_FILE
 TRAIN_STATE_FILE = "train_state.pt"
 
 
@@ -66,8 +69,12 @@ def save_model(path: str | Path, model: VLAModel, state_dict: dict[str, torch.Te
     return p
 
 
-def read_payload(path: str | Path) -> dict[str, Any]:
+def read_payload(path: str | Path, verify: bool = True) -> dict[str, Any]:
+    """The checkpoint's contents (format, spec, config, state_dict, extra). With ``verify`` (the
+    default) ``model.pt`` must first match its manifest, else :class:`edge.vla.verify.VerificationError`."""
     p = resolve(path)
+    if verify:
+        verify_checkpoint(p)
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as err:
@@ -87,16 +94,19 @@ def load_model(
     action_layout: str | tuple[str, ...] | None = None,
     proprio_layout: str | tuple[str, ...] | None = None,
     robot: Any = None,
+    verify: bool = True,
 ) -> VLAModel:
     """Load ``model.pt`` in eval mode on ``device``.
 
     Pass the configured robot (anything with ``control_rate_hz``, ``action_layout`` and optionally
     ``action_names``, e.g. :class:`edge.robot_spec.RobotSpec`) or the individual values; a checkpoint
     trained for another control rate or action/proprio layout raises
-    :class:`edge.vla.spec.CheckpointMismatch`.
+    :class:`edge.vla.spec.CheckpointMismatch`. With ``verify`` (the default) the weights must match
+    the sha256 recorded in the checkpoint's ``manifest.json``, else
+    :class:`edge.vla.verify.VerificationError` (``verify=False`` loads them anyway).
     """
     p = resolve(path)
-    payload = read_payload(p)
+    payload = read_payload(p, verify=verify)
     spec = ModelSpec.from_dict(payload["spec"])
     spec.check_robot(robot, control_rate_hz=control_rate_hz, action_layout=action_layout,
                      proprio_layout=proprio_layout, source=str(p))

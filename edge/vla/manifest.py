@@ -34,7 +34,7 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
     import torch
 
     from edge.export import sha256_file
-    from edge.vla.train import param_summary
+    from edge.vla.verify import file_table
 
     spec = trainer.spec.to_dict()
     spec["instruction_embeddings"] = sorted(spec["instruction_embeddings"])  # texts only
@@ -66,7 +66,9 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
         },
         "model": {"file": model_path.name, "sha256": sha256_file(model_path),
                   "bytes": model_path.stat().st_size, "weights": "ema",
-                  "parameters": param_summary(trainer.model)},
+                  "parameters": trainer.param_summary()},
+        # every file a loader reads, verified on load (edge.vla.verify)
+        "files": file_table(model_path.parent, [model_path.name]),
         "config": to_dict(trainer.config),
         "spec": spec,
         "versions": {"torch": torch.__version__, "python": platform.python_version(),

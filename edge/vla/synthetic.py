@@ -115,6 +115,7 @@ def tiny_checkpoint(root: str | Path, steps: int = 20, episodes: int = 4, seed: 
     a (barely trained) scene locator on synthetic scenes.
     """
     from edge.config import load_config
+    from edge.resources import config_dir
     from edge.vla.language import HASH_ID
     from edge.vla.train import TrainVLAConfig, VLATrainer
 
@@ -127,7 +128,7 @@ def tiny_checkpoint(root: str | Path, steps: int = 20, episodes: int = 4, seed: 
         overrides = ("model.aux_source=front", "model.object_token=true", "model.scene_memory=true",
                      f"scene_data=[{scenes}]", "locator_steps=5", "model.locator_channels=[8,16,32]",
                      *overrides)
-    preset = Path(__file__).resolve().parents[2] / "configs" / "train" / "vla_tiny.yaml"
+    preset = config_dir("train") / "vla_tiny.yaml"
     config = load_config(TrainVLAConfig, preset, [f"steps={steps}", f"language_encoder={HASH_ID}",
                                                   "eval_episodes=0", *overrides])
     VLATrainer(config, "stack", data, root / "ckpt", command="tiny_checkpoint (tests)",

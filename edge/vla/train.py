@@ -421,6 +421,9 @@ class VLATrainer:
         return float(loss.detach())
 
     # --- the run -----------------------------------------------------------------------------------------
+    def param_summary(self) -> dict[str, int]:
+        return param_summary(self.model)
+
     def run(self, stop_at: int | None = None) -> dict[str, Any]:
         """Train to ``config.steps`` (or stop after step ``stop_at``, saving resume state)."""
         from tqdm import tqdm

@@ -41,8 +41,8 @@ def test_onnxruntime_falls_back_to_cpu_with_a_logged_reason(tiny_ckpt, caplog):
 
 def test_torch_and_onnxruntime_sample_the_same_chunks(tiny_ckpt):
     tb = make_backend(BackendConfig(name="torch"), tiny_ckpt)
-    ob = make_backend(BackendConfig(name="onnxruntime", threads=1), tiny_ckpt)  # reuses ckpt/onnx
-    assert (tiny_ckpt / "onnx" / "metadata.json").is_file()
+    ob = make_backend(BackendConfig(name="onnxruntime", threads=1), tiny_ckpt)  # cached export
+    assert not (tiny_ckpt / "onnx").exists()  # exported into the cache, never into the checkpoint
     inputs = example_inputs(tb.spec, batch=3, seed=7)
     ft, fo = tb.encode(inputs), ob.encode(inputs)
     np.testing.assert_allclose(ft, fo, atol=1e-4)
@@ -60,9 +60,10 @@ def test_noise_generator_is_seeded_per_backend(tiny_ckpt):
 
 
 def test_torch_backend_needs_the_checkpoint_not_the_export(tiny_ckpt):
-    make_backend(BackendConfig(name="onnxruntime"), tiny_ckpt)
+    from edge.export import ensure_export
+
     with pytest.raises(EdgeError, match="needs the checkpoint"):
-        make_backend("torch", tiny_ckpt / "onnx")
+        make_backend("torch", ensure_export(tiny_ckpt))
 
 
 @pytest.mark.slow  # inductor compiles C++ for ~80 s on 2 cores
