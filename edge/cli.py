@@ -20,11 +20,13 @@ COMMAND_MODULES = (
     "edge.commands.run",
     "edge.commands.hil",
     "edge.commands.profile",
+    "edge.commands.report",
     "edge.commands.data",
     "edge.commands.expert",
     "edge.commands.train",
     "edge.commands.eval",
     "edge.commands.export",
+    "edge.commands.doctor",
 )
 
 

@@ -3,10 +3,13 @@
 =============  ===========================================  =========================================
 name           runs                                         needs
 =============  ===========================================  =========================================
-torch          ``model.pt`` in-process (eager, opt. compile)  torch
+torch          ``model.pt`` in-process (eager, opt. compile);  torch (a CUDA build for device=cuda)
+               on device=cuda the K-step loop stays on the
+               GPU, one CUDA graph per K (``cuda_graphs``)
 onnxruntime    the ``edge export`` graphs; TensorRT / CUDA /  onnxruntime (or onnxruntime-gpu); a
                CPU execution providers with fallback         checkpoint is exported on first use
-tensorrt       slot for native engines (its own issue)       the gpu extra on a Jetson / NVIDIA GPU
+tensorrt       native engines built from the export (encoder  TensorRT + a CUDA build of torch, on a
+               + one denoising step), cached on disk          Jetson (JetPack) or an NVIDIA GPU
 =============  ===========================================  =========================================
 
 Example::
@@ -44,7 +47,7 @@ class BackendConfig:
 
     name: str = cfg("torch", "inference backend", choices=BACKENDS)
     device: str = cfg("cpu", "torch device (cpu, cuda, cuda:1); onnxruntime picks it via providers")
-    precision: str = cfg("fp32", "network precision (torch); the latent stays float32",
+    precision: str = cfg("fp32", "network precision (torch, tensorrt); the latent stays float32",
                          choices=("fp32", "bf16", "fp16"))
     compile: bool = cfg(False, "torch.compile the denoising step (falls back to eager on failure)")
     providers: tuple[str, ...] = cfg(("auto",), "onnxruntime execution providers in preference "
@@ -58,6 +61,14 @@ class BackendConfig:
                                   choices=("disable", "basic", "extended", "all"))
     trt_cache_dir: str = cfg("", "TensorRT EP engine cache directory ('' = no cache)")
     trt_fp16: bool = cfg(False, "TensorRT EP builds fp16 engines (inputs/outputs stay float32)")
+    cuda_graphs: bool = cfg(True, "torch on a CUDA device: capture the K-step Euler loop once per "
+                            "(K, batch) as a CUDA graph and replay it (ignored on cpu)")
+    trt_max_batch: int = cfg(8, "tensorrt backend: the engines' optimisation profile covers batch "
+                             "1..this (bigger batches run in slices)", range=(1, 4096))
+    trt_workspace_mb: int = cfg(1024, "tensorrt backend: builder workspace limit, MiB",
+                                range=(16, 1 << 20))
+    engine_cache_dir: str = cfg("", "tensorrt backend: engine cache directory ('' = "
+                                "$EDGE_ENGINE_CACHE or ~/.cache/edge/tensorrt)")
     seed: int = cfg(0, "seed of the backend's noise generator (used when no noise is passed)",
                     range=(0, 2**63 - 1))
 
@@ -83,12 +94,15 @@ def _is_export_dir(path: Path) -> bool:
     return path.is_dir() and (path / METADATA_FILE).is_file()
 
 
-def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any = None) -> Backend:
+def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any = None,
+                 verify: bool = True) -> Backend:
     """Build the configured backend for a checkpoint (dir or ``model.pt``) or an export directory.
 
     ``robot`` (e.g. :class:`edge.robot_spec.RobotSpec`) is checked against the model's control rate
     and action layout; a mismatch raises :class:`edge.vla.spec.CheckpointMismatch`. An unknown or
     unavailable backend raises :class:`BackendUnavailable` listing the ones that are available.
+    ``verify``: the files must match the sha256 hashes in the checkpoint's ``manifest.json`` (or the
+    export's ``metadata.json``), else :class:`edge.vla.verify.VerificationError`.
     """
     if isinstance(config, str):
         config = BackendConfig(name=config) if config in BACKENDS else _unknown(config)
@@ -103,10 +117,18 @@ def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any
             raise EdgeError(f"{path} is an ONNX export; the torch backend needs the checkpoint "
                             "(model.pt) it was exported from")
         from edge.backends.torch_backend import TorchBackend
+        from edge.vla.checkpoint import load_model
 
-        return TorchBackend.from_checkpoint(str(path), robot=robot, device=config.device,
-                                            precision=config.precision, compile=config.compile,
-                                            seed=config.seed, threads=config.threads)
+        if config.device.startswith("cuda"):  # the K-step loop on the GPU, CUDA graphs per K
+            from edge.backends.torch_cuda import TorchCudaBackend
+
+            return TorchCudaBackend(load_model(path, robot=robot, verify=verify),
+                                    device=config.device, precision=config.precision,
+                                    compile=config.compile, seed=config.seed,
+                                    threads=config.threads, cuda_graphs=config.cuda_graphs)
+        return TorchBackend(load_model(path, robot=robot, verify=verify), device=config.device,
+                            precision=config.precision, compile=config.compile,
+                            seed=config.seed, threads=config.threads)
     if config.name == "onnxruntime":
         if config.precision != "fp32":
             raise BackendUnavailable("onnxruntime backend runs the fp32 export; for reduced precision "
@@ -114,7 +136,7 @@ def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any
         from edge.backends.ort_backend import OrtBackend
         from edge.export import ensure_export
 
-        export_dir = path if _is_export_dir(path) else ensure_export(path)
+        export_dir = ensure_export(path, verify=verify)  # an export dir: verified, used as it is
         return OrtBackend(export_dir, providers=config.providers, threads=config.threads,
                           inter_op_threads=config.inter_op_threads,
                           allow_spinning=config.allow_spinning,
@@ -122,8 +144,13 @@ def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any
                           trt_cache_dir=config.trt_cache_dir, trt_fp16=config.trt_fp16,
                           seed=config.seed, robot=robot)
     from edge.backends.tensorrt_backend import TensorRTBackend
+    from edge.export import ensure_export
 
-    return TensorRTBackend()  # raises BackendUnavailable with the reason
+    return TensorRTBackend(ensure_export(path, verify=verify), precision=config.precision,
+                           max_batch=config.trt_max_batch, workspace_mb=config.trt_workspace_mb,
+                           cache_dir=config.engine_cache_dir,
+                           device=config.device if config.device.startswith("cuda") else "cuda",
+                           seed=config.seed, robot=robot)
 
 
 def _unknown(name: str) -> BackendConfig:

@@ -45,6 +45,26 @@ def steps_per_row(num_steps: int | Sequence[int] | np.ndarray, batch: int) -> np
     return ks.astype(np.int64)
 
 
+def euler_schedule(ks: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray, np.ndarray]]]:
+    """Per-row K (B,) -> ``(order, steps)`` for a device-side Euler loop over fixed buffers.
+
+    ``order`` sorts the rows by K, largest first (stable), so after sorting the rows still
+    integrating at step i are always the first ``n_i``; ``steps[i] = (n_i, t, dt)`` with ``t`` and
+    ``dt`` float32 ``(n_i,)`` holding exactly the values :meth:`Backend.sample` uses (``i / K``,
+    ``1 / K``). A loop that runs the network on ``buffer[:n_i]`` of the sorted batch and un-sorts at
+    the end (``out[order] = sorted_out``) therefore integrates like :meth:`Backend.sample`.
+    """
+    ks = np.asarray(ks, np.int64)
+    order = np.argsort(-ks, kind="stable")
+    ks_sorted = ks[order]
+    steps = []
+    for i in range(int(ks.max()) if ks.size else 0):
+        n = int(np.count_nonzero(ks_sorted > i))
+        steps.append((n, (i / ks_sorted[:n]).astype(np.float32),
+                      (1.0 / ks_sorted[:n]).astype(np.float32)))
+    return order, steps
+
+
 class Backend(ABC):
     """Common API of all inference backends. Public arrays are numpy float32 (images uint8)."""
 
