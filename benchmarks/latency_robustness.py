@@ -23,8 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def run_cell(job: dict) -> dict:
-    from edge.commands._session import SessionConfig, run_session
-    from edge.commands.expert import wilson
+    from edge.runtime.session import SessionConfig, run_session
+    from edge.stats import wilson
 
     seam, _, soft = job["seam"].partition(":")  # "rtc:0" = rtc guiding only the frozen actions
     cfg = SessionConfig(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],

@@ -34,7 +34,7 @@ from edge.telemetry import machine_info  # noqa: E402
 def run_shard(job: dict) -> dict:
     """One shard of a cell: episodes seed0 .. seed0+n-1 in one runtime session (its own noise seed
     ``seed0``). Returns per-episode outcomes; :func:`cell_from_shards` pools them."""
-    from edge.commands._session import SessionConfig, run_session
+    from edge.runtime.session import SessionConfig, run_session
 
     cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
@@ -53,7 +53,7 @@ def run_shard(job: dict) -> dict:
 def cell_from_shards(k: int, c: int, shards: list[dict]) -> dict:
     """Pool a cell's shards: success with a 95 % Wilson interval, NFE per executed action, the
     furthest task stage reached by failed episodes, per-episode outcomes in seed order."""
-    from edge.commands.expert import wilson
+    from edge.stats import wilson
     from sim.tasks import PROGRESS_STAGES
 
     eps = sorted((e for sh in shards for e in sh["episodes"]), key=lambda e: e["seed"])

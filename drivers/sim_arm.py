@@ -34,6 +34,7 @@ class SimArmDriver:
         self.done = False
         self.success = False
         self.steps = 0
+        self.reward = 0.0
 
     # ------------------------------------------------------------------ lifecycle
     def reset_episode(self, seed: int) -> None:
@@ -70,7 +71,8 @@ class SimArmDriver:
         if cmd.shape != space.shape or not np.all(np.isfinite(cmd)):
             raise DriverError(f"command {cmd!r} must be finite with shape {space.shape}")
         sent = np.clip(cmd, space.low, space.high)
-        self.obs, _, terminated, truncated, self.info = self.env.step(sent)
+        self.obs, reward, terminated, truncated, self.info = self.env.step(sent)
+        self.reward = float(reward)  # the env's reward for this period (read by QueryEnv)
         self.steps += 1
         self.success = self.success or bool(self.info.get("success"))
         self.done = self.done or terminated or truncated

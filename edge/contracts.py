@@ -161,6 +161,19 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
+class ObservingScheduler(Scheduler, Protocol):
+    """A scheduler that learns from what its plans produced (feedback hook).
+
+    ``observe(result)`` is called on the loop's thread with every query result the loop accepts
+    (an ``edge.inference_worker.QueryResult``: the plan as executed, the chunk, latency, NFE), in
+    every execution mode — inline, thread and process (in process mode the worker process plans with
+    its own copy; this copy, in the loop's process, is the one that observes).
+    """
+
+    def observe(self, result: Any) -> None: ...
+
+
+@runtime_checkable
 class RefiningScheduler(Scheduler, Protocol):
     """A scheduler that revises its plan after sampling, from the denoising trace (e.g. DVAC)."""
 
@@ -211,7 +224,10 @@ class ObservationSource(Protocol):
 
 @runtime_checkable
 class Clock(Protocol):
-    """Monotonic time in seconds and absolute-deadline sleeping."""
+    """Monotonic time in seconds and absolute-deadline sleeping. ``is_virtual``: time advances only
+    when the loop says so (deterministic evaluation; inference latency is charged, not waited for)."""
+
+    is_virtual: bool
 
     def now(self) -> float: ...
 

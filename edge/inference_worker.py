@@ -69,10 +69,11 @@ class WorkerConfig:
         choices=("auto", "thread", "process", "inline")
     )
     seed: int = cfg(0, "seed for the initial noise (per query: seed, epoch, query id)", range=(0, None))
-    noise_temperature: float = cfg(1.0, "scale of the initial noise the worker draws when the "
+    noise_temperature: float = cfg(0.5, "scale of the initial noise the worker draws when the "
                                    "scheduler leaves it to it (1 = the training distribution; < 1 "
-                                   "samples closer to the policy's typical action, 0 = deterministic)",
-                                   range=(0.0, 4.0))
+                                   "samples closer to the policy's typical action, 0 = deterministic; "
+                                   "0.5 is the runtime's default everywhere: edge run, edge hil, "
+                                   "benchmarks)", range=(0.0, 4.0))
     rtc_guidance: bool = cfg(True, "rtc seam: guide sampling toward the previous chunk's actions")
     rtc_soft_steps: int = cfg(-1, "rtc seam: how many queued actions after the frozen ones are "
                               "softly guided (exponential ramp); -1 = all of the previous chunk's "
@@ -142,7 +143,7 @@ class InferenceWorker:
         )
         mode = self.config.mode
         if mode == "auto":
-            mode = "inline" if getattr(clock, "is_virtual", False) else "thread"
+            mode = "inline" if clock.is_virtual else "thread"
         self.mode = mode
         self.period_s = 1.0 / policy.control_rate_hz
         self.backend = str(getattr(policy, "backend_name", getattr(policy, "backend", "unknown")))
@@ -244,6 +245,9 @@ class InferenceWorker:
             self._result, self._inflight = None, False
         if res.request.epoch != self.epoch:
             return None  # planned before a reset/e-stop: discard
+        observe = getattr(self.scheduler, "observe", None)
+        if observe is not None:  # the feedback hook, on the loop's side in every mode
+            observe(res)
         return res
 
     def cancel(self) -> None:
@@ -291,7 +295,7 @@ class InferenceWorker:
             raise EdgeError("inference mode 'process' needs a policy_factory: a picklable callable "
                             "that builds the policy inside the worker process (e.g. "
                             "functools.partial(load_policy, checkpoint, backend))")
-        if getattr(self.clock, "is_virtual", False):
+        if self.clock.is_virtual:
             raise EdgeError("inference mode 'process' runs on wall time; with the virtual clock use "
                             "'inline' (or 'auto')")
         ctx = mp.get_context("spawn")  # never fork a process that may hold torch/OpenMP threads

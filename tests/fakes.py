@@ -276,3 +276,56 @@ def spy_steps(env: Any) -> list[np.ndarray]:
 
     env.step = spy
     return executed
+
+
+class ObservingFixed:
+    """TEST FIXTURE. A fixed(K, C) scheduler with the feedback hook: records the query ids and NFE
+    of every result it is told about (picklable, so process mode can copy it)."""
+
+    name = "observing"
+
+    def __init__(self, k: int, c: int) -> None:
+        from edge.schedulers import FixedScheduler
+
+        self.inner = FixedScheduler(k, c)
+        self.seen: list[tuple[int, int]] = []
+
+    def plan(self, features: Any, history: Any) -> Any:
+        return self.inner.plan(features, history)
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, result: Any) -> None:
+        self.seen.append((result.request.query_id, result.nfe))
+
+
+def campaign_square(job: dict) -> dict:
+    """TEST FIXTURE for campaigns (importable by Ray workers): the seed squared and the worker's pid."""
+    import os
+
+    return {"seed": job["seed"], "value": job["seed"] ** 2, "pid": os.getpid()}
+
+
+class _HoldSpec:
+    cameras = ("front",)
+    image_hw = (64, 64)
+
+
+class HoldPolicy:
+    """TEST FIXTURE. A user's own ChunkPolicy for the sim: every chunk holds the arm still."""
+
+    chunk_len, action_dim, control_rate_hz, action_layout = 8, 5, 20.0, "ee_delta"
+    backend_name = "hold"
+    spec = _HoldSpec()
+
+    def encode(self, obs: Any) -> np.ndarray:
+        return np.zeros(4, np.float32)
+
+    def sample(self, features: Any, noise: Any, num_steps: int) -> np.ndarray:
+        return np.zeros((8, 5), np.float32)
+
+
+def hold_policy(cfg: Any, robot: Any) -> HoldPolicy:
+    """TEST FIXTURE: ``--policy tests.fakes:hold_policy``."""
+    return HoldPolicy()

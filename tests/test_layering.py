@@ -14,7 +14,7 @@ FORBIDDEN = {
     "world_models": {"drivers", "adapters"},
     "drivers": {"adapters", "world_models"},
 }
-COMPOSITION = ("edge/cli.py", "edge/commands/")  # the one place that wires concrete classes
+COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/")  # where concrete classes are wired
 
 
 def imported_packages(path: Path) -> set[str]:

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         run_scenario,
     )
     from edge.commands._hil_report import harness_failure, write_report
-    from edge.commands._session import DEFAULT_CHECKPOINT
+    from edge.runtime.session import DEFAULT_CHECKPOINT
     from edge.errors import EdgeError
     from edge.telemetry import machine_info
 

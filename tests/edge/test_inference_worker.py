@@ -378,3 +378,25 @@ def test_new_episode_resets_the_policy_episode_memory():
     assert policy.resets == 1
     # a policy without per-episode state is left alone
     InferenceWorker(ramp_for(SPEC), fixed(2, 2), VirtualClock(), WorkerConfig()).reset_scheduler()
+
+
+@pytest.mark.parametrize("mode", ["inline", "thread", "process"])
+def test_scheduler_feedback_hook_sees_every_result_in_every_mode(mode):
+    import functools
+
+    from tests.fakes import ObservingFixed
+
+    sched = ObservingFixed(3, 4)
+    clock = VirtualClock() if mode == "inline" else RealClock()
+    factory = functools.partial(ramp_for, SPEC) if mode == "process" else None
+    w = InferenceWorker(ramp_for(SPEC), sched, clock, WorkerConfig(mode=mode), policy_factory=factory)
+    try:
+        for qid in (1, 2):
+            w.submit(request(clock.now(), qid=qid, epoch=w.epoch))
+            if mode == "inline":
+                assert w.poll(1e9) is not None
+            else:
+                _wait_result(w, clock)
+        assert sched.seen == [(1, 3), (2, 3)]  # this (the loop's) copy observed both, in order
+    finally:
+        w.close()

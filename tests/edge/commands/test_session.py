@@ -6,8 +6,9 @@ import json
 import pytest
 
 from edge.cli import main
-from edge.commands._session import SessionConfig, run_session
+from edge.runtime.session import SessionConfig, run_session
 from edge.config import ConfigError
+from edge.errors import EdgeError
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,18 @@ def test_session_writes_complete_run_records(tiny_ckpt, tmp_path):
     assert s["dropped_late"] > 0  # 60 ms latency at 20 Hz: the first action of each chunk is stale
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["session"]["latency_ms"] == 60.0
+    # what actually ran: policy kind, checkpoint + sha256, backend, scheduler, package versions
+    from edge.vla.verify import sha256_file
+
+    pol = meta["policy"]
+    assert pol["kind"] == "vla" and pol["model_sha256"] == sha256_file(tiny_ckpt / "model.pt")
+    assert pol["backend_name"] == "torch[cpu]" and pol["backend"]["name"] == "torch"
+    assert meta["scheduler"]["name"] == "fixed" and meta["scheduler"]["num_steps"] == 2
+    assert "numpy" in meta["machine"]["packages"]
+    q = json.loads((tmp_path / "run" / "queries.jsonl").read_text().splitlines()[0])
+    assert q["backend"] == "torch[cpu]"  # not "<...TorchBackend object at 0x...>"
+    assert "policy_clipped" in res.episodes[0] and s["policy_outputs"] == sum(
+        e["policy_outputs"] for e in res.episodes)
 
 
 def test_session_config_is_validated():
@@ -44,8 +57,64 @@ def test_edge_run_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_edge_run_expert(tmp_path, capsys):
+def test_edge_run_expert_writes_the_run_directory_layout(tmp_path, capsys):
     assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "32", "--seed", "0",
                  "--out", str(tmp_path / "r")]) == 0
-    rep = json.loads((tmp_path / "r" / "report.json").read_text())
-    assert rep["policy"] == "expert" and len(rep["episodes"]) == 1
+    files = {p.name for p in (tmp_path / "r").iterdir()}
+    assert {"meta.json", "episodes.jsonl", "summary.json", "summary.txt", "episode0.gif"} <= files
+    ep = json.loads((tmp_path / "r" / "episodes.jsonl").read_text())
+    assert {"ep", "seed", "success", "steps", "instruction", "wall_s", "max_stage"} <= set(ep)
+    assert ep["ep"] == 0 and ep["seed"] == 0
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["policy"]["kind"] == "expert" and meta["session"]["image_size"] == 32
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["episodes"] == 1 and summary["success_ci95"] is not None
+    assert "95 % Wilson CI" in (tmp_path / "r" / "summary.txt").read_text()
+
+
+def test_default_run_directory_never_reuses_an_existing_one(tmp_path, monkeypatch, capsys):
+    import edge.commands.run as run_cmd
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_cmd.time, "strftime", lambda fmt: "20250101-000000")
+    (tmp_path / "runs" / "20250101-000000").mkdir(parents=True)
+    (tmp_path / "runs" / "20250101-000000" / "meta.json").write_text("{}")
+    assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16"]) == 0
+    assert (tmp_path / "runs" / "20250101-000000-2" / "episodes.jsonl").is_file()
+    assert (tmp_path / "runs" / "20250101-000000" / "meta.json").read_text() == "{}"
+
+
+def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
+    cfg = SessionConfig(checkpoint=str(tiny_ckpt), backend="torch", episodes=1, max_steps=6, num_steps=1,
+                        execute=4, video_episodes=0)
+    run_session(cfg, tmp_path / "run", progress=False)
+    # a killed second episode: its lines without an episode record are dropped on resume
+    with open(tmp_path / "run" / "ticks.jsonl", "a") as f:
+        f.write('{"ep":1,"slot":99}\n{"ep":1,"sl')
+    res = run_session(SessionConfig(**{**cfg.__dict__, "episodes": 3}), tmp_path / "run",
+                      progress=False, resume=True)
+    assert [e["ep"] for e in res.episodes] == [1, 2] and [e["seed"] for e in res.episodes] == [100001, 100002]
+    eps = [json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
+    assert [e["ep"] for e in eps] == [0, 1, 2]
+    assert res.summary["episodes"] == 3 and res.summary["ticks"] == 18
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["session"]["episodes"] == 1 and meta["resumed"][0]["episodes_before"] == 1
+    with pytest.raises(EdgeError, match="num_steps=1.*num_steps=2"):
+        run_session(SessionConfig(**{**cfg.__dict__, "episodes": 4, "num_steps": 2}), tmp_path / "run",
+                    progress=False, resume=True)
+
+
+def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
+    """An instruction the checkpoint has not cached loads its encoder before tick 0, not in query 1."""
+    from edge.runtime.session import build_runtime
+
+    rt = build_runtime(SessionConfig(checkpoint=str(tiny_ckpt), backend="torch", max_steps=2,
+                                     num_steps=1, execute=4), None)
+    policy = rt.loop.worker.policy
+    policy.language._table.clear()  # every instruction is new now
+    seen = []
+    real_start = rt.loop.start
+    rt.loop.start = lambda: (seen.append(policy.language.misses), real_start())[1]
+    rt.run_episode(100000)
+    rt.close()
+    assert seen == [1]  # embedded once, before the loop started

@@ -1,0 +1,241 @@
+"""``QueryEnv``: the runtime as a query-level RL environment (gymnasium API). One ``step`` = one query.
+
+The episode runs on the real runtime path (:func:`edge.runtime.session.build_runtime`: control loop,
+inference worker, action queue, safety, sim driver; virtual clock, inline worker) in a helper thread.
+The scheduler the loop asks is this env: when the loop wants a plan, the thread hands the frozen
+policy's features and the :class:`~edge.contracts.QueryContext` to :meth:`QueryEnv.step`'s caller
+and waits for the plan — so what the agent is trained on is exactly what deployment runs. The two
+threads strictly alternate; nothing runs concurrently, and the run is deterministic.
+
+Observation (dict):
+
+* ``features`` (D,) float32 — the policy's prefix features for the query's observation;
+* ``context`` (8,) float32 — :func:`context_vector` of the QueryContext (queue depth, latency,
+  delay, query index, previous K/C, episode progress).
+
+Action: a :class:`~edge.contracts.QueryPlan`, or a dict ``{"noise": (H, Da) | None, "num_steps": K,
+"execute": C[, "next_query_in_steps": n]}`` (``noise`` in the policy's latent; None = the worker's
+seeded Gaussian noise at the session's temperature, as a fixed schedule gets).
+
+``step`` returns ``(obs, reward, terminated, truncated, info)`` where ``reward`` is the env reward
+summed over the ticks that ran until the next query (the sparse task reward: 1 on the success
+tick), and ``info`` holds ``ticks`` (control ticks run), ``executed`` (ticks that executed a policy
+action), ``nfe`` (denoiser evaluations spent by this query), ``plan`` (the plan as executed) and,
+at the episode's end, ``episode`` (its record: success, steps, nfe, executed, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+
+from edge.contracts import QueryContext, QueryPlan
+from edge.runtime.session import SessionConfig, build_runtime
+
+CONTEXT_DIM = 8
+
+
+EPISODE_TICKS_SCALE = 300.0  # progress feature = ticks since the episode's first query / this
+
+
+def context_vector(ctx: QueryContext, t_first_s: float) -> np.ndarray:
+    """QueryContext -> (8,) float32, scaled to about [0, 1]: queue depth / H, latency p50 and p95
+    (s, 0 before the first measurement), delay steps / H, query index / 50, previous K / 10,
+    previous C / H, ticks since the episode's first query (observed at ``t_first_s``) / 300.
+
+    Everything comes from what a deployed scheduler sees, so training and deployment compute the
+    same vector (:class:`adapters.eqrl.deploy.EqrlScheduler` keeps ``t_first_s`` itself)."""
+    H = max(1, ctx.chunk_len)
+    last = ctx.last_plan
+    p50 = 0.0 if math.isnan(ctx.latency_p50_s) else ctx.latency_p50_s
+    p95 = 0.0 if math.isnan(ctx.latency_p95_s) else ctx.latency_p95_s
+    ticks = round((ctx.t_s - t_first_s) / ctx.period_s) if ctx.period_s > 0 else 0
+    return np.array([ctx.queue_depth / H, p50, p95, ctx.delay_steps / H, ctx.query_index / 50.0,
+                     0.0 if last is None else last.num_steps / 10.0,
+                     0.0 if last is None else last.execute / H,
+                     ticks / EPISODE_TICKS_SCALE], np.float32)
+
+
+class _Abort(Exception):
+    """The env was reset or closed mid-episode: unwind the episode thread."""
+
+
+class _Planner:
+    """The loop's scheduler: hands each query to the env's caller and returns their plan."""
+
+    name = "query_env"
+
+    def __init__(self) -> None:
+        self.to_env: queue.Queue = queue.Queue()
+        self.to_loop: queue.Queue = queue.Queue()
+
+    def plan(self, features: Any, history: QueryContext) -> QueryPlan:
+        self.to_env.put(("query", features, history))
+        plan = self.to_loop.get()
+        if plan is None:
+            raise _Abort()
+        return plan
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, result: Any) -> None:
+        self.last_chunk = result.chunk.actions  # (H, Da) physical actions of the accepted query
+
+    last_chunk: Any = None
+
+
+def as_plan(action: Any, chunk_len: int) -> QueryPlan:
+    """A QueryPlan from a plan or a dict (see the module doc); ``next_query_in_steps`` defaults to C."""
+    if isinstance(action, QueryPlan):
+        return action
+    k, c = int(action["num_steps"]), int(action["execute"])
+    noise = action.get("noise")
+    noise = None if noise is None else np.asarray(noise, np.float32).reshape(chunk_len, -1)
+    return QueryPlan(noise=noise, num_steps=k, execute=c,
+                     next_query_in_steps=int(action.get("next_query_in_steps") or c),
+                     signals=dict(action.get("signals") or {}))
+
+
+class QueryEnv:
+    """gymnasium-style env over the runtime (see the module doc). ``seed`` in :meth:`reset` picks
+    the scene; without one, episodes use ``cfg.seed``, ``cfg.seed + 1``, ... in order."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, cfg: SessionConfig | None = None, policy: Any = None, robot: Any = None) -> None:
+        cfg = cfg or SessionConfig(execution="sync", latency="constant", latency_ms=0.0)
+        self.cfg = dataclasses.replace(cfg, record_ticks=False, video_episodes=0)
+        self._planner = _Planner()
+        self._cmd: queue.Queue = queue.Queue()
+        # one thread builds, runs and closes the runtime: the renderer's GL context is bound to it
+        self._thread = threading.Thread(target=self._serve, args=(policy, robot), name="query-env",
+                                        daemon=True)
+        self._thread.start()
+        kind, runtime, _ = self._wait()
+        self.runtime = runtime
+        self.policy = runtime.loop.worker.policy
+        self.chunk_len, self.action_dim = self.policy.chunk_len, self.policy.action_dim
+        self._next_seed = self.cfg.seed
+        self._in_episode = False
+        self._closed = False
+        self._ticks = self._executed = 0
+        self._reward = 0.0
+        self.episode: dict[str, Any] | None = None
+        self._feat_dim = 0
+        self.observation_space: Any = None  # known after the first reset (the feature width)
+
+    # ------------------------------------------------------------------ the runtime's thread
+    def _on_tick(self, rec: Any) -> None:  # rec: edge.records.TickRecord
+        self._ticks += 1
+        self._executed += int(rec.kind == "act")
+        self._reward += float(self.runtime.driver.reward)
+
+    def _serve(self, policy: Any, robot: Any) -> None:
+        out = self._planner.to_env
+        try:
+            runtime = build_runtime(self.cfg, None, policy=policy, robot=robot, scheduler=self._planner)
+        except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread
+            out.put(("error", err, None))
+            return
+        out.put(("ready", runtime, None))
+        while True:
+            kind, seed = self._cmd.get()
+            if kind == "close":
+                try:
+                    runtime.close()
+                except BaseException as err:  # noqa: BLE001
+                    out.put(("error", err, None))
+                else:
+                    out.put(("closed", None, None))
+                return
+            try:
+                ep = runtime.run_episode(seed, on_tick=self._on_tick)
+            except _Abort:
+                loop = runtime.loop
+                if loop.safety.mode.value != "running":  # the loop stopped the arm on the abort
+                    loop.reset()
+                out.put(("aborted", None, None))
+            except BaseException as err:  # noqa: BLE001 - re-raised on the caller's thread
+                out.put(("error", err, None))
+            else:
+                out.put(("done", ep, None))
+
+    def _wait(self) -> tuple[str, Any, Any]:
+        kind, a, b = self._planner.to_env.get()
+        if kind == "error":
+            self._in_episode = False
+            raise a
+        return kind, a, b
+
+    def _obs(self, features: Any, ctx: QueryContext) -> dict[str, np.ndarray]:
+        f = np.asarray(features, np.float32).reshape(-1)
+        if self.observation_space is None:
+            import gymnasium as gym
+
+            self._feat_dim = f.size
+            self.observation_space = gym.spaces.Dict({
+                "features": gym.spaces.Box(-np.inf, np.inf, (f.size,), np.float32),
+                "context": gym.spaces.Box(-np.inf, np.inf, (CONTEXT_DIM,), np.float32)})
+        if ctx.query_index == 0:
+            self._t_first = ctx.t_s
+        return {"features": f, "context": context_vector(ctx, self._t_first)}
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        self._abort()
+        if seed is None:
+            seed = self._next_seed
+        self._next_seed = seed + 1
+        self._ticks = self._executed = 0
+        self._reward = 0.0
+        self.episode = None
+        self._cmd.put(("episode", seed))
+        self._in_episode = True
+        kind, features, ctx = self._wait()
+        if kind != "query":  # an episode that ends before its first query (cannot happen in the sim)
+            self._in_episode = False
+            raise RuntimeError(f"QueryEnv: episode {seed} ended before its first query ({kind})")
+        return self._obs(features, ctx), {"seed": seed, "context": ctx}
+
+    def step(self, action: Any):
+        if not self._in_episode:
+            raise RuntimeError("QueryEnv.step() before reset() (or after the episode ended)")
+        plan = as_plan(action, self.chunk_len)
+        self._ticks = self._executed = 0
+        self._reward = 0.0
+        self._planner.to_loop.put(plan)
+        kind, a, ctx = self._wait()
+        info = {"ticks": self._ticks, "executed": self._executed, "nfe": plan.num_steps, "plan": plan,
+                "chunk": self._planner.last_chunk}
+        reward = self._reward
+        if kind == "query":
+            return self._obs(a, ctx), reward, False, False, info
+        self._in_episode = False
+        ep = self.episode = a
+        info["episode"] = ep
+        success = bool(ep["success"])
+        obs = {"features": np.zeros(self._feat_dim, np.float32), "context": np.zeros(CONTEXT_DIM, np.float32)}
+        return obs, reward, success, not success, info
+
+    def _abort(self) -> None:
+        if not self._in_episode:
+            return
+        self._planner.to_loop.put(None)  # the planner raises _Abort inside the loop's query
+        self._in_episode = False
+        kind, _, _ = self._planner.to_env.get()
+        assert kind in ("aborted", "done", "error"), kind
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._abort()
+        self._cmd.put(("close", None))
+        self._wait()
+        self._thread.join()
