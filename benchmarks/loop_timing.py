@@ -209,11 +209,11 @@ def run_case(
         loop.close()
         recorder.close()
     run = read_run(run_dir)
-    ticks = [t for t in run.ticks if t["n"] >= n_warm]  # steady state: warm-up excluded
+    ticks = [t for t in run.tick_records() if t.slot >= n_warm]  # steady state: warm-up excluded
     period = 1.0 / rate_hz
-    jitter = [abs((b["t"] - a["t"]) - period) for a, b in itertools.pairwise(ticks) if b["n"] == a["n"] + 1]
-    ovh = [t["ovh"] for t in ticks]
-    queries = [q for q in run.queries if q["t_obs"] >= loop.t0_s + warmup_s]
+    jitter = [abs((b.t_s - a.t_s) - period) for a, b in itertools.pairwise(ticks) if b.slot == a.slot + 1]
+    ovh = [t.tick_overhead_s for t in ticks]
+    queries = [q for q in run.query_records() if q.t_obs_s >= loop.t0_s + warmup_s]
     write = recorder.write_s[-len(ticks) :]
     busy = list(loop.busy_s)[-len(ticks) :]
 
@@ -232,8 +232,8 @@ def run_case(
         "tick_overhead_p99_ms": ms(pct(ovh, 99)),
         "tick_overhead_max_ms": ms(max(ovh)),
         # tick start -> command handed to the driver (thread/process queries start after it)
-        "command_latency_p50_ms": ms(pct([t["cmd_s"] for t in ticks], 50)),
-        "command_latency_p99_ms": ms(pct([t["cmd_s"] for t in ticks], 99)),
+        "command_latency_p50_ms": ms(pct([t.command_s for t in ticks], 50)),
+        "command_latency_p99_ms": ms(pct([t.command_s for t in ticks], 99)),
         "telemetry_write_p50_ms": ms(pct(write, 50)),
         "telemetry_write_p99_ms": ms(pct(write, 99)),
         # everything the loop thread did per tick after waking: overhead + process query send +
@@ -242,17 +242,17 @@ def run_case(
         "tick_busy_p99_ms": ms(pct(busy, 99)),
         # chunks merged while the loop waited for a deadline (LoopConfig.slack_work), and the
         # loop-thread time that took before the tick
-        "merged_in_slack": sum(1 for q in queries if q["merged_in_slack"]),
-        "slack_merge_p99_ms": ms(pct([t["slack_s"] for t in ticks if t["slack_s"] > 0], 99)),
-        "lateness_p99_ms": ms(pct([t["late"] for t in ticks], 99)),
+        "merged_in_slack": sum(1 for q in queries if q.merged_in_slack),
+        "slack_merge_p99_ms": ms(pct([t.slack_s for t in ticks if t.slack_s > 0], 99)),
+        "lateness_p99_ms": ms(pct([t.lateness_s for t in ticks], 99)),
         "jitter_p99_ms": ms(pct(jitter, 99)),
-        "overruns": int(sum(t["ovr"] for t in ticks)),
+        "overruns": int(sum(t.overrun_ticks for t in ticks)),
         "overruns_incl_warmup": loop.overruns,
-        "missed_deadline_fraction": round(sum(t["ovr"] for t in ticks) / max(1, seconds * rate_hz), 4),
+        "missed_deadline_fraction": round(sum(t.overrun_ticks for t in ticks) / max(1, seconds * rate_hz), 4),
         "queries": len(queries),
-        "inference_latency_p50_ms": ms(pct([q["latency_s"] for q in queries], 50)),
-        "inference_latency_p99_ms": ms(pct([q["latency_s"] for q in queries], 99)),
-        "starved_ticks": sum(1 for t in ticks if t["starved"]),
+        "inference_latency_p50_ms": ms(pct([q.latency_s for q in queries], 50)),
+        "inference_latency_p99_ms": ms(pct([q.latency_s for q in queries], 99)),
+        "starved_ticks": sum(1 for t in ticks if t.starved),
     }
 
 

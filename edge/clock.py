@@ -9,8 +9,11 @@
   happens at 80 ms of inference latency" is a reproducible experiment.
 
 Latency models (seeded, deterministic): ``constant`` (``latency_s``), ``gaussian``
-(``mean_s``, ``std_s``, truncated at ``min_s``) and ``per_step`` (``a_ms + b_ms * K`` plus optional
-Gaussian jitter), the last matching the published "fixed prefix + cost per denoising step" shape.
+(``mean_s``, ``std_s``, truncated at ``min_s``), ``per_step`` (``a_ms + b_ms * K`` plus optional
+Gaussian jitter), the last matching the published "fixed prefix + cost per denoising step" shape,
+and ``device``: the projected time of encoder + K steps of the checkpoint's network on a target
+device (``device="orin-nano"``, ...; :mod:`edge.profiler.device_model`), so a run on this machine
+is timed "as if on an Orin Nano" (the scene locator, once per episode, is not charged).
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from edge.config import ConfigError, cfg, check_fields
+from edge.profiler.device_model import DEVICES
+
+#: the model whose work the ``device`` latency model counts when no checkpoint is named
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "vla" / "checkpoints" / "stack"
 
 
 class RealClock:
@@ -78,7 +86,7 @@ class LatencyConfig:
     kind: str = cfg(
         "measured",
         "measured (wall time of the real compute) or a model",
-        choices=("measured", "constant", "gaussian", "per_step"),
+        choices=("measured", "constant", "gaussian", "per_step", "device"),
     )
     latency_s: float = cfg(0.05, "constant: latency per query", range=(0.0, 10.0))
     mean_s: float = cfg(0.05, "gaussian: mean latency", range=(0.0, 10.0))
@@ -88,6 +96,10 @@ class LatencyConfig:
     b_ms: float = cfg(5.0, "per_step: cost per denoising step", range=(0.0, 1e4))
     jitter_std_ms: float = cfg(0.0, "per_step: Gaussian jitter", range=(0.0, 1e4))
     seed: int = cfg(0, "seed of the jitter generator", range=(0, None))
+    device: str = cfg("orin-nano", "device: the target whose projected query time is charged",
+                      choices=tuple(DEVICES))
+    checkpoint: str = cfg("", "device: the VLA checkpoint whose network is counted ('' = the shipped "
+                          "stack model)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -134,7 +146,22 @@ def make_latency_model(config: LatencyConfig) -> LatencyModel | None:
         return ConstantLatency(config.latency_s)
     if config.kind == "gaussian":
         return GaussianLatency(config.mean_s, config.std_s, config.min_s, config.seed)
+    if config.kind == "device":
+        return device_latency(config.device, config.checkpoint)
     return PerStepLatency(config.a_ms, config.b_ms, config.jitter_std_ms, config.min_s, config.seed)
+
+
+def device_latency(device: str, checkpoint: str | Path = "") -> LatencyModel:
+    """The ``device`` model: encoder + K steps of ``checkpoint``'s network projected on ``device``
+    (counting the network loads it with torch once per process)."""
+    from edge.profiler.device_model import DeviceLatency
+    from edge.profiler.flops import count_checkpoint
+
+    path = Path(checkpoint) if checkpoint else SHIPPED_CHECKPOINT
+    if path.is_dir() and not (path / "model.pt").is_file():
+        raise ConfigError(f"latency kind 'device' counts the network of a checkpoint with model.pt; "
+                          f"{path} has none (an ONNX export?): set latency.checkpoint to the checkpoint")
+    return DeviceLatency(device, count_checkpoint(str(path)))
 
 
 def steps_for(duration_s: float, period_s: float) -> int:

@@ -2,14 +2,17 @@
 
 A run directory holds::
 
-    meta.json        what ran (command, config, robot, policy, machine), written at start
-    ticks.jsonl      one line per control tick: t, slot, lateness, overhead, state, raw/safe/sent
-                     action, decision, safety interventions, queue depth, starvation
-    queries.jsonl    one line per inference query: observation/submit/ready/merge times, latency,
-                     compute time, K, C, NFE, scheduler signals, backend, seam merge report
+    meta.json        what ran (command, config, robot, policy, machine) and the records'
+                     schema_version, written at start
+    ticks.jsonl      one line per control tick (:class:`edge.records.TickRecord`): time, slot,
+                     lateness, overhead, state, raw/safe/sent action, decision, safety
+                     interventions, queue depth, starvation
+    queries.jsonl    one line per inference query (:class:`edge.records.QueryRecord`):
+                     observation/submit/ready/merge times, latency, compute time, K, C, NFE,
+                     scheduler signals, backend, seam merge report
     events.jsonl     faults, e-stops, resets, episode boundaries, errors
-    episodes.jsonl   one line per finished episode (loop statistics + whatever the caller adds,
-                     e.g. success)
+    episodes.jsonl   one line per finished episode (:class:`edge.records.EpisodeRecord`: loop
+                     statistics + whatever the caller adds, e.g. success)
     summary.json     aggregate statistics (see :func:`summarize`)
     summary.txt      the same as a human-readable table
 
@@ -17,7 +20,9 @@ Every ``.jsonl`` file is line-buffered: each record reaches the operating system
 written, so a run killed with SIGKILL loses at most the record being written (well under the
 one-second budget); Ctrl-C and exceptions additionally flush and write the summary. The reader
 tolerates a truncated last line. ``summarize`` recomputes the summary from the raw lines, so a killed
-run can be summarised afterwards with ``summarize(read_run(path))``.
+run can be summarised afterwards with ``summarize(read_run(path))``. :func:`read_run` returns the
+lines in the current schema (:mod:`edge.records`; a run written before ``schema_version`` existed
+has its short keys mapped), as dicts, and typed through ``RunData.tick_records()`` etc.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from edge.errors import EdgeError
+from edge.records import SCHEMA_VERSION, STREAM_TYPES, upgrade
 
 STREAMS = ("ticks", "queries", "events", "episodes")
 
@@ -92,7 +98,8 @@ class RunRecorder:
             raise EdgeError(
                 f"cannot create run directory {self.run_dir}: {err}; choose another --out"
             ) from err
-        _write_json_atomic(self.run_dir / "meta.json", {"machine": machine_info(), **(meta or {})})
+        _write_json_atomic(self.run_dir / "meta.json",
+                           {"schema_version": SCHEMA_VERSION, "machine": machine_info(), **(meta or {})})
         # long-lived, closed in close(); line-buffered so each record reaches the OS when written
         self._files = {
             name: open(self.run_dir / f"{name}.jsonl", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -144,6 +151,19 @@ class RunData:
     events: list[dict[str, Any]] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION  # what the files were written with (lines are upgraded)
+
+    def tick_records(self) -> list[Any]:
+        """ticks as :class:`edge.records.TickRecord`."""
+        return [STREAM_TYPES["ticks"].from_json(t) for t in self.ticks]
+
+    def query_records(self) -> list[Any]:
+        """queries as :class:`edge.records.QueryRecord`."""
+        return [STREAM_TYPES["queries"].from_json(q) for q in self.queries]
+
+    def episode_records(self) -> list[Any]:
+        """episodes as :class:`edge.records.EpisodeRecord`."""
+        return [STREAM_TYPES["episodes"].from_json(e) for e in self.episodes]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -165,13 +185,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def read_run(run_dir: str | Path) -> RunData:
-    """Re-read a run directory (complete, interrupted or killed)."""
+    """Re-read a run directory (complete, interrupted or killed), its lines in the current schema."""
     d = Path(run_dir)
     if not (d / "meta.json").is_file():
         raise FileNotFoundError(f"{d} is not a run directory (no meta.json)")
-    data = RunData(d, json.loads((d / "meta.json").read_text()))
+    meta = json.loads((d / "meta.json").read_text())
+    version = int(meta.get("schema_version", 1))  # no key: written before records were versioned
+    if version > SCHEMA_VERSION:
+        raise EdgeError(f"{d}/meta.json: schema_version {version} is newer than this edge reads "
+                        f"({SCHEMA_VERSION}); upgrade edge to read this run")
+    data = RunData(d, meta, schema_version=version)
     for name in STREAMS:
-        setattr(data, name, read_jsonl(d / f"{name}.jsonl"))
+        lines = read_jsonl(d / f"{name}.jsonl")
+        setattr(data, name, lines if version == SCHEMA_VERSION else [upgrade(name, r, version) for r in lines])
     if (d / "summary.json").is_file():
         data.summary = json.loads((d / "summary.json").read_text())
     return data
@@ -182,36 +208,89 @@ def _pct(xs: list[float] | np.ndarray, q: float) -> float | None:
     return float(np.percentile(a, q)) if a.size else None
 
 
+def _policy_brief(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """Which policy, backend and checkpoint ran (from meta.json's ``policy``), for the summary."""
+    pol = meta.get("policy")
+    if not isinstance(pol, dict):
+        return None
+    out = {"kind": pol.get("kind"), "name": pol.get("name"), "backend": pol.get("backend_name"),
+           "checkpoint": pol.get("checkpoint"), "model_sha256": pol.get("model_sha256")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _scheduler_brief(meta: dict[str, Any]) -> str | None:
+    """``fixed K=10 C=8, seam replace, noise T=0.5`` from meta.json's ``scheduler`` / ``session``."""
+    sch = meta.get("scheduler") if isinstance(meta.get("scheduler"), dict) else {}
+    ses = meta.get("session") if isinstance(meta.get("session"), dict) else {}
+    name = sch.get("name") or ses.get("scheduler")
+    if not name:
+        return None
+    k, c = sch.get("num_steps", ses.get("num_steps")), sch.get("execute", ses.get("execute"))
+    seam, temp = sch.get("seam", ses.get("seam")), sch.get("noise_temperature", ses.get("noise_temperature"))
+    parts = [str(name) + (f" K={k} C={c}" if name in ("fixed", "dvac") and k is not None else "")]
+    if seam:
+        parts.append(f"seam {seam}")
+    if temp is not None:
+        parts.append(f"noise T={temp:g}")
+    return ", ".join(parts)
+
+
 def summarize(run: RunData) -> dict[str, Any]:
-    """Aggregate statistics from the raw records (times in seconds unless the key says ms)."""
-    ticks, queries = run.ticks, run.queries
+    """Aggregate statistics from the raw records (times in seconds unless the key says ms).
+
+    Timing on a virtual clock is not measured (the clock advances exactly one period per tick), so
+    ``lateness_*``, ``jitter_*`` and ``overruns`` are None there. The first tick of every episode
+    after the first wakes after the environment reset between episodes: its lateness and the
+    deadlines it missed are the reset's, not the loop's, so they are left out of the lateness
+    percentiles and ``overruns`` and counted apart (``reset_overruns``)."""
+    from edge.stats import wilson
+
+    ticks, queries, episodes = run.ticks, run.queries, run.episodes
+    session = run.meta.get("session") if isinstance(run.meta.get("session"), dict) else {}
+    clock = session.get("clock")
+    virtual = clock == "virtual"
     period = run.meta.get("period_s") or next(
         (e.get("period_s") for e in run.events if e.get("kind") == "start"), None
     )
-    late = [t.get("late") for t in ticks]
-    ovh = [t.get("ovh") for t in ticks]
+    after_reset = [i > 0 and t.get("ep") != ticks[i - 1].get("ep") for i, t in enumerate(ticks)]
+    late = [t.get("lateness_s") for t, r in zip(ticks, after_reset) if not r]
+    ovh = [t.get("tick_overhead_s") for t in ticks]
     jitter = []
     for a, b in itertools.pairwise(ticks):
-        if period and b.get("n") == a.get("n", -2) + 1 and b.get("ep") == a.get("ep"):
-            jitter.append(abs((b["t"] - a["t"]) - period))
+        if period and b.get("slot") == a.get("slot", -2) + 1 and b.get("ep") == a.get("ep"):
+            jitter.append(abs((b["t_s"] - a["t_s"]) - period))
     interventions: Counter[str] = Counter()
     for t in ticks:
-        for kind, _ in t.get("iv") or ():
+        for kind, _ in t.get("interventions") or ():
             interventions[kind] += 1
     executed = sum(1 for t in ticks if t.get("kind") == "act")
     nfe = sum(q.get("nfe") or 0 for q in queries)
+    overruns = int(sum(t.get("overrun_ticks") or 0 for t, r in zip(ticks, after_reset) if not r))
+    reset_overruns = int(sum(t.get("overrun_ticks") or 0 for t, r in zip(ticks, after_reset) if r))
+    successes = sum(1 for e in episodes if e.get("success"))
+    clipped_eps = [e for e in episodes if e.get("policy_outputs") is not None]
 
     def ms(x: float | None) -> float | None:
         return None if x is None else 1000.0 * x
 
+    def timing(x: float | None) -> float | None:
+        return None if virtual else x
+
     return {
+        "episodes": len(episodes),
+        "successes": successes,
+        "success_rate": successes / len(episodes) if episodes else None,
+        "success_ci95": list(wilson(successes, len(episodes))) if episodes else None,
+        "policy": _policy_brief(run.meta),
+        "scheduler": _scheduler_brief(run.meta),
+        "clock": clock,
         "ticks": len(ticks),
-        "episodes": len(run.episodes),
         "period_s": period,
-        "overruns": int(sum(t.get("ovr") or 0 for t in ticks)),
-        "lateness_p50_ms": ms(_pct(late, 50)),
-        "lateness_p99_ms": ms(_pct(late, 99)),
-        "jitter_p99_ms": ms(_pct(jitter, 99)),
+        "overruns": None if virtual else overruns,
+        "reset_overruns": None if virtual else reset_overruns,
+        "lateness_p50_ms": timing(ms(_pct(late, 50))),
+        "lateness_p99_ms": timing(ms(_pct(late, 99))),
+        "jitter_p99_ms": timing(ms(_pct(jitter, 99))),
         "tick_overhead_p50_ms": ms(_pct(ovh, 50)),
         "tick_overhead_p99_ms": ms(_pct(ovh, 99)),
         "queries": len(queries),
@@ -226,26 +305,97 @@ def summarize(run: RunData) -> dict[str, Any]:
         "starved_ticks": sum(1 for t in ticks if t.get("starved")),
         "dropped_late": int(sum(q.get("dropped_late") or 0 for q in queries)),
         "expired_chunks": sum(1 for q in queries if q.get("expired")),
+        "policy_outputs": sum(int(e["policy_outputs"]) for e in clipped_eps) if clipped_eps else None,
+        "policy_clipped": sum(int(e.get("policy_clipped") or 0) for e in clipped_eps) if clipped_eps else None,
+        "policy_clip_max": max(float(e.get("policy_clip_max") or 0.0) for e in clipped_eps) if clipped_eps else None,
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
-        "successes": sum(1 for e in run.episodes if e.get("success")),
     }
 
 
+def _num(v: Any, unit: str = "", digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows of :func:`format_summary`; keys it does not know are listed at the end."""
+    na = "n/a (virtual clock)"
+    virtual = s.get("clock") == "virtual"
+    rows: list[tuple[str, str]] = []
+    used = {"episodes", "successes", "success_rate", "success_ci95", "policy", "scheduler", "clock",
+            "ticks", "period_s", "overruns", "reset_overruns", "lateness_p50_ms", "lateness_p99_ms",
+            "jitter_p99_ms", "tick_overhead_p50_ms", "tick_overhead_p99_ms", "queries",
+            "latency_p50_ms", "latency_p99_ms", "compute_p50_ms", "mean_K", "mean_C", "nfe_total",
+            "executed_actions", "nfe_per_action", "starved_ticks", "dropped_late", "expired_chunks",
+            "policy_outputs", "policy_clipped", "policy_clip_max", "interventions",
+            "interventions_total", "faults"}
+    n, k = s.get("episodes"), s.get("successes")
+    if n:
+        ci = s.get("success_ci95") or [None, None]
+        ci_text = "" if ci[0] is None else f" (95 % Wilson CI {ci[0]:.1%} – {ci[1]:.1%})"
+        rows.append(("success", f"{k}/{n} = {k / n:.1%}{ci_text}"))
+    else:
+        rows.append(("episodes", str(n or 0)))
+    pol = s.get("policy")
+    if isinstance(pol, dict) and pol:
+        sha = pol.get("model_sha256")
+        where = pol.get("checkpoint")
+        text = ", ".join(str(x) for x in (pol.get("kind"), pol.get("name"), pol.get("backend")) if x)
+        if where:
+            text += f", {where}" + (f" (model.pt sha256 {sha[:12]})" if sha else "")
+        rows.append(("policy", text))
+    if s.get("scheduler"):
+        rows.append(("scheduler", str(s["scheduler"])))
+    if not s.get("ticks"):  # e.g. the scripted expert: no runtime loop ran
+        extra = [(k2, v) for k2, v in s.items() if k2 not in used and not isinstance(v, (dict, list))]
+        return rows + [(k2, _num(v)) for k2, v in extra]
+    if s.get("clock"):
+        rows.append(("clock", str(s["clock"])))
+    period = s.get("period_s")
+    rows.append(("ticks", f"{s['ticks']}" + (f" (period {1000 * period:.1f} ms)" if period else "")))
+    if virtual:
+        rows += [("overruns", na), ("lateness p50 / p99", na), ("jitter p99", na)]
+    else:
+        ovr = _num(s.get("overruns"))
+        if s.get("reset_overruns"):
+            ovr += f" (+{s['reset_overruns']} at episode starts, after the env reset: not counted)"
+        rows += [("overruns", ovr),
+                 ("lateness p50 / p99", f"{_num(s.get('lateness_p50_ms'))} / {_num(s.get('lateness_p99_ms'))} ms"),
+                 ("jitter p99", _num(s.get("jitter_p99_ms"), " ms"))]
+    rows.append(("tick overhead p50 / p99",
+                 f"{_num(s.get('tick_overhead_p50_ms'))} / {_num(s.get('tick_overhead_p99_ms'))} ms"))
+    rows.append(("queries", str(s.get("queries"))))
+    if s.get("queries"):
+        rows += [("inference latency p50 / p99",
+                  f"{_num(s.get('latency_p50_ms'), digits=1)} / {_num(s.get('latency_p99_ms'), digits=1)} ms"
+                  + (" (charged, virtual clock)" if virtual else "")),
+                 ("compute p50", _num(s.get("compute_p50_ms"), " ms", 1)),
+                 ("mean K / C", f"{_num(s.get('mean_K'), digits=2)} / {_num(s.get('mean_C'), digits=2)}"),
+                 ("NFE", f"{s.get('nfe_total')} total, {_num(s.get('nfe_per_action'), digits=3)} per "
+                         f"executed action ({s.get('executed_actions')} executed)")]
+    rows.append(("starved ticks", str(s.get("starved_ticks"))))
+    rows.append(("stale actions dropped", f"{s.get('dropped_late')} (by design, latency compensation: "
+                 "each chunk's actions for ticks that passed while its query ran, >= 1 per query)"))
+    rows.append(("expired chunks", str(s.get("expired_chunks"))))
+    if s.get("policy_outputs") is not None:
+        rows.append(("policy output clipped",
+                     f"{s.get('policy_clipped')} of {s.get('policy_outputs')} gripper outputs to [0, 1], "
+                     f"max {_num(s.get('policy_clip_max'), digits=4)} (the model's output contract; "
+                     "post-processing, not a safety intervention)"))
+    rows.append(("safety interventions", f"{s.get('interventions_total')} (wait_first_plan not counted)"))
+    rows += [(k2, _num(v)) for k2, v in s.items() if k2 not in used and not isinstance(v, (dict, list))]
+    return rows
+
+
 def format_summary(summary: dict[str, Any]) -> str:
-    """A two-column table of the scalar entries, then interventions by kind."""
-    rows = []
-    for k, v in summary.items():
-        if isinstance(v, (dict, list)):
-            continue
-        rows.append((k, "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))))
+    """A two-column table with labels (success with its 95 % Wilson interval, what ran, timing,
+    queries), then safety interventions by kind and faults."""
+    rows = _summary_rows(summary)
     w = max((len(k) for k, _ in rows), default=10)
     lines = [f"{k:<{w}}  {v}" for k, v in rows]
     ivs = summary.get("interventions") or {}
     if ivs:
-        lines.append("")
-        lines.append("safety interventions")
         lines.extend(f"  {k:<{w - 2}}  {v}" for k, v in ivs.items())
     for f in summary.get("faults") or ():
         lines.append(f"fault: {f.get('kind')} at t={f.get('t')}: {f.get('detail', '')}")

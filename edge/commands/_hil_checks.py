@@ -75,13 +75,13 @@ class Ctx:
         cands = [(e["t"], _event_what(e)) for e in self.events if e.get("kind") in HOST_SAFE_EVENTS]
         for t in self.ticks:
             if t.get("mode") != "running":
-                cands.append((t["t"], f"safety {t['mode']}"))
+                cands.append((t["t_s"], f"safety {t['mode']}"))
                 break
         if self.sc.safe_on_hold and self.t_fault is not None:
             for t in self.ticks:
-                kinds = {k for k, _ in (t.get("iv") or [])}
-                if t["t"] >= self.t_fault and t.get("kind") == "hold" and "wait_first_plan" not in kinds:
-                    cands.append((t["t"], "safety hold"))
+                kinds = {k for k, _ in (t.get("interventions") or [])}
+                if t["t_s"] >= self.t_fault and t.get("kind") == "hold" and "wait_first_plan" not in kinds:
+                    cands.append((t["t_s"], "safety hold"))
                     break
         return min(cands) if cands else (None, "")
 
@@ -211,7 +211,7 @@ def no_auto_resume(c: Ctx) -> Result:
     next_arm = min([m[0] for m in c.modes if m[3] == "armed" and m[0] > mcu_stop], default=math.inf)
     applied_after = [a for a in c.applied if mcu_stop < a[0] < next_arm]
     host_t = c.host_safe_t if c.host_safe_t is not None else math.inf
-    acts = [t for t in c.ticks if host_t < t["t"] < rel and t.get("kind") == "act"]
+    acts = [t for t in c.ticks if host_t < t["t_s"] < rel and t.get("kind") == "act"]
     activations = [e for e in c.events if e.get("kind") == "driver_activated" and host_t < e["t"] < rel]
     ok = not (rearm or applied_after or acts or activations)
     return ok, (f"re-armed {len(rearm)}x, {len(applied_after)} commands applied after the MCU stop, "
@@ -245,14 +245,15 @@ def telemetry(c: Ctx) -> Result:
     ticks = c.ticks
     if not ticks:
         return False, "no ticks recorded"
-    gaps = sum(1 for a, b in itertools.pairwise(ticks) if b["n"] != a["n"] + 1 + (a.get("ovr") or 0))
+    gaps = sum(1 for a, b in itertools.pairwise(ticks)
+               if b["slot"] != a["slot"] + 1 + (a.get("overrun_ticks") or 0))
     if gaps:
         problems.append(f"{gaps} unexplained tick gaps")
     # The tick that detects a fault raises before it is recorded: ticks must reach the detection.
     ends = [t for t in (c.host_safe_t, c.host.get("signal_t"), c.t_motion_end) if t is not None]
     end = min(ends) if ends else None
-    if end is not None and ticks[-1]["t"] < end - 2 * c.T - c.rig.margin_s:
-        problems.append(f"ticks stop {end - ticks[-1]['t']:.3f} s before the end/fault")
+    if end is not None and ticks[-1]["t_s"] < end - 2 * c.T - c.rig.margin_s:
+        problems.append(f"ticks stop {end - ticks[-1]['t_s']:.3f} s before the end/fault")
     if c.host.get("error") and not c.sc.host_signal and not any(
             e.get("kind") in ("loop_error", "driver_fault") for e in c.events):
         problems.append("host error not logged as an event")
@@ -361,10 +362,10 @@ def workspace_kept(c: Ctx) -> Result:
 
 def stall_hold(c: Ctx) -> Result:
     stop = c.safety.get("watchdog_stop", 0)
-    t_obs = {q["qid"]: q["t_obs"] for q in c.queries}
+    t_obs = {q["query_id"]: q["t_obs_s"] for q in c.queries}
     H = c.rig.chunk_len
-    stale = [t for t in c.ticks if t.get("kind") == "act" and t.get("qid") in t_obs
-             and t["t"] - t_obs[t["qid"]] > H * c.T + c.T]
+    stale = [t for t in c.ticks if t.get("kind") == "act" and t.get("query_id") in t_obs
+             and t["t_s"] - t_obs[t["query_id"]] > H * c.T + c.T]
     return stop > 0 and not stale, f"safety watchdog stops {stop}; actions older than their chunk executed {len(stale)}"
 
 
@@ -383,9 +384,9 @@ def estop_latched(c: Ctx) -> Result:
         return False, f"MCU e-stop latched: {latch is not None}; re-armed after release: {armed is not None}"
     during = [a for a in c.applied if latch < a[0] < armed]
     after = [a for a in c.applied if a[0] > armed]
-    t_obs = {q["qid"]: q["t_obs"] for q in c.queries}
-    first_act = next((t for t in c.ticks if t["t"] > t_r and t.get("kind") == "act"), None)
-    fresh = first_act is not None and t_obs.get(first_act.get("qid"), -1.0) >= t_r
+    t_obs = {q["query_id"]: q["t_obs_s"] for q in c.queries}
+    first_act = next((t for t in c.ticks if t["t_s"] > t_r and t.get("kind") == "act"), None)
+    fresh = first_act is not None and t_obs.get(first_act.get("query_id"), -1.0) >= t_r
     ok = latch - t_e <= c.T + c.rig.margin_s and not during and len(after) > 0 and fresh
     return ok, (f"latched after {(latch - t_e) * 1000:.0f} ms; {len(during)} commands applied while latched; "
                 f"{len(after)} after the release; first action from a fresh plan: {fresh}")

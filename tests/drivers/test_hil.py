@@ -52,7 +52,7 @@ def _synthetic(tmp_path, applied_q=None, seqs=(10, 11), age_s=0.01):
     rec = RunRecorder(tmp_path / "host", meta={"period_s": 0.05})
     rec.event("start", 100.0)
     for n in range(10):
-        rec.tick({"n": n, "t": 100.0 + 0.05 * n, "ovr": 0, "mode": "running", "kind": "act"})
+        rec.tick({"slot": n, "t_s": 100.0 + 0.05 * n, "overrun_ticks": 0, "mode": "running", "kind": "act"})
     rec.close()
     q = [0.0, -0.3, 0.0, -2.3, 0.0, 2.0, 0.78, 0.04]
     with open(tmp_path / "host" / "commands.jsonl", "w") as f:

@@ -32,7 +32,7 @@ def run(loop, n, **kw):
 
 def executed(loop, driver):
     """(tick time, raw action) pairs that the loop took from the queue."""
-    return [(r["t"], r["raw"]) for r in loop._records if r["raw"] is not None]
+    return [(r.t_s, r.raw_action) for r in loop._records if r.raw_action is not None]
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def test_rate_on_virtual_clock():
     loop, driver, _policy, clock = build_loop(latency_s=0.0)
     res = run(loop, 40)
     assert res.ticks == 40 and res.reason == "max_ticks"
-    times = [r["t"] for r in loop._records]
+    times = [r.t_s for r in loop._records]
     np.testing.assert_allclose(np.diff(times), DT, atol=1e-12)
     assert clock.now() == pytest.approx(39 * DT)
     assert loop.overruns == 0 and max(loop.lateness_s) == 0.0
@@ -76,17 +76,17 @@ def test_handoff_executes_each_action_at_its_planned_time(seam, latency_s):
 def test_stale_actions_are_dropped_not_replayed():
     loop, _driver, _policy, _ = build_loop(latency_s=0.12, K=2, C=10)  # 3 ticks late
     run(loop, 60)
-    qids = [r["qid"] for r in loop._records if r["qid"] is not None]
+    qids = [r.query_id for r in loop._records if r.query_id is not None]
     assert qids == sorted(qids)  # never go back to an older chunk
     assert loop.queue.dropped_late == 3 * loop._n_results  # exactly the 3 overtaken per chunk
-    assert all(r["starved"] is False for r in loop._records[3:])
+    assert all(r.starved is False for r in loop._records[3:])
 
 
 def test_starvation_holds_and_counts_when_latency_exceeds_the_chunk():
     loop, _driver, _policy, _ = build_loop(latency_s=0.3, K=2, C=4)  # 6 ticks latency, C=4: expires
     run(loop, 40)
     assert loop.queue.starved_ticks == 40
-    assert all(r["kind"] == "hold" or r["mode"] != "running" for r in loop._records)
+    assert all(r.kind == "hold" or r.mode != "running" for r in loop._records)
     assert loop.safety.counts["wait_first_plan"] == 40  # never armed: no fault, but counted
 
 
@@ -110,11 +110,11 @@ def test_seam_strategies_differ_on_disagreeing_chunks():
 def test_sync_mode_waits_and_starts_from_the_first_action():
     loop, _driver, policy, _ = build_loop(latency_s=0.1, K=2, C=5, execution="sync")
     run(loop, 21)
-    kinds = "".join("a" if r["kind"] == "act" else "h" for r in loop._records)
+    kinds = "".join("a" if r.kind == "act" else "h" for r in loop._records)
     assert kinds == "hhaaaaa" * 3  # robot waits 2 ticks per query, then runs the whole C
     assert loop.queue.dropped_late == 0
-    first = next(r for r in loop._records if r["raw"] is not None)
-    np.testing.assert_allclose(first["raw"], policy.target(0.0)[0], atol=1e-5)  # chunk from t=0
+    first = next(r for r in loop._records if r.raw_action is not None)
+    np.testing.assert_allclose(first.raw_action, policy.target(0.0)[0], atol=1e-5)  # chunk from t=0
 
 
 def test_overrun_skips_deadlines_without_burst():
@@ -146,13 +146,13 @@ def test_overrun_skips_deadlines_without_burst():
     )
     loop.start()
     loop.run(8)
-    slots = [r["n"] for r in loop._records]
+    slots = [r.slot for r in loop._records]
     assert slots == [0, 1, 2, 3, 6, 7, 8, 9]
-    assert loop.overruns == 2 and loop._records[3]["ovr"] == 2
-    assert [r["late"] for r in loop._records[4:]] == [0.0] * 4  # back on the grid, no catch-up burst
+    assert loop.overruns == 2 and loop._records[3].overrun_ticks == 2
+    assert [r.lateness_s for r in loop._records[4:]] == [0.0] * 4  # back on the grid, no catch-up burst
     for r in loop._records:
-        if r["raw"] is not None:
-            np.testing.assert_allclose(r["raw"], policy.target(r["n"] * DT)[0], atol=1e-5)
+        if r.raw_action is not None:
+            np.testing.assert_allclose(r.raw_action, policy.target(r.slot * DT)[0], atol=1e-5)
     assert loop.queue.skipped == 2  # the actions for slots 4 and 5 were purged, not replayed
 
 
@@ -193,7 +193,7 @@ def test_keyboard_interrupt_is_not_swallowed():
     loop, driver, _, _ = build_loop()
 
     def stop(rec):
-        if rec["n"] == 5:
+        if rec.slot == 5:
             raise KeyboardInterrupt
         return False
 
@@ -216,10 +216,10 @@ def test_estop_latches_and_reset_waits_for_a_fresh_plan():
     loop.reset()
     assert driver.state is DriverState.ACTIVE
     res = loop.run(10)
-    after = [r for r in loop._records if r["t"] > t_reset]
-    assert [r["kind"] for r in after[:2]] == ["hold", "hold"]  # waits for a fresh plan (100 ms)
-    acted = [r for r in after if r["raw"] is not None]
-    assert acted and all(policy.queries[r["qid"] - 1] >= t_reset for r in acted)
+    after = [r for r in loop._records if r.t_s > t_reset]
+    assert [r.kind for r in after[:2]] == ["hold", "hold"]  # waits for a fresh plan (100 ms)
+    acted = [r for r in after if r.raw_action is not None]
+    assert acted and all(policy.queries[r.query_id - 1] >= t_reset for r in acted)
 
 
 def test_refuses_to_start_on_mismatch():
@@ -261,9 +261,9 @@ def test_new_episode_discards_the_previous_plan():
     loop.new_episode()
     t_new = clock.now()
     loop.run(5)
-    eps = [r for r in loop._records if r["ep"] == 1]
-    assert eps[0]["kind"] == "hold"  # nothing from episode 0 carried over
-    assert all(policy.queries[r["qid"] - 1] >= t_new for r in eps if r["qid"] is not None)
+    eps = [r for r in loop._records if r.ep == 1]
+    assert eps[0].kind == "hold"  # nothing from episode 0 carried over
+    assert all(policy.queries[r.query_id - 1] >= t_new for r in eps if r.query_id is not None)
 
 
 def test_ee_layout_with_the_adaptive_scheduler(tmp_path):
@@ -325,8 +325,8 @@ def test_thread_worker_queries_after_the_command_is_out():
     assert len(submits) >= 3
     # the query that a tick starts goes out after that tick's command: the arm never waits on it
     assert all(events[i - 1] == ("send", events[i][1]) for i in submits)
-    assert all(0.0 <= r["cmd_s"] <= r["ovh"] for r in loop._records)
-    assert sum(r["raw"] is not None for r in loop._records) >= 8  # and the chunks still execute
+    assert all(0.0 <= r.command_s <= r.tick_overhead_s for r in loop._records)
+    assert sum(r.raw_action is not None for r in loop._records) >= 8  # and the chunks still execute
 
 
 def test_real_clock_loop_collects_garbage_only_in_the_slack():
@@ -395,7 +395,7 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
         assert len(in_slack) >= len(queries) - 1
         # merged for the coming tick, at least slack_margin_s before its deadline
         for q in in_slack:
-            assert q["t_merged"] <= loop.t0_s + q["merge_slot"] * loop.period_s - loop.config.slack_margin_s
+            assert q["t_merged_s"] <= loop.t0_s + q["merge_slot"] * loop.period_s - loop.config.slack_margin_s
     # either way every action runs at its planned time (the ramp is a function of time) and the
     # queue never runs dry once the first chunk is in
     slope = float(np.abs(policy.slope).max())
@@ -407,9 +407,25 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
 
 
 def test_latency_percentiles_match_numpy():
-    from edge.control_loop import percentiles
+    from edge.stats import percentiles
 
     rng = np.random.default_rng(0)
     for n in (1, 2, 5, 20):
         x = rng.exponential(0.05, n).tolist()
         np.testing.assert_allclose(percentiles(x, (50.0, 95.0)), np.percentile(x, (50, 95)), rtol=1e-12)
+
+
+def test_time_spent_between_episodes_is_not_an_overrun():
+    clock = SteppingClock()
+    worker = InferenceWorker(ramp_for(SPEC), fixed(2, 10), clock, WorkerConfig(mode="inline"),
+                             latency_model=ConstantLatency(0.0))
+    loop = ControlLoop(LoopConfig(), clock, FakeDriver(clock, SPEC), FakeObserver(), worker,
+                       SafetySupervisor(SPEC), QueueConfig(seam="replace"))
+    loop.start()
+    loop.run(4)
+    clock.spend(1.5)  # an env reset that takes 30 periods of wall time
+    loop.new_episode()
+    loop.run(4)
+    assert loop.overruns == 0
+    ep = loop.end_episode()
+    assert ep["overruns"] == 0 and ep["ticks"] == 4

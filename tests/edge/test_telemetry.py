@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edge.records import SCHEMA_VERSION, TickRecord
 from edge.telemetry import RunRecorder, format_summary, read_jsonl, read_run, summarize
 from tests.fakes import build_loop
 
@@ -26,15 +27,19 @@ def test_run_directory_round_trip(tmp_path):
     summary = rec.close({"note": "x"})
     run = read_run(tmp_path / "run")
     assert run.meta["task"] == "test" and "platform" in run.meta["machine"]
-    assert len(run.ticks) == 40 and [t["n"] for t in run.ticks] == list(range(40))
+    assert run.meta["schema_version"] == SCHEMA_VERSION and run.schema_version == SCHEMA_VERSION
+    assert len(run.ticks) == 40 and [t["slot"] for t in run.ticks] == list(range(40))
     tick = run.ticks[10]
-    for key in ("t", "late", "ovh", "q", "g", "raw", "cmd", "sent", "kind", "mode", "depth", "starved", "iv"):
+    for key in ("t_s", "lateness_s", "tick_overhead_s", "q_rad", "gripper", "raw_action", "command", "sent",
+                "kind", "mode", "queue_depth", "starved", "interventions", "overrun_ticks"):
         assert key in tick, key
+    typed = run.tick_records()[10]
+    assert isinstance(typed, TickRecord) and typed.slot == 10 and typed.to_json().keys() == tick.keys()
     assert len(run.queries) >= 8
     q = run.queries[1]
     for key in (
-        "t_obs",
-        "t_ready",
+        "t_obs_s",
+        "t_ready_s",
         "latency_s",
         "compute_s",
         "K",
@@ -48,14 +53,16 @@ def test_run_directory_round_trip(tmp_path):
     ):
         assert key in q, key
     assert q["latency_s"] == pytest.approx(0.08) and q["K"] == 3 and q["backend"] == "fake"
+    assert run.query_records()[1].K == 3
     assert [e["success"] for e in run.episodes] == [True, False]
+    assert [e.success for e in run.episode_records()] == [True, False]
     assert {e["kind"] for e in run.events} >= {"start", "episode_start"}
     assert run.summary == summary and summary["note"] == "x"
     assert summary["ticks"] == 40 and summary["successes"] == 1
     assert summary["jitter_p99_ms"] == pytest.approx(0.0, abs=1e-9)
     assert summary["nfe_per_action"] == pytest.approx(summary["nfe_total"] / summary["executed_actions"])
     text = (tmp_path / "run" / "summary.txt").read_text()
-    assert "latency_p50_ms" in text and "wait_first_plan" in text
+    assert "inference latency p50" in text and "wait_first_plan" in text and "success  " in text
     assert format_summary(summary) == text
 
 
@@ -93,7 +100,7 @@ loop = ControlLoop(LoopConfig(rate_hz=100.0), clock, FakeDriver(clock, spec), Fa
                    SafetySupervisor(spec), QueueConfig(seam="rtc"), rec)
 
 def report(r):
-    print(r["n"], flush=True)
+    print(r.slot, flush=True)
     return False
 
 loop.run(100000, stop_when=report)
@@ -125,9 +132,9 @@ def test_telemetry_survives_sigkill(tmp_path):
     assert len(reported) >= 40, proc.stderr.read()
     run = read_run(run_dir)  # no summary.json: killed before it could be written
     assert run.summary is None
-    slots = {t["n"] for t in run.ticks}
+    slots = {t["slot"] for t in run.ticks}
     assert set(reported) <= slots  # every tick that had been reported is on disk
-    assert run.queries and all(q["t_ready"] <= run.ticks[-1]["t"] + 1.0 for q in run.queries)
+    assert run.queries and all(q["t_ready_s"] <= run.ticks[-1]["t_s"] + 1.0 for q in run.queries)
     s = summarize(run)
     assert s["ticks"] >= 40 and s["queries"] >= 1 and s["tick_overhead_p99_ms"] is not None
     json.dumps(s)

@@ -1,0 +1,107 @@
+"""`edge profile`: compare compute schedules and backends on the same seeds — success, NFE,
+latency and projected on-device cost — from fresh runs or re-read run directories."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from edge.cli import add_subparser
+
+
+def register(sub) -> None:
+    p = add_subparser(sub, "profile", "Profile schedulers x backends: success, NFE, latency, projected device cost.", """
+  edge profile --task stack --schedulers fixed:10x8,fixed:2x8 --backends onnxruntime --episodes 5
+  edge profile --schedulers fixed:10x8,eqrl --episodes 50 --workers 2 --device orin-nano,agx-orin
+  edge profile --runs runs/profile-x/runs --out runs/profile-x2     # re-read run directories
+  edge profile --schedulers eqrl:runs/my_adapter,fixed:10x8 --reference fixed:10x8""")
+    p.add_argument("--task", default="stack", choices=("stack", "pick_place", "push"))
+    p.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
+    p.add_argument("--checkpoint", default="", help="VLA checkpoint (default: the shipped stack model)")
+    p.add_argument("--no-verify", action="store_true", help="skip the checkpoint's sha256 check")
+    p.add_argument("--schedulers", default=None,
+                   help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] (default "
+                        "fixed:10x8,fixed:2x8; with --runs: every arm found)")
+    p.add_argument("--backends", default=None,
+                   help="comma-separated: torch, onnxruntime, tensorrt (default onnxruntime)")
+    p.add_argument("--episodes", type=int, default=5, help="episodes per arm (seeds SEED .. SEED+N-1)")
+    p.add_argument("--seed", type=int, default=100000)
+    p.add_argument("--device", default="all",
+                   help="comma-separated target devices for the projections, or all "
+                        "(orin-nano, orin-nx, agx-orin, thor, x86-cpu, x86-gpu)")
+    p.add_argument("--workers", type=int, default=1, help="processes running arms (or shards) in parallel")
+    p.add_argument("--shard-episodes", type=int, default=0,
+                   help="episodes per run directory (0 = one run per arm); shards change the noise seed")
+    p.add_argument("--runs", nargs="+", default=None, metavar="DIR",
+                   help="re-read these run directories (or folders of them) instead of running")
+    p.add_argument("--reference", default=None, help="reference arm for relative cost / McNemar (default: the first)")
+    p.add_argument("--execution", default="sync", choices=("sync", "async"),
+                   help="sync, as the K x C grid and the EQRL evaluation (comparable with both)")
+    p.add_argument("--latency", default="constant", choices=_latency_kinds(),
+                   help="how inference latency is charged on the virtual clock (device: the projected "
+                        "time on --latency-device, once the session layer offers it)")
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--latency-device", default="orin-nano", help="--latency device: the target device")
+    p.add_argument("--noise-temperature", type=float, default=0.5)
+    p.add_argument("--max-steps", type=int, default=0, help="control steps per episode (0 = task default)")
+    p.add_argument("--video-episodes", type=int, default=0, help="save a GIF of the first N episodes per arm")
+    p.add_argument("--grid", default=None, help="K x C grid JSON for the Pareto context "
+                                                "(default benchmarks/results/vla_grid.json when present)")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="skip timing the parts on this host (no measured cost breakdown)")
+    p.add_argument("--out", default=None, help="output directory (default runs/profile-<time>)")
+    p.add_argument("--runs-dir", default=None, help="where new run directories go (default OUT/runs)")
+    p.set_defaults(func=run)
+
+
+def _latency_kinds() -> tuple[str, ...]:
+    """The session layer's latency kinds (``device`` once it offers it)."""
+    import dataclasses
+
+    from edge.runtime.session import SessionConfig
+
+    for f in dataclasses.fields(SessionConfig):
+        if f.name == "latency":
+            return tuple(f.metadata.get("choices") or ("measured", "constant", "per_step"))
+    return ("measured", "constant", "per_step")
+
+
+def run(args) -> int:
+    from edge.errors import EdgeError
+    from edge.profiler.device_model import DEVICES
+    from edge.profiler.profile import ProfileConfig, make_arm, profile
+
+    if args.episodes < 1:
+        raise EdgeError(f"--episodes={args.episodes} must be >= 1")
+    if args.workers < 1:
+        raise EdgeError(f"--workers={args.workers} must be >= 1")
+    devices = list(DEVICES) if args.device == "all" else [d.strip() for d in args.device.split(",") if d.strip()]
+    for d in devices:
+        if d not in DEVICES:
+            raise EdgeError(f"--device {d!r}: choose from {', '.join(DEVICES)} or all")
+    arms = None  # with --runs and no --schedulers / --backends: every arm found
+    if args.runs is None or args.schedulers or args.backends:
+        specs = [x.strip() for x in (args.schedulers or "fixed:10x8,fixed:2x8").split(",") if x.strip()]
+        backends = [b.strip() for b in (args.backends or "onnxruntime").split(",") if b.strip()]
+        arms = [make_arm(spec, b) for spec in specs for b in backends]
+    pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
+                       seed=args.seed, execution=args.execution, latency=args.latency, latency_ms=args.latency_ms,
+                       latency_device=args.latency_device,
+                       noise_temperature=args.noise_temperature, max_steps=args.max_steps,
+                       video_episodes=args.video_episodes, verify=not args.no_verify)
+    out = Path(args.out or f"runs/profile-{time.strftime('%Y%m%d-%H%M%S')}")
+    res = profile(pc, arms, out, devices, runs=args.runs or (), workers=args.workers,
+                  runs_dir=Path(args.runs_dir) if args.runs_dir else None, reference=args.reference,
+                  calibrate=not args.no_calibrate, grid=args.grid, shard_episodes=args.shard_episodes,
+                  command=" ".join(["edge", *sys.argv[1:]]) if sys.argv else "edge profile")
+    import json
+
+    summary = json.loads(res["summary"].read_text())
+    for a in summary["arms"]:
+        p = a["paired_vs_reference"]
+        print(f"{a['name']:32s} success {a['successes']}/{a['episodes']} "
+              f"[{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}]  NFE/action {a['nfe_per_action'] or 0:.3f}  "
+              f"rel {a['relative_nfe_per_action'] or 0:.2f}  McNemar p {p['mcnemar_p']:.3f}")
+    print(f"wrote {res['html']}, {res['md']}, {res['summary']}")
+    return 0

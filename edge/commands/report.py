@@ -1,0 +1,35 @@
+"""`edge report RUN_DIR`: timelines, latency histogram, summary and an annotated video of one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edge.cli import add_subparser
+
+
+def register(sub) -> None:
+    p = add_subparser(sub, "report", "Report one run directory: report.html (self-contained), report.md, PNGs, video.", """
+  edge report runs/20260101-120000                 # -> runs/20260101-120000/report/report.html
+  edge report runs/x --out /tmp/rep --max-episodes 3
+  edge report runs/x --no-video""")
+    p.add_argument("run_dir", help="a run directory (meta.json, ticks.jsonl, queries.jsonl, ...)")
+    p.add_argument("--out", default=None, help="output directory (default: RUN_DIR/report)")
+    p.add_argument("--max-episodes", type=int, default=10, help="timelines for the first N episodes")
+    p.add_argument("--no-video", action="store_true", help="skip the annotated video of saved frames")
+    p.add_argument("--video-max-mb", type=float, default=2.0,
+                   help="drop frames until the video is at most this large")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from edge.errors import EdgeError
+    from edge.profiler.report import build_report
+
+    if args.max_episodes < 1:
+        raise EdgeError(f"--max-episodes={args.max_episodes} must be >= 1")
+    if not Path(args.run_dir).is_dir():
+        raise EdgeError(f"run directory {args.run_dir} not found")
+    res = build_report(args.run_dir, args.out, max_episodes=args.max_episodes, video=not args.no_video,
+                       video_max_bytes=int(args.video_max_mb * 1e6))
+    print(f"wrote {res['html']} and {res['md']} ({len(res['pngs'])} figures, {len(res['videos'])} videos)")
+    return 0

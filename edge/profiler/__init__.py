@@ -1,0 +1,7 @@
+"""Measuring inference savings: the target-device cost model, the FLOP counter, ``edge report``
+(one run directory -> timelines, histograms, a summary) and ``edge profile`` (arms of schedulers
+and backends on the same seeds -> success, NFE, latency and projected on-device cost).
+
+Modules: :mod:`.device_model` (no torch), :mod:`.flops` (torch), :mod:`.report`, :mod:`.profile`,
+:mod:`.plots` (matplotlib, imported when drawing).
+"""

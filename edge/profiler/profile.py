@@ -1,0 +1,523 @@
+"""``edge profile``: arms (scheduler x backend) on the same seeds -> success, compute, latency and
+projected on-device cost, every number recomputable from the run records.
+
+An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10x8), ``dvac`` /
+``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint). Each arm runs its episodes through
+:func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
+arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
+
+Per arm, from ticks / queries / episodes only (:func:`arm_stats`): success with a 95 % Wilson
+interval, NFE per executed action and its ratio to the reference arm, queries per episode, K / C
+counts, host compute per executed action (mean = ratio of sums; p50 / p99 over the queries whose
+chunk executed at least one action), safety interventions, overruns, starved ticks, and the exact
+McNemar test against the reference on the shared seeds (:func:`edge.stats.paired`). Then the
+projected ms and mJ per executed action on each target device (:mod:`edge.profiler.device_model`,
+from the arm's query / NFE / episode counts) and the host breakdown encoder / denoising steps /
+scene locator / scheduler + other (part medians timed on this host, :mod:`edge.profiler.calibrate`;
+the remainder of the measured compute is the scheduler's and the Python around it).
+
+Writes ``summary.json`` (everything, including per-episode outcomes), ``report.md``,
+``report.html`` (self-contained) and the PNGs into the output directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edge.errors import EdgeError
+from edge.stats import paired, percentiles, wilson
+from edge.telemetry import RunData, read_run
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_GRID = REPO / "benchmarks" / "results" / "vla_grid.json"
+IGNORED_INTERVENTIONS = ("wait_first_plan",)  # holding until the first chunk: not a correction
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str  # the scheduler spec as given, e.g. "fixed:10x8"
+    backend: str
+    session: dict[str, Any] = field(default_factory=dict)  # SessionConfig overrides
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} / {self.backend}"
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.label}__{self.backend}")
+
+
+def parse_scheduler(spec: str) -> dict[str, Any]:
+    """A scheduler spec -> SessionConfig overrides (scheduler, num_steps, execute, adapter)."""
+    kind, _, arg = spec.strip().partition(":")
+    if kind == "fixed":
+        if not arg:
+            return {"scheduler": "fixed", "num_steps": 10, "execute": 8}
+        m = re.fullmatch(r"(\d+)[xX](\d+)", arg)
+        if not m:
+            raise EdgeError(f"scheduler {spec!r}: write fixed:KxC, e.g. fixed:10x8 (K steps, C actions)")
+        return {"scheduler": "fixed", "num_steps": int(m[1]), "execute": int(m[2])}
+    if kind == "dvac":
+        if arg and not arg.isdigit():
+            raise EdgeError(f"scheduler {spec!r}: write dvac or dvac:K (steps per query)")
+        return {"scheduler": "dvac", "num_steps": int(arg or 3)}
+    if kind == "eqrl":
+        return {"scheduler": "eqrl", "adapter": arg}
+    raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K] or eqrl[:ADAPTER_DIR]")
+
+
+def make_arm(spec: str, backend: str) -> Arm:
+    """An arm from a scheduler spec, labelled canonically (``fixed`` -> ``fixed:10x8``, ``dvac`` ->
+    ``dvac:3``) so that re-read run directories (``--runs``) get the same label."""
+    overrides = parse_scheduler(spec)
+    return Arm(arm_of_session(overrides).label, backend, overrides)
+
+
+def arm_of_session(session: dict[str, Any]) -> Arm:
+    """The arm a run directory's ``meta.json`` session describes (for ``--runs``)."""
+    sched = session.get("scheduler", "fixed")
+    if sched == "fixed":
+        label = f"fixed:{session.get('num_steps')}x{session.get('execute')}"
+    elif sched == "dvac":
+        label = f"dvac:{session.get('num_steps')}"
+    elif sched == "eqrl":
+        label = "eqrl" + (f":{session['adapter']}" if session.get("adapter") else "")
+    else:
+        label = str(sched)
+    return Arm(label, str(session.get("backend", "?")))
+
+
+# ------------------------------------------------------------------------------------ statistics
+def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
+    """Every per-arm number of the profile, from the runs' records alone."""
+    episodes = [e for r in runs for e in r.episode_records()]
+    ticks = [(i, t) for i, r in enumerate(runs) for t in r.tick_records()]
+    queries = [(i, q) for i, r in enumerate(runs) for q in r.query_records()]
+    n = len(episodes)
+    wins = sum(bool(e.success) for e in episodes)
+    executed = sum(1 for _, t in ticks if t.kind == "act")
+    nfe = sum(q.nfe for _, q in queries)
+    exec_by_query = Counter((i, t.query_id) for i, t in ticks if t.kind == "act" and t.query_id is not None)
+    per_action_ms, wasted = [], 0
+    for i, q in queries:
+        k = exec_by_query.get((i, q.query_id), 0)
+        if k:
+            per_action_ms.append(1e3 * q.compute_s / k)
+        else:
+            wasted += 1
+    compute = [1e3 * q.compute_s for _, q in queries]
+    latency = [1e3 * q.latency_s for _, q in queries]
+    ivs: Counter[str] = Counter()
+    for _, t in ticks:
+        for kind, _detail in t.interventions or ():
+            ivs[kind] += 1
+
+    def pct(xs: list[float], p: float) -> float | None:
+        return percentiles(xs, (p,))[0] if xs else None
+
+    lo, hi = wilson(wins, n)
+    eps_with_query = {(i, q.ep) for i, q in queries}
+    # a virtual clock advances one period per tick: deadlines cannot be missed, so none are counted
+    virtual = all((r.meta.get("session") or {}).get("clock") == "virtual" for r in runs)
+    return {
+        "episodes": n, "successes": wins, "success_rate": wins / n if n else None, "ci95": [lo, hi],
+        "ticks": len(ticks), "executed_actions": executed, "nfe_total": nfe,
+        "nfe_per_action": nfe / executed if executed else None,
+        "queries": len(queries), "queries_per_episode": len(queries) / n if n else None,
+        "episodes_with_queries": len(eps_with_query),
+        "K_counts": {str(k): v for k, v in sorted(Counter(q.K for _, q in queries).items())},
+        "C_counts": {str(k): v for k, v in sorted(Counter(q.C for _, q in queries).items())},
+        "mean_K": sum(q.K for _, q in queries) / len(queries) if queries else None,
+        "mean_C": sum(q.C for _, q in queries) / len(queries) if queries else None,
+        "compute_ms_total": sum(compute),
+        "compute_ms_per_action_mean": sum(compute) / executed if executed else None,
+        "compute_ms_per_action_p50": pct(per_action_ms, 50.0),
+        "compute_ms_per_action_p99": pct(per_action_ms, 99.0),
+        "queries_without_executed_action": wasted,
+        "compute_p50_ms": pct(compute, 50.0), "compute_p99_ms": pct(compute, 99.0),
+        "latency_p50_ms": pct(latency, 50.0), "latency_p99_ms": pct(latency, 99.0),
+        "interventions": dict(sorted(ivs.items())),
+        "interventions_total": sum(v for k, v in ivs.items() if k not in IGNORED_INTERVENTIONS),
+        "overruns": None if virtual else sum(t.overrun_ticks for _, t in ticks),
+        "starved_ticks": sum(1 for _, t in ticks if t.starved),
+        "per_episode": [{"seed": e.seed, "success": bool(e.success), "steps": e.steps, "queries": e.queries,
+                         "nfe": e.nfe, "executed": e.executed} for e in sorted(episodes, key=_seed_key)],
+    }
+
+
+def _seed_key(e: Any) -> tuple[int, int]:
+    return (e.seed if e.seed is not None else -1, e.ep)
+
+
+def compare(stats: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """Relative cost and the paired McNemar test of an arm against the reference arm."""
+    a = {e["seed"]: e["success"] for e in ref["per_episode"]}
+    b = {e["seed"]: e["success"] for e in stats["per_episode"]}
+    seeds = sorted(set(a) & set(b), key=lambda s: (s is None, s))
+    out = paired([a[s] for s in seeds], [b[s] for s in seeds])
+    out["shared_seeds"] = len(seeds)
+
+    def ratio(key: str) -> float | None:
+        x, y = stats.get(key), ref.get(key)
+        return x / y if x is not None and y else None
+
+    return {"relative_nfe_per_action": ratio("nfe_per_action"),
+            "relative_compute_per_action": ratio("compute_ms_per_action_mean"),
+            "paired_vs_reference": out}
+
+
+def host_breakdown(stats: dict[str, Any], parts_ms: dict[str, float] | None) -> dict[str, Any] | None:
+    """Measured compute per executed action split by the host's part medians; the rest is the
+    scheduler and the Python around the calls."""
+    ex = stats["executed_actions"]
+    if not parts_ms or not ex:
+        return None
+    enc = stats["queries"] * parts_ms["encoder"] / ex
+    steps = stats["nfe_total"] * parts_ms["step"] / ex
+    loc = stats["episodes_with_queries"] * parts_ms.get("locator", 0.0) / ex
+    total = stats["compute_ms_per_action_mean"]
+    return {"encoder_ms": enc, "steps_ms": steps, "locator_ms": loc, "other_ms": max(0.0, total - enc - steps - loc),
+            "total_ms": total}
+
+
+def project(stats: dict[str, Any], profile: Any, devices: Sequence[str]) -> dict[str, Any]:
+    from edge.profiler.device_model import get_device, project_run
+
+    return {d: project_run(profile, get_device(d), stats["queries"], stats["nfe_total"],
+                           stats["episodes_with_queries"], stats["executed_actions"]) for d in devices}
+
+
+# ------------------------------------------------------------------------------------ running
+@dataclass(frozen=True)
+class ProfileConfig:
+    task: str = "stack"
+    sim: str = "mujoco"
+    checkpoint: str = ""  # '' = the shipped stack checkpoint
+    episodes: int = 5
+    seed: int = 100000
+    execution: str = "sync"  # as the K x C grid and the EQRL evaluation: comparable with both
+    latency: str = "constant"
+    latency_ms: float = 0.0
+    latency_device: str = "orin-nano"  # latency="device": charge the projected time on this device
+    noise_temperature: float = 0.5
+    seam: str = "replace"
+    max_steps: int = 0
+    video_episodes: int = 0
+    verify: bool = True
+
+
+def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:
+    from edge.runtime.session import DEFAULT_CHECKPOINT, SessionConfig
+
+    extra: dict[str, Any] = {}
+    if pc.latency == "device":  # "as if on an Orin Nano": needs SessionConfig.device (see the README)
+        if "device" not in {f.name for f in dataclasses.fields(SessionConfig)}:
+            raise EdgeError("latency 'device' needs SessionConfig.device and build_runtime passing it to "
+                            "LatencyConfig(kind='device', device=...); this session layer has neither")
+        extra["device"] = pc.latency_device
+    return SessionConfig(**extra,task=pc.task, sim=pc.sim, checkpoint=pc.checkpoint or str(DEFAULT_CHECKPOINT),
+                         verify=pc.verify, backend=arm.backend, seam=pc.seam, execution=pc.execution,
+                         latency=pc.latency, latency_ms=pc.latency_ms, episodes=episodes, seed=seed,
+                         max_steps=pc.max_steps, record_ticks=True, video_episodes=pc.video_episodes,
+                         noise_temperature=pc.noise_temperature, **arm.session)
+
+
+def _run_job(job: dict[str, Any]) -> str:
+    """One arm's episodes into one run directory (top level: picklable for worker processes)."""
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    from edge.runtime.session import run_session
+
+    arm = Arm(job["label"], job["backend"], job["session"])
+    cfg_ = session_config(ProfileConfig(**job["profile"]), arm, job["seed"], job["episodes"])
+    run_session(cfg_, job["run_dir"], progress=job.get("progress", False))
+    return job["run_dir"]
+
+
+def run_arms(pc: ProfileConfig, arms: Sequence[Arm], runs_dir: Path, workers: int = 1,
+             shard_episodes: int = 0, progress: bool = True) -> dict[str, list[Path]]:
+    """Run every arm (seeds pc.seed ..), ``shard_episodes`` per run directory (0 = one per arm),
+    on ``workers`` processes. Returns arm name -> its run directories."""
+    shard = shard_episodes or pc.episodes
+    jobs = []
+    for arm in arms:
+        for s0 in range(pc.seed, pc.seed + pc.episodes, shard):
+            n = min(shard, pc.seed + pc.episodes - s0)
+            d = runs_dir / (arm.slug if shard >= pc.episodes else f"{arm.slug}__s{s0}")
+            if d.exists() and any(d.iterdir()):
+                raise EdgeError(f"run directory {d} already holds files: choose another --out / --runs-dir, "
+                                "or re-read it with --runs")
+            jobs.append({"label": arm.label, "backend": arm.backend, "session": arm.session, "seed": s0,
+                         "episodes": n, "run_dir": str(d), "profile": dataclasses.asdict(pc),
+                         "progress": progress and workers == 1, "arm": arm.name})
+    out: dict[str, list[Path]] = {a.name: [] for a in arms}
+    if workers <= 1:
+        for j in jobs:
+            out[j["arm"]].append(Path(_run_job(j)))
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        for j, d in zip(jobs, ex.map(_run_job, jobs)):
+            out[j["arm"]].append(Path(d))
+    return out
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    """Run directories among ``paths`` (a run directory, or a directory of run directories)."""
+    found = []
+    for p in map(Path, paths):
+        if (p / "meta.json").is_file():
+            found.append(p)
+        elif p.is_dir():
+            subs = sorted(q for q in p.iterdir() if (q / "meta.json").is_file())
+            if not subs:
+                raise EdgeError(f"--runs {p}: neither a run directory (meta.json) nor a folder of them")
+            found += subs
+        else:
+            raise EdgeError(f"--runs {p}: not found")
+    return found
+
+
+def group_runs(dirs: Sequence[Path]) -> tuple[list[Arm], dict[str, list[RunData]]]:
+    arms: dict[str, Arm] = {}
+    grouped: dict[str, list[RunData]] = {}
+    for d in dirs:
+        run = read_run(d)
+        session = run.meta.get("session")
+        if not session:
+            raise EdgeError(f"{d}/meta.json has no 'session': not written by edge run / edge profile")
+        arm = arm_of_session(session)
+        arms.setdefault(arm.name, arm)
+        grouped.setdefault(arm.name, []).append(run)
+    return list(arms.values()), grouped
+
+
+# ------------------------------------------------------------------------------------ the profile
+def summarize_profile(arms: Sequence[Arm], grouped: dict[str, list[RunData]], devices: Sequence[str],
+                      reference: str | None = None, profile: Any = None,
+                      host_parts_ms: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+    """summary.json's content: per arm :func:`arm_stats` + comparison + projections + breakdown."""
+    if not arms:
+        raise EdgeError("nothing to profile: no arms")
+    ref_name = _reference_name(arms, reference)
+    stats = {a.name: arm_stats(grouped[a.name]) for a in arms}
+    rows = []
+    for a in arms:
+        s = stats[a.name]
+        row = {"label": a.label, "backend": a.backend, "name": a.name,
+               "runs": [str(r.run_dir) for r in grouped[a.name]], **s, **compare(s, stats[ref_name])}
+        row["projected"] = project(s, profile, devices) if profile is not None else {}
+        row["host_breakdown"] = host_breakdown(s, (host_parts_ms or {}).get(a.backend))
+        rows.append(row)
+    return {"reference": ref_name, "devices": list(devices), "arms": rows}
+
+
+def _reference_name(arms: Sequence[Arm], reference: str | None) -> str:
+    if reference is None:
+        return arms[0].name
+    for a in arms:
+        if reference in (a.name, a.label):
+            return a.name
+    raise EdgeError(f"--reference {reference!r} is none of the arms: {', '.join(a.name for a in arms)}")
+
+
+def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, str | None]:
+    """The checkpoint's counted work (one checkpoint per profile), or (None, why not)."""
+    ckpts = {r.meta.get("session", {}).get("checkpoint") for r in runs}
+    if len(ckpts) != 1:
+        return None, f"runs use several checkpoints ({sorted(map(str, ckpts))}): no single cost profile"
+    ckpt = ckpts.pop()
+    if not ckpt or not (Path(ckpt).is_file() or (Path(ckpt) / "model.pt").is_file()):
+        return None, f"checkpoint {ckpt} has no model.pt to count (an ONNX export, or not on this machine)"
+    from edge.profiler.flops import count_checkpoint
+
+    return count_checkpoint(str(ckpt), verify=verify), None
+
+
+def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json, the PNGs, report.md and report.html into ``out``."""
+    from edge.profiler import plots
+    from edge.profiler.document import Document
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    arms = summary["arms"]
+    devices = summary["devices"]
+    plot_arms = [{**a, "label": a["name"], "K_values": _expand(a["K_counts"]), "C_values": _expand(a["C_counts"])}
+                 for a in arms]
+    pngs = {
+        "success_vs_nfe": plots.success_vs_nfe(plot_arms, grid, out / "success_vs_nfe.png"),
+        "kc_hist": plots.kc_histograms(plot_arms, out / "kc_hist.png"),
+    }
+    compute_series = {}
+    for a in arms:
+        xs = []
+        for d in a["runs"]:
+            xs += [1e3 * q.compute_s for q in read_run(d).query_records()]
+        compute_series[a["name"]] = xs
+    pngs["latency_by_backend"] = plots.latency_by_backend(compute_series, out / "latency_by_backend.png")
+    rows = []
+    for a in arms:
+        hb = a.get("host_breakdown")
+        if hb:
+            rows.append({"label": f"{a['name']} · host (measured)", **hb})
+        for d in devices:
+            p = a["projected"].get(d)
+            if p:
+                rows.append({"label": f"{a['name']} · {d}", "encoder_ms": p["encoder_ms_per_action"],
+                             "steps_ms": p["steps_ms_per_action"], "locator_ms": p["locator_ms_per_action"]})
+    if rows:
+        pngs["cost_breakdown"] = plots.cost_breakdown(rows, out / "cost_breakdown.png")
+    if devices and any(a["projected"] for a in arms):
+        pngs["device_projection"] = plots.device_projection(plot_arms, devices, out / "device_projection.png")
+
+    doc = Document(summary.get("title", "Inference profile"))
+    cfg = summary.get("config", {})
+    doc.p(f"Reference arm: `{summary['reference']}`. Task {cfg.get('task')} / {cfg.get('sim')}, "
+          f"{cfg.get('episodes')} episodes per arm from seed {cfg.get('seed')} (the same seeds for "
+          f"every arm), execution {cfg.get('execution')}, latency {cfg.get('latency')} "
+          f"{cfg.get('latency_ms')} ms, noise temperature {cfg.get('noise_temperature')}. "
+          "Every number is recomputed from the run records (summary.json has them all). Compute per "
+          "action: host wall time of encode + scheduler + K steps per executed action (p50 / p99 over "
+          "queries whose chunk executed an action). Overruns are not measured on a virtual clock (-).")
+    doc.h("Arms")
+    doc.table(["arm", "success", "95 % CI", "NFE/action", "rel. NFE", "queries/ep", "compute ms/action p50",
+               "p99", "mean", "interventions", "overruns", "starved", "McNemar p", "only ref / only arm"],
+              [[a["name"], f"{a['successes']}/{a['episodes']}", f"{a['ci95'][0]:.2f}-{a['ci95'][1]:.2f}",
+                a["nfe_per_action"], a["relative_nfe_per_action"], a["queries_per_episode"],
+                a["compute_ms_per_action_p50"], a["compute_ms_per_action_p99"], a["compute_ms_per_action_mean"],
+                a["interventions_total"], a["overruns"], a["starved_ticks"],
+                a["paired_vs_reference"]["mcnemar_p"],
+                f"{a['paired_vs_reference']['only_a']} / {a['paired_vs_reference']['only_b']}"] for a in arms])
+    doc.img(pngs["success_vs_nfe"], "success with 95 % Wilson intervals against NFE per executed action; "
+                                    "grey: the fixed K x C grid of the shipped model (Pareto context)")
+    if devices and any(a["projected"] for a in arms):
+        doc.h("Projected on-device cost per executed action")
+        doc.table(["arm"] + [f"{d} ms" for d in devices] + [f"{d} mJ" for d in devices],
+                  [[a["name"]] + [a["projected"][d]["ms_per_action"] for d in devices]
+                   + [a["projected"][d]["mj_per_action"] for d in devices] for a in arms])
+        doc.img(pngs["device_projection"], "projected inference time and energy per executed action (log scale)")
+    if "cost_breakdown" in pngs:
+        doc.h("Cost breakdown")
+        doc.img(pngs["cost_breakdown"], "host: measured compute split by the part medians timed on this "
+                                        "host (the remainder is the scheduler and the Python around it); "
+                                        "devices: projected (no scheduler term)")
+    doc.h("K and C")
+    doc.img(pngs["kc_hist"], "planned K and C per query")
+    doc.h("Latency per backend")
+    doc.img(pngs["latency_by_backend"], "host compute per query (encode + scheduler + K steps), by arm and backend")
+    dev_rows = summary.get("device_table")
+    if dev_rows:
+        doc.h("Devices")
+        doc.table(["device", "fp16 TFLOPS", "fp32 TFLOPS", "GB/s", "W", "launch µs", "efficiency", "encoder ms",
+                   "step ms", "query K=10 ms"],
+                  [[d["name"], d["fp16_tflops"], d["fp32_tflops"], d["bandwidth_gb_s"], d["power_w"],
+                    d["launch_overhead_us"], d["efficiency"], d.get("encoder_ms"), d.get("step_ms"),
+                    d.get("query_K10_ms")] for d in dev_rows])
+        for d in dev_rows:
+            doc.p(f"`{d['name']}` ({d['title']}): {d['source']}. Assumed: {d['assumptions']}.")
+    prof = summary.get("cost_profile")
+    if prof:
+        doc.p(f"Counted network work, batch 1 ({prof.get('parameters')} parameters): encoder "
+              f"{prof['encoder']['flops'] / 1e6:.1f} MFLOP, {prof['encoder']['kernels']} kernels; denoising "
+              f"step {prof['step']['flops'] / 1e6:.1f} MFLOP, {prof['step']['kernels']} kernels"
+              + (f"; scene locator {prof['locator']['flops'] / 1e6:.1f} MFLOP once per episode"
+                 if prof.get("locator") else "") + ".")
+    for note in summary.get("notes", []):
+        doc.p(note)
+    md, html_path = doc.write(out)
+    return {"summary": out / "summary.json", "md": md, "html": html_path, "pngs": pngs}
+
+
+def _expand(counts: dict[str, int]) -> list[int]:
+    return [int(k) for k, v in counts.items() for _ in range(v)]
+
+
+def load_grid(path: str | Path | None) -> dict[str, Any] | None:
+    p = Path(path) if path else DEFAULT_GRID
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: Sequence[str],
+            runs: Sequence[str | Path] = (), runs_dir: Path | None = None, workers: int = 1,
+            reference: str | None = None, calibrate: bool = True, grid: str | Path | None = None,
+            shard_episodes: int = 0, progress: bool = True, command: str = "") -> dict[str, Any]:
+    """Run (or re-read) the arms and write the profile into ``out``. Returns write_profile's paths."""
+    from edge.profiler.device_model import device_table, get_device
+    from edge.telemetry import machine_info
+
+    for d in devices:
+        get_device(d)  # a clear error before anything runs
+    t0 = time.perf_counter()
+    if runs:
+        arms_found, grouped = group_runs(find_runs(runs))
+        if arms:  # keep the requested order / subset
+            names = [a.name for a in arms]
+            missing = [n for n in names if n not in grouped]
+            if missing:
+                raise EdgeError(f"--runs: no run directory for {missing}; found {sorted(grouped)}")
+            arms_found = [a for a in arms_found if a.name in names]
+            arms_found.sort(key=lambda a: names.index(a.name))
+        arms = arms_found
+    else:
+        if not arms:
+            raise EdgeError("nothing to run: give --schedulers/--backends or --runs")
+        dirs = run_arms(pc, arms, runs_dir or out / "runs", workers, shard_episodes, progress)
+        grouped = {name: [read_run(d) for d in ds] for name, ds in dirs.items()}
+    all_runs = [r for rs in grouped.values() for r in rs]
+    cost, why = cost_profile_of(all_runs, verify=pc.verify)
+    notes = [] if cost is not None else [f"No device projection: {why}."]
+    host_parts: dict[str, dict[str, float]] = {}
+    ckpt = all_runs[0].meta.get("session", {}).get("checkpoint")
+    if calibrate and cost is not None:
+        from edge.profiler.calibrate import measure_parts
+
+        for backend in sorted({a.backend for a in arms}):
+            m = measure_parts(ckpt, backend=backend, reps=20, ks=(), verify=pc.verify)
+            host_parts[backend] = {k: 1e3 * v["p50_s"] for k, v in m.items()
+                                   if isinstance(v, dict) and "p50_s" in v}
+    summary = summarize_profile(arms, grouped, devices if cost is not None else (), reference, cost, host_parts)
+    session = all_runs[0].meta.get("session", {})
+    summary.update({
+        "title": f"Inference profile: {', '.join(a.name for a in arms)}",
+        "command": command, "machine": machine_info(),
+        "config": {k: session.get(k) for k in ("task", "sim", "checkpoint", "seam", "execution", "latency",
+                                               "latency_ms", "noise_temperature", "max_steps")}
+                  | {"episodes": max(a["episodes"] for a in summary["arms"]),
+                     "seed": min((e["seed"] for a in summary["arms"] for e in a["per_episode"]
+                                  if e["seed"] is not None), default=None)},
+        "cost_profile": None if cost is None else cost.to_json(),
+        "device_table": [] if cost is None else [r for r in device_table(cost) if r["name"] in devices],
+        "host_parts_ms": host_parts, "grid": str(grid or DEFAULT_GRID) if load_grid(grid) else None,
+        "notes": notes + [
+            "Device projections: published peak / bandwidth / power with assumed efficiency and "
+            "per-kernel launch overhead (x86-cpu fitted on this host: "
+            "benchmarks/results/device_calibration.json); energy = rated module power x projected "
+            "time, an upper bound where the work is launch-bound (a GPU waiting on launches draws "
+            "less than its rating). Nothing was run on those devices."],
+        "wall_s": round(time.perf_counter() - t0, 1),
+    })
+    return write_profile(out, summary, load_grid(grid))

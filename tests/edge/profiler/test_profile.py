@@ -1,0 +1,118 @@
+"""edge profile: summary.json recomputed from the run records, --runs re-reading, arm specs."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from edge.cli import main
+from edge.errors import EdgeError
+from edge.profiler.profile import Arm, ProfileConfig, make_arm, parse_scheduler, session_config
+from edge.stats import mcnemar_exact, percentiles, wilson
+from edge.telemetry import read_jsonl
+
+
+def recompute(run_dir):
+    """The profile's per-arm numbers straight from the JSON lines (independent of arm_stats)."""
+    ticks = read_jsonl(run_dir / "ticks.jsonl")
+    queries = read_jsonl(run_dir / "queries.jsonl")
+    eps = read_jsonl(run_dir / "episodes.jsonl")
+    acts = [t for t in ticks if t["kind"] == "act"]
+    per_chunk = Counter(t["query_id"] for t in acts)
+    per_action = [1e3 * q["compute_s"] / per_chunk[q["query_id"]] for q in queries if per_chunk[q["query_id"]]]
+    return {
+        "episodes": len(eps), "successes": sum(e["success"] for e in eps),
+        "nfe_per_action": sum(q["nfe"] for q in queries) / len(acts),
+        "queries_per_episode": len(queries) / len(eps),
+        "compute_ms_per_action_mean": 1e3 * sum(q["compute_s"] for q in queries) / len(acts),
+        "compute_ms_per_action_p50": percentiles(per_action, (50.0,))[0],
+        "compute_ms_per_action_p99": percentiles(per_action, (99.0,))[0],
+        "interventions_total": sum(1 for t in ticks for k, _ in t["interventions"] or () if k != "wait_first_plan"),
+        "overruns": None,  # virtual clock: not measured
+        "starved_ticks": sum(t["starved"] for t in ticks),
+        "K_counts": {str(k): v for k, v in sorted(Counter(q["K"] for q in queries).items())},
+        "outcomes": {e["seed"]: e["success"] for e in eps},
+        "queries": len(queries), "nfe": sum(q["nfe"] for q in queries), "executed": len(acts),
+    }
+
+
+def test_summary_numbers_equal_those_recomputed_from_the_records(profiled):
+    out, res = profiled
+    summary = json.loads(res["summary"].read_text())
+    arms = {a["label"]: a for a in summary["arms"]}
+    assert list(arms) == ["fixed:2x4", "fixed:1x8"] and summary["reference"] == "fixed:2x4 / torch"
+    ref = None
+    for label, a in arms.items():
+        (run_dir,) = [out / "runs" / p.split("/runs/")[-1] for p in a["runs"]]
+        r = recompute(run_dir)
+        ref = ref or r
+        for key in ("episodes", "successes", "queries_per_episode", "interventions_total", "overruns",
+                    "starved_ticks", "K_counts"):
+            assert a[key] == r[key], (label, key)
+        for key in ("nfe_per_action", "compute_ms_per_action_mean", "compute_ms_per_action_p50",
+                    "compute_ms_per_action_p99"):
+            assert a[key] == pytest.approx(r[key]), (label, key)
+        assert a["ci95"] == pytest.approx(list(wilson(r["successes"], r["episodes"])))
+        assert a["relative_nfe_per_action"] == pytest.approx(r["nfe_per_action"] / ref["nfe_per_action"])
+        only_ref = sum(ref["outcomes"][s] and not r["outcomes"][s] for s in r["outcomes"])
+        only_arm = sum(r["outcomes"][s] and not ref["outcomes"][s] for s in r["outcomes"])
+        assert a["paired_vs_reference"]["mcnemar_p"] == mcnemar_exact(only_ref, only_arm)
+        # projections follow from the counts and the cost profile
+        from edge.profiler.device_model import CostProfile, get_device, project_run
+
+        prof = CostProfile.from_json(summary["cost_profile"])
+        p = project_run(prof, get_device("orin-nano"), r["queries"], r["nfe"], r["episodes"], r["executed"])
+        assert a["projected"]["orin-nano"]["ms_per_action"] == pytest.approx(p["ms_per_action"])
+        assert a["host_breakdown"]["total_ms"] == pytest.approx(r["compute_ms_per_action_mean"])
+    assert arms["fixed:1x8"]["nfe_per_action"] < arms["fixed:2x4"]["nfe_per_action"]
+    for name in ("success_vs_nfe", "kc_hist", "latency_by_backend", "cost_breakdown", "device_projection"):
+        assert res["pngs"][name].stat().st_size > 5000
+    html = res["html"].read_text()
+    assert "data:image/png;base64," in html and "src='success_vs_nfe.png'" not in html
+    assert "success_vs_nfe.png" in res["md"].read_text()
+
+
+def test_runs_are_re_read(profiled, tmp_path, capsys):
+    out, res = profiled
+    first = json.loads(res["summary"].read_text())
+    code = main(["profile", "--runs", str(out / "runs"), "--out", str(tmp_path / "again"), "--no-calibrate",
+                 "--reference", "fixed:2x4", "--device", "orin-nano,x86-cpu"])
+    assert code == 0, capsys.readouterr().err
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    a = {x["name"]: x for x in first["arms"]}
+    b = {x["name"]: x for x in again["arms"]}
+    assert set(a) == set(b) and again["reference"] == first["reference"]
+    for name in a:
+        for key in ("successes", "nfe_per_action", "compute_ms_per_action_p99", "queries", "interventions",
+                    "per_episode", "relative_nfe_per_action", "paired_vs_reference", "projected"):
+            assert b[name][key] == a[name][key], (name, key)
+        assert b[name]["host_breakdown"] is None  # --no-calibrate: no part timings
+    # a run directory that is already full is refused, not appended to
+    with pytest.raises(EdgeError, match="already holds files"):
+        from edge.profiler.profile import run_arms
+
+        run_arms(ProfileConfig(episodes=1), [Arm("fixed:2x4", "torch", parse_scheduler("fixed:2x4"))],
+                 out / "runs")
+
+
+def test_scheduler_specs():
+    assert parse_scheduler("fixed:10x8") == {"scheduler": "fixed", "num_steps": 10, "execute": 8}
+    assert parse_scheduler("fixed") == {"scheduler": "fixed", "num_steps": 10, "execute": 8}
+    assert parse_scheduler("dvac:4") == {"scheduler": "dvac", "num_steps": 4}
+    assert parse_scheduler("eqrl") == {"scheduler": "eqrl", "adapter": ""}
+    assert [make_arm(s, "torch").label for s in ("fixed", "dvac", "eqrl", "eqrl:d")] == [
+        "fixed:10x8", "dvac:3", "eqrl", "eqrl:d"]
+    cfg = session_config(ProfileConfig(episodes=3), Arm("eqrl:runs/ad", "onnxruntime",
+                                                        parse_scheduler("eqrl:runs/ad")), 7, 3)
+    assert (cfg.scheduler, cfg.adapter, cfg.seed, cfg.episodes, cfg.backend) == ("eqrl", "runs/ad", 7, 3,
+                                                                                 "onnxruntime")
+    for bad in ("fixed:10", "dvac:x", "random"):
+        with pytest.raises(EdgeError, match="scheduler"):
+            parse_scheduler(bad)
+
+
+def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
+    assert main(["profile", "--device", "orin-mega", "--out", str(tmp_path / "x")]) == 2
+    assert "orin-mega" in capsys.readouterr().err
+    assert main(["profile", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "y")]) == 2
+    assert "not found" in capsys.readouterr().err

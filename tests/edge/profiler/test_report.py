@@ -1,0 +1,55 @@
+"""edge report on a tiny run: figures, self-contained HTML, markdown, the annotated video."""
+
+import json
+import shutil
+
+from edge.cli import main
+from edge.profiler.report import build_report, episode_series
+
+
+def test_report_of_a_run_directory(profiled, tmp_path, capsys):
+    out, _ = profiled
+    run_dir = out / "runs" / "fixed_2x4__torch"
+    assert (run_dir / "episode0.gif").is_file()
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "rep")]) == 0, capsys.readouterr().err
+    rep = tmp_path / "rep"
+    names = {p.name for p in rep.iterdir()}
+    assert {"report.html", "report.md", "latency_hist.png", "timeline_ep0.png", "timeline_ep1.png"} <= names
+    video = [p for p in rep.iterdir() if p.stem == "episode0_annotated"]
+    assert video and video[0].stat().st_size <= 2_000_000
+    html = (rep / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and "<img alt='' src='timeline" not in html
+    md = (rep / "report.md").read_text()
+    assert "![" in md and "timeline_ep0.png" in md and "| scheduler | fixed |" in md
+
+
+def test_episode_series_reads_the_typed_records(profiled):
+    out, _ = profiled
+    from edge.telemetry import read_run
+
+    run = read_run(out / "runs" / "fixed_1x8__torch")
+    s = episode_series(run.tick_records(), run.query_records(), 0, run.episodes[0])
+    assert len(s["t_s"]) == run.episodes[0]["ticks"] and s["t_s"][0] == 0.0
+    assert set(s["K"]) == {1} and set(s["C"]) == {8} and len(s["tcp_z_m"]) == len(s["t_s"])
+    assert all(z is not None for z in s["tcp_z_m"])
+
+
+def test_a_legacy_run_directory_is_reported(profiled, tmp_path):
+    """Rewrite a run in the version-1 keys (no schema_version): the report still reads it."""
+    from edge.records import LEGACY_KEYS
+
+    out, _ = profiled
+    src, old = out / "runs" / "fixed_1x8__torch", tmp_path / "old"
+    shutil.copytree(src, old)
+    meta = json.loads((old / "meta.json").read_text())
+    del meta["schema_version"]
+    (old / "meta.json").write_text(json.dumps(meta))
+    for stream in ("ticks", "queries"):
+        back = {v: k for k, v in LEGACY_KEYS[stream].items()}
+        lines = [json.loads(x) for x in (old / f"{stream}.jsonl").read_text().splitlines()]
+        (old / f"{stream}.jsonl").write_text("".join(json.dumps({back.get(k, k): v for k, v in r.items()}) + "\n"
+                                                     for r in lines))
+    assert '"ovh"' in (old / "ticks.jsonl").read_text()
+    new = build_report(src, tmp_path / "a", video=False, max_episodes=1)
+    legacy = build_report(old, tmp_path / "b", video=False, max_episodes=1)
+    assert new["summary"] == legacy["summary"] and len(legacy["pngs"]) == len(new["pngs"])

@@ -1,0 +1,61 @@
+"""The run summary: success with its Wilson interval, what ran, honest timing labels."""
+
+from pathlib import Path
+
+import pytest
+
+from edge.telemetry import RunData, format_summary, summarize
+
+
+def _run(clock: str) -> RunData:
+    ticks = []
+    for ep, slots in ((0, range(0, 5)), (1, range(6, 10))):
+        for n in slots:
+            ticks.append({"ep": ep, "slot": n, "t_s": 0.05 * n, "lateness_s": 0.001, "tick_overhead_s": 0.0005,
+                          "overrun_ticks": 0, "kind": "act", "interventions": None})
+    ticks[5].update(lateness_s=0.12, overrun_ticks=2)  # the first tick after the env reset
+    ticks[2].update(overrun_ticks=1)
+    meta = {"period_s": 0.05, "session": {"clock": clock, "scheduler": "fixed", "num_steps": 10,
+                                          "execute": 8, "seam": "replace", "noise_temperature": 0.5},
+            "policy": {"kind": "vla", "backend_name": "onnxruntime[CPUExecutionProvider]",
+                       "checkpoint": "ck/stack", "model_sha256": "ab" * 32}}
+    queries = [{"K": 10, "C": 8, "nfe": 10, "latency_s": 0.01, "compute_s": 0.01, "dropped_late": 1}]
+    episodes = [{"ep": 0, "success": True, "policy_outputs": 32, "policy_clipped": 5, "policy_clip_max": 0.001},
+                {"ep": 1, "success": False, "policy_outputs": 16, "policy_clipped": 1, "policy_clip_max": 0.004}]
+    return RunData(Path("."), meta, ticks=ticks, queries=queries, episodes=episodes)
+
+
+def test_summary_says_what_ran_and_how_sure_the_success_rate_is():
+    s = summarize(_run("virtual"))
+    assert s["success_rate"] == 0.5 and s["success_ci95"] == pytest.approx([0.0945, 0.9055], abs=1e-3)
+    assert s["policy_clipped"] == 6 and s["policy_outputs"] == 48 and s["policy_clip_max"] == 0.004
+    text = format_summary(s)
+    assert "1/2 = 50.0% (95 % Wilson CI 9.5% – 90.5%)" in text
+    assert "onnxruntime[CPUExecutionProvider], ck/stack (model.pt sha256 abababababab)" in text
+    assert "fixed K=10 C=8, seam replace, noise T=0.5" in text
+    assert "policy output clipped        6 of 48 gripper outputs" in text
+    assert "stale actions dropped" in text and "dropped_late" not in text
+
+
+def test_virtual_clock_timing_is_not_reported_as_zero():
+    s = summarize(_run("virtual"))
+    assert s["lateness_p99_ms"] is None and s["jitter_p99_ms"] is None and s["overruns"] is None
+    text = format_summary(s)
+    assert text.count("n/a (virtual clock)") == 3 and "0.000 / 0.000" not in text
+
+
+def test_env_reset_between_episodes_is_not_an_overrun():
+    s = summarize(_run("real"))
+    assert s["overruns"] == 1 and s["reset_overruns"] == 2
+    assert s["lateness_p99_ms"] == pytest.approx(1.0)  # the 120 ms wake after the reset is left out
+    assert "+2 at episode starts" in format_summary(s)
+
+
+def test_summary_without_a_loop_lists_outcome_and_extras():
+    run = RunData(Path("."), {"policy": {"kind": "expert", "name": "sim.experts (stack)"}},
+                  episodes=[{"ep": 0, "success": True}])
+    s = summarize(run)
+    s["note"] = "x"
+    text = format_summary(s)
+    assert "success  1/1" in text and "expert, sim.experts (stack)" in text and "note" in text
+    assert "ticks" not in text
