@@ -103,7 +103,11 @@ def record(args: argparse.Namespace) -> int:
         "cameras": {"front": [args.image_size, args.image_size]}
         | ({"wrist": [args.image_size, args.image_size]} if args.wrist else {}),
     }
-    root = demos.prepare_dir(args.out, meta)
+    _check_resume(args.out, meta)
+    try:
+        root = demos.prepare_dir(args.out, meta)
+    except ValueError as err:
+        raise EdgeError(str(err)) from None
     done = demos.done_seeds(root)
     seeds = [args.seed + i for i in range(args.episodes)]
     todo = [s for s in seeds if s not in done]
@@ -139,6 +143,51 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
+#: meta.json keys a resumed recording must share with the dataset (as sim.demos.prepare_dir, plus
+#: the cameras and their image sizes), and the values older recordings imply when a key is absent
+RESUME_KEYS = ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config",
+               "cameras", "action_noise_m", "expert_approach_offset_m", "expert_place_held_object",
+               "expert_regrasp_off_centre_m", "dagger")
+RESUME_DEFAULTS = {"action_noise_m": 0.0, "expert_approach_offset_m": 0.04,
+                   "expert_place_held_object": False, "expert_regrasp_off_centre_m": 0.0}
+
+
+def _first_difference(key: str, old, new) -> tuple[str, object, object] | None:
+    """The first (dotted key, old, new) where two meta values differ, descending into dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in sorted(set(old) | set(new), key=str):
+            diff = _first_difference(f"{key}.{k}", old.get(k), new.get(k))
+            if diff is not None:
+                return diff
+        return None
+    return None if old == new else (key, old, new)
+
+
+def _check_resume(out: str, meta: dict) -> None:
+    """A recording into an existing dataset must match it; the error names the differing key."""
+    import json
+    from pathlib import Path
+
+    path = Path(out) / "meta.json"
+    if not path.is_file():
+        return
+    meta = json.loads(json.dumps(meta, default=str))  # as it would be stored (tuples -> lists)
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise EdgeError(f"--out {out}: {path} is not readable ({err}); record into a new --out") from None
+    for key in RESUME_KEYS:
+        if key == "cameras" and key not in old:
+            continue  # recorded before the cameras were listed: env_config says it
+        diff = _first_difference(key, old.get(key, RESUME_DEFAULTS.get(key)),
+                                 meta.get(key, RESUME_DEFAULTS.get(key)))
+        if diff is not None:
+            name, was, now = diff
+            raise EdgeError(f"--out {out}: the existing dataset has {name}={was!r}, this recording has "
+                            f"{name}={now!r}; resume with the flags it was recorded with or record "
+                            "into a new --out directory")
+
+
 def _dagger_policy(args: argparse.Namespace):
     """The checkpoint that drives a DAgger recording, and the meta entry that pins it."""
     from edge.export import sha256_file
@@ -172,13 +221,50 @@ def scenes(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_episode_checked(path):
+    """One episode file, or an EdgeError naming it when it is truncated or corrupt."""
+    import zipfile
+    import zlib
+
+    from sim import demos
+
+    try:
+        return demos.read_episode(path)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as err:
+        detail = str(err).splitlines()[0] if str(err) else "truncated"
+        if "pickled" in detail:  # numpy's guess for bytes that are not a zip archive at all
+            detail = "not an .npz (zip) archive"
+        raise EdgeError(f"{path}: not a readable episode file ({type(err).__name__}: {detail[:120]}); "
+                        "it is truncated or corrupt: delete it (edge data record --out on this "
+                        "directory re-records its seed)") from None
+
+
+def find_bad_episode(roots) -> str | None:
+    """The first unreadable episode file under the dataset directories ``roots``, as an error
+    message (None if every file reads)."""
+    from pathlib import Path
+
+    for root in roots if isinstance(roots, (list, tuple)) else [roots]:
+        for path in sorted((Path(root) / "episodes").glob("ep_*.npz")):
+            try:
+                read_episode_checked(path)
+            except EdgeError as err:
+                return str(err)
+    return None
+
+
 def info(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     import numpy as np
 
     from sim import demos
 
-    meta = demos.read_meta(args.path)
-    eps = list(demos.iter_episodes(args.path))
+    try:
+        meta = demos.read_meta(args.path)
+    except ValueError as err:
+        raise EdgeError(str(err)) from None
+    eps = [read_episode_checked(p) for p in sorted((Path(args.path) / "episodes").glob("ep_*.npz"))]
     steps = [len(e["action"]) for e in eps]
     phases = np.concatenate([e["phase"] for e in eps]) if eps else np.zeros(0, int)
     print(f"{args.path}: task={meta['task']} sim={meta['sim']} episodes={len(eps)} "

@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 import time
 from pathlib import Path
 
 from edge.cli import add_subparser
+from edge.stats import wilson  # noqa: F401 - re-exported for old imports
 from edge.commands._sim_args import add_env_args, make_env
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for k successes out of n."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def register(sub) -> None:

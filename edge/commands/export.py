@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 
 from edge.cli import add_subparser
+from edge.errors import EdgeError
+
+#: opsets the TorchScript exporter (torch.onnx.export(dynamo=False)) writes
+OPSET_RANGE = (7, 20)
 
 EXAMPLES = """
   edge export checkpoints/vla_stack --out exports/vla_stack
@@ -18,10 +22,13 @@ def register(subparsers) -> None:
                            EXAMPLES)
     parser.add_argument("checkpoint", help="checkpoint directory or model.pt")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset")
+    parser.add_argument("--opset", type=int, default=17,
+                        help=f"ONNX opset, {OPSET_RANGE[0]}..{OPSET_RANGE[1]} (the TorchScript exporter's)")
     parser.add_argument("--tolerance", type=float, default=1e-4,
-                        help="max abs difference torch vs onnxruntime allowed")
+                        help="max abs difference torch vs onnxruntime allowed (> 0)")
     parser.add_argument("--data", help="demonstration directory: check parity on its first frames too")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="export even if model.pt does not match the sha256 in its manifest.json")
     parser.set_defaults(func=_export)
 
 
@@ -42,16 +49,45 @@ def _real_inputs(data_dir: str, spec) -> dict:
     return out
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    import math
+
+    lo, hi = OPSET_RANGE
+    if not lo <= args.opset <= hi:
+        raise EdgeError(f"--opset {args.opset} is out of range; allowed [{lo}, {hi}] (default 17)")
+    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        raise EdgeError(f"--tolerance {args.tolerance:g} must be a finite number > 0 (the largest "
+                        "|torch - onnxruntime| accepted, default 1e-4)")
+
+
 def _export(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    from edge.commands._out import check_writable_dir
     from edge.export import export_onnx
     from edge.vla.checkpoint import read_payload
     from edge.vla.spec import ModelSpec
 
+    _check_args(args)
+    check_writable_dir(args.out)
     real = None
     if args.data:
-        real = _real_inputs(args.data, ModelSpec.from_dict(read_payload(args.checkpoint)["spec"]))
-    meta = export_onnx(args.checkpoint, args.out, opset=args.opset, tolerance=args.tolerance,
-                       real_inputs=real)
+        spec = read_payload(args.checkpoint, verify=not args.no_verify)["spec"]
+        real = _real_inputs(args.data, ModelSpec.from_dict(spec))
+    out = Path(args.out)
+    created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
+    try:
+        meta = export_onnx(args.checkpoint, args.out, opset=args.opset, tolerance=args.tolerance,
+                           real_inputs=real, verify=not args.no_verify)
+    except BaseException as err:
+        if created is not None:  # a failed export leaves nothing behind that it created
+            shutil.rmtree(created, ignore_errors=True)
+        if isinstance(err, RuntimeError) and not isinstance(err, EdgeError):
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise EdgeError(f"ONNX export of {args.checkpoint} at --opset {args.opset} failed: "
+                            f"{first}; try the default --opset 17") from None
+        raise
     worst = max(v for c in meta["parity_max_abs"].values() for v in c.values())
     print(f"wrote {args.out}: {meta['files']['encoder']}, {meta['files']['denoise_step']}, metadata.json")
     print(f"onnx.checker (full) passed; max |torch - onnxruntime| = {worst:.2e} "

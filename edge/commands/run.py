@@ -2,18 +2,26 @@
 the on-robot runtime (control loop, inference worker, action queue, safety supervisor, telemetry).
 
 ``--policy expert`` runs the scripted expert instead (no runtime loop; a reference and a fallback
-when no checkpoint is available).
+when no checkpoint is available); it writes the same run directory (meta.json, episodes.jsonl,
+summary.json, summary.txt, episode0.gif).
+
+Run directories never mix: ``--out DIR`` that already holds files is refused unless ``--resume``
+continues that run (same settings; episode indices and seeds go on; the summary covers all), and the
+default ``runs/<timestamp>`` gets a ``-2``, ``-3`` ... suffix if it exists. A run that fails before
+its first tick leaves no directory behind.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import shutil
 import time
 from pathlib import Path
 
 from edge.cli import add_subparser
-from edge.commands._session import DEFAULT_CHECKPOINT
+from edge.errors import EdgeError
+from edge.runtime.registry import SCHEDULERS
+from edge.runtime.session import DEFAULT_CHECKPOINT
 from edge.commands._sim_args import add_env_args, make_env
 
 
@@ -23,21 +31,32 @@ def register(sub) -> None:
   edge run --episodes 20 --num-steps 5 --execute 8   # fewer denoising steps per query
   edge run --clock real --backend torch              # wall-clock loop, inference in a thread
   edge run --scheduler dvac --seam weighted
+  edge run --scheduler eqrl                          # the shipped EQRL adapter picks noise, K and C
   edge run --latency constant --latency-ms 100       # what happens at 100 ms inference latency
   edge run --policy expert --task pick_place --sim pybullet""")
     add_env_args(p, episodes=3)
     p.set_defaults(seed=100000)
-    p.add_argument("--policy", default="auto", choices=("auto", "vla", "expert"),
-                   help="who acts; auto = the VLA if the checkpoint exists, else the scripted expert")
-    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="VLA checkpoint or ONNX export dir")
+    p.add_argument("--policy", default="auto", metavar="NAME",
+                   help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
+                        "vla, expert, or your own 'pkg.module:factory' (factory(session_config, "
+                        "robot_spec) -> ChunkPolicy)")
+    p.add_argument("--checkpoint", default=None,
+                   help=f"VLA checkpoint or ONNX export dir (default: the shipped one, {DEFAULT_CHECKPOINT}; "
+                        "only the default falls back to the expert when it is missing)")
     p.add_argument("--backend", default="onnxruntime", choices=("torch", "onnxruntime", "tensorrt"))
-    p.add_argument("--scheduler", default="fixed", choices=("fixed", "dvac"))
+    p.add_argument("--scheduler", default="fixed", metavar="NAME",
+                   help=f"compute scheduler: {' | '.join(SCHEDULERS.names())} or your own "
+                        "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
+    p.add_argument("--adapter", default="", metavar="DIR",
+                   help="--scheduler eqrl: the adapter checkpoint (default: the shipped adapter)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, help="denoising steps K per query")
-    p.add_argument("--execute", type=int, default=8, help="actions executed per chunk C")
+    p.add_argument("--execute", type=int, default=8, help="actions executed per chunk C (dvac: the longest prefix it may execute)")
     p.add_argument("--seam", default="replace", choices=("replace", "weighted", "rtc"))
     p.add_argument("--noise-temperature", type=float, default=0.5,
                    help="scale of each query's initial noise (1 = as trained, 0 = deterministic; "
-                        "default 0.5: measured best with the shipped VLA)")
+                        "default 0.5)")
     p.add_argument("--rtc-soft-steps", type=int, default=-1,
                    help="rtc: queued actions after the frozen ones that are softly guided "
                         "(-1 = all, as the RTC paper; 0 = only the frozen ones)")
@@ -48,73 +67,211 @@ def register(sub) -> None:
                         "one; process = a separate worker process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step"),
                    help="virtual clock: how inference latency is charged")
-    p.add_argument("--latency-ms", type=float, default=0.0, help="--latency constant: ms per query")
+    p.add_argument("--latency-ms", type=float, default=None,
+                   help="--latency constant: ms charged per query (default 0)")
     p.add_argument("--driver", default="sim", choices=("sim",),
                    help="robot driver (the firmware-bridge arm is used by `edge hil`)")
-    p.add_argument("--out", default=None, help="run directory (default runs/<timestamp>)")
+    p.add_argument("--out", default=None,
+                   help="run directory (default runs/<timestamp>); must not hold files unless --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out (same settings): its finished episodes are kept, "
+                        "the rest of --episodes run with the next seeds")
     p.set_defaults(func=run)
+    for action in p._actions:  # the VLA's image size is its checkpoint's; only the expert takes one
+        if action.dest == "image_size":
+            action.default = argparse.SUPPRESS  # unset unless given (and no "(default: None)")
+            action.help = (f"--policy expert: camera image side in pixels (default {EXPERT_IMAGE_SIZE}); "
+                           "the VLA's comes from its checkpoint")
 
 
-def _run_dir(args: argparse.Namespace) -> Path:
-    out = Path(args.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise PermissionError(f"cannot create run directory {out}: {err.strerror}") from None
-    return out
+EXPERT_IMAGE_SIZE = 96
+
+
+class RunDir:
+    """The run directory of one ``edge run``: chosen, checked and created before anything runs;
+    :meth:`discard_if_empty` removes what this command created when the run failed before its first
+    tick (nothing to keep)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        if args.resume and not args.out:
+            raise EdgeError("--resume continues an existing run: pass its directory with --out DIR")
+        if args.out:
+            out = Path(args.out)
+            if out.exists() and not out.is_dir():
+                raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+            entries = sorted(x.name for x in out.iterdir()) if out.is_dir() else []
+            if args.resume and not (out / "meta.json").is_file():
+                raise EdgeError(f"--resume: --out {out} holds no run to continue (no meta.json); "
+                                "drop --resume to start one there")
+            if entries and not args.resume:
+                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+                raise EdgeError(f"--out {out}: the directory is not empty ({shown}); runs never mix: "
+                                "pass --resume to continue that run or choose another --out")
+        else:
+            base = Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+            out, i = base, 1
+            while out.exists():
+                i += 1
+                out = base.with_name(f"{base.name}-{i}")
+        self.path = out
+        # the topmost directory this command creates (removed again if the run leaves nothing)
+        self.created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise EdgeError(f"--out {out}: cannot create the run directory ({err.strerror}); "
+                            "choose another --out") from None
+
+    def discard_if_empty(self) -> None:
+        if self.created is None:
+            return
+        for name in ("ticks.jsonl", "episodes.jsonl"):
+            f = self.path / name
+            if f.is_file() and f.stat().st_size > 0:
+                return
+        shutil.rmtree(self.created, ignore_errors=True)
+
+
+def _checkpoint(args: argparse.Namespace) -> str:
+    """Decide who acts (``args.policy``) and return the checkpoint path. Only the implicit default
+    falls back to the expert when it is missing; an explicit --checkpoint must exist."""
+    explicit = args.checkpoint is not None
+    ckpt = args.checkpoint if explicit else str(DEFAULT_CHECKPOINT)
+    if args.policy == "expert":
+        if explicit:
+            raise EdgeError(f"--checkpoint {ckpt}: --policy expert runs the scripted expert, which "
+                            "takes no checkpoint; drop one of them")
+        return ckpt
+    if not Path(ckpt).exists():
+        if args.policy == "auto" and not explicit:
+            print(f"no VLA checkpoint at {ckpt}: running the scripted expert instead")
+            args.policy = "expert"
+            return ckpt
+        raise EdgeError(f"--checkpoint {ckpt}: checkpoint not found; train one with `edge train vla` "
+                        "or run the scripted expert with `edge run --policy expert`")
+    args.policy = "vla"
+    return ckpt
+
+
+def _check_vla_args(args: argparse.Namespace, ckpt: str) -> None:
+    """Refuse flags that the VLA path would silently ignore or that its checkpoint contradicts."""
+    from edge.runtime.session import checkpoint_spec
+
+    spec = checkpoint_spec(ckpt)
+    h, w = (int(x) for x in spec.image_hw)
+    size = getattr(args, "image_size", None)
+    if size is not None and (size, size) != (h, w):
+        raise EdgeError(f"--image-size {size}: the VLA's camera images are {h}x{w}, fixed by "
+                        f"its checkpoint {ckpt}; drop --image-size (it sets the scene for --policy expert)")
+    if spec.task in ("stack", "pick_place", "push") and spec.task != args.task:
+        raise EdgeError(f"--task {args.task}: the checkpoint {ckpt} was trained for task {spec.task!r} "
+                        f"(its spec); run --task {spec.task} or pass a checkpoint trained for "
+                        f"{args.task!r} (edge train vla --task {args.task})")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.policy == "auto":
-        args.policy = "vla" if Path(args.checkpoint).exists() else "expert"
-        if args.policy == "expert":
-            print(f"no VLA checkpoint at {args.checkpoint}: running the scripted expert instead")
+    if args.latency_ms is not None and args.latency != "constant":
+        raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
+                        f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
+    custom = ":" in args.policy
+    if not custom and args.policy not in ("auto", "vla", "expert"):
+        raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert or 'pkg.module:factory'")
+    ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT) if custom else _checkpoint(args)
     if args.policy == "expert":
         return run_expert(args)
-    from edge.commands._session import SessionConfig, run_session
-    from edge.errors import EdgeError
+    from edge.runtime.session import SessionConfig, run_session
     from edge.telemetry import format_summary
 
-    if not Path(args.checkpoint).exists():
-        raise EdgeError(f"checkpoint {args.checkpoint} not found; train one with `edge train vla` "
-                        "or run the scripted expert with `edge run --policy expert`")
-    cfg = SessionConfig(task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
-                        checkpoint=args.checkpoint, backend=args.backend, scheduler=args.scheduler,
+    if not custom:
+        _check_vla_args(args, ckpt)
+    cfg = SessionConfig(policy="vla" if not custom else args.policy, task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
+                        checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
+                        adapter=args.adapter, verify=not args.no_verify,
                         num_steps=args.num_steps, execute=args.execute, seam=args.seam,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
                         execution=args.execution, clock=args.clock, inference=args.inference,
-                        latency=args.latency,
-                        latency_ms=args.latency_ms, episodes=args.episodes, seed=args.seed)
-    out = _run_dir(args)
-    res = run_session(cfg, out)
+                        latency=args.latency, latency_ms=args.latency_ms or 0.0,
+                        episodes=args.episodes, seed=args.seed)
+    run_dir = RunDir(args)
+    try:
+        res = run_session(cfg, run_dir.path, resume=args.resume)
+    except BaseException:
+        run_dir.discard_if_empty()
+        raise
     print()
     print(format_summary(res.summary))
-    print(f"\nrun directory: {out} (ticks.jsonl, queries.jsonl, episodes.jsonl, summary.json, episode0.gif)")
+    print(f"\nrun directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl, "
+          "summary.json, summary.txt, episode0.gif)")
     return 0
 
 
+def _expert_session(args: argparse.Namespace) -> dict:
+    return {"policy": "expert", "task": args.task, "sim": args.sim, "distribution": args.distribution,
+            "n_blocks": args.n_blocks, "image_size": args.image_size, "episodes": args.episodes,
+            "seed": args.seed}
+
+
 def run_expert(args: argparse.Namespace) -> int:
+    """The scripted expert's own episode loop (no runtime loop), recorded like the VLA path."""
+    import json
+
     import imageio.v2 as imageio
     from tqdm import tqdm
 
+    from edge.telemetry import RunRecorder, format_summary, read_jsonl
     from sim.rollout import expert_episode
 
-    out = _run_dir(args)
-    env = make_env(args)
-    rows = []
-    for i in tqdm(range(args.episodes), desc=f"expert {args.task}/{args.sim}", unit="ep"):
-        t0 = time.perf_counter()
-        ep = expert_episode(env, args.seed + i, keep_frames=True)
-        rows.append({"seed": args.seed + i, "instruction": ep["instruction"], "success": ep["success"],
-                     "steps": ep["steps"], "wall_s": time.perf_counter() - t0})
-        if i == 0:
-            imageio.mimsave(out / "episode0.gif", list(ep["front"][::2]), duration=0.1, loop=0)
-    env.close()
-    report = {"task": args.task, "sim": args.sim, "policy": "expert", "episodes": rows,
-              "success_rate": sum(r["success"] for r in rows) / len(rows)}
-    (out / "report.json").write_text(json.dumps(report, indent=2))
+    if getattr(args, "image_size", None) is None:
+        args.image_size = EXPERT_IMAGE_SIZE
+    session = _expert_session(args)
+    env = make_env(args)  # checks --episodes / --image-size before anything is written
+    try:
+        run_dir = RunDir(args)
+    except BaseException:
+        env.close()
+        raise
+    out = run_dir.path
+    try:
+        meta = {"session": session, "policy": {"kind": "expert", "name": f"sim.experts ({args.task})"},
+                "period_s": 1.0 / env.unwrapped.cfg.control_rate_hz}
+        done = 0
+        if args.resume:
+            old = json.loads((out / "meta.json").read_text())
+            for key, value in session.items():
+                was = (old.get("session") or {}).get(key)
+                if key != "episodes" and was != value:
+                    raise EdgeError(f"--resume: {out} was run with {key}={was!r}, this run has "
+                                    f"{key}={value!r}; resume with the settings it was started with "
+                                    "or choose another --out")
+            done = len(read_jsonl(out / "episodes.jsonl"))
+            meta = {k: v for k, v in old.items() if k != "schema_version"}
+            meta["resumed"] = [*old.get("resumed", []), {"episodes_before": done, "session": session}]
+        recorder = RunRecorder(out, meta=meta)
+        rows = []
+        try:
+            for i in tqdm(range(done, args.episodes), desc=f"expert {args.task}/{args.sim}", unit="ep",
+                          initial=done, total=args.episodes):
+                t0 = time.perf_counter()
+                ep = expert_episode(env, args.seed + i, keep_frames=i == 0)
+                row = {"ep": i, "seed": args.seed + i, "success": bool(ep["success"]),
+                       "steps": int(ep["steps"]), "instruction": ep["instruction"],
+                       "wall_s": time.perf_counter() - t0,
+                       "max_stage": int(getattr(env.unwrapped, "max_stage", 0)),
+                       "sim_diverged": bool(ep["sim_diverged"]), "regrasps": int(ep["regrasps"])}
+                recorder.end_episode(row)
+                rows.append(row)
+                if i == 0:
+                    imageio.mimsave(out / "episode0.gif", list(ep["front"][::2]), duration=0.1, loop=0)
+        finally:
+            summary = recorder.close()
+            env.close()
+    except BaseException:
+        run_dir.discard_if_empty()
+        raise
     print(f"\n{'seed':>6}  {'success':>7}  {'steps':>5}  {'wall s':>6}  instruction")
     for r in rows:
         print(f"{r['seed']:>6}  {r['success']!s:>7}  {r['steps']:>5}  {r['wall_s']:>6.1f}  {r['instruction']}")
-    print(f"success {report['success_rate']:.0%} over {len(rows)} episodes; run directory: {out}")
+    print()
+    print(format_summary(summary))
+    print(f"run directory: {out} (meta.json, episodes.jsonl, summary.json, summary.txt, episode0.gif)")
     return 0

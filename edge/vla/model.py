@@ -70,11 +70,9 @@ class VLAConfig:
                              "fills and keeps per episode (needs object_token)")
     scene_memory_moved: bool = cfg(False, "the object token also gets the block to move at its "
                                    "remembered first-frame position (and its offset from the TCP), "
-                                   "beside the front head's per-frame estimate: the block lies still "
-                                   "until the grasp, when the hand hides it from the front camera. "
-                                   "Measured alone it did not help (approach error before the first "
-                                   "close 1.05 -> 1.03 cm median, validation 236 -> 240 of 300); the "
-                                   "shipped model has it with the wrist re-training. Needs scene_memory")
+                                   "beside the front head's per-frame estimate (the block lies still "
+                                   "until the grasp, when the hand hides it from the front camera). "
+                                   "Needs scene_memory")
     locator_channels: tuple[int, ...] = cfg((16, 32, 64), "channels of the scene locator's trunk "
                                             "(as conv_channels)", range=(4, 1024))
     ignore_proprio: tuple[str, ...] = cfg((), "proprio entries the network never sees (zeroed after "

@@ -16,6 +16,15 @@ Example::
 A model with scene memory (``spec.scene_memory``) localises the task objects once per episode, on the
 first :meth:`VLAPolicy.encode` after :meth:`VLAPolicy.reset`, and feeds that to every later query of
 the episode: call ``reset()`` whenever a new episode (a new scene) starts.
+
+Output contract (un-normalisation + clip, as LeRobot's ``unnormalize`` followed by the action-space
+clip): the model was trained on gripper commands in ``[0, 1]`` (0 = open .. 1 = closed, what the
+demonstrations record), so :meth:`VLAPolicy.to_actions` and :meth:`VLAPolicy.sample` clip the
+``gripper`` dimension to :data:`GRIPPER_RANGE` after un-normalising. A flow sample lands slightly
+outside it (e.g. -0.0009 for "open"); that is the model's numerics, not a command the safety layer
+should have to correct, so it is post-processed here and counted (:meth:`VLAPolicy.clip_counts`:
+how many gripper outputs were clipped and by how much). No other dimension is touched: every other
+limit stays the safety supervisor's, and what it corrects is counted as a real intervention.
 """
 
 from __future__ import annotations
@@ -29,7 +38,20 @@ import numpy as np
 from edge.backends import Backend, BackendConfig, make_backend
 from edge.errors import EdgeError
 from edge.vla.language import InstructionCache
-from edge.vla.spec import layout_name
+from edge.vla.spec import EE_DELTA_NAMES, layout_name
+
+#: the gripper command range the model was trained on (0 = open .. 1 = closed): its output contract
+GRIPPER_RANGE = (0.0, 1.0)
+
+
+def gripper_index(action_layout: str | Sequence[str], action_dim: int) -> int | None:
+    """Index of the ``gripper`` dimension in an action layout (a name or per-dimension names)."""
+    if isinstance(action_layout, str):
+        if action_layout == "ee_delta":
+            return EE_DELTA_NAMES.index("gripper")
+        return action_dim - 1 if action_layout == "joint_pos" else None
+    names = list(action_layout)
+    return names.index("gripper") if "gripper" in names else None
 
 
 class VLAPolicy:
@@ -47,6 +69,59 @@ class VLAPolicy:
                                                      spec.instruction_embeddings)
         self._mean, self._std = spec.action_stats()
         self.scene: np.ndarray | None = None  # (6,) scene memory of the current episode
+        self.gripper_dim = gripper_index(spec.action_layout, spec.action_dim)
+        self.source: dict[str, Any] = {}  # where the weights came from (load_policy fills it)
+        self._clip = {"outputs": 0, "clipped": 0, "max_abs": 0.0, "sum_abs": 0.0}
+
+    # --- what runs ---------------------------------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        """The backend and where it runs, e.g. ``onnxruntime[CPUExecutionProvider]``, ``torch[cpu]``
+        (what the inference worker writes into every query record)."""
+        d = self.backend.describe()
+        where = d.get("providers") or ([d["device"]] if d.get("device") else [])
+        return f"{d.get('name', self.backend.name)}[{','.join(map(str, where))}]"
+
+    def describe(self) -> dict[str, Any]:
+        """Policy kind, checkpoint (path, sha256 of ``model.pt``), backend, spec essentials and the
+        output post-processing: what a run directory's ``meta.json`` records as ``policy``."""
+        spec = self.spec
+        return {
+            "kind": "vla", **self.source, "backend_name": self.backend_name,
+            "backend": self.backend.describe(), "task": spec.task, "cameras": list(spec.cameras),
+            "image_hw": list(spec.image_hw), "chunk_len": spec.chunk_len, "action_dim": spec.action_dim,
+            "action_layout": self.action_layout, "control_rate_hz": spec.control_rate_hz,
+            "lang_encoder_id": spec.lang_encoder_id, "scene_memory": spec.scene_memory,
+            "output_clip": (None if self.gripper_dim is None
+                            else {"dim": self.gripper_dim, "name": "gripper", "range": list(GRIPPER_RANGE)}),
+        }
+
+    def clip_counts(self, reset: bool = False) -> dict[str, float]:
+        """Gripper outputs produced (``outputs``, one per chunk action), how many were clipped to
+        :data:`GRIPPER_RANGE` (``clipped``), the largest and the summed clip (``max_abs``,
+        ``sum_abs``), since the last ``reset=True`` call (the runtime resets per episode)."""
+        out = dict(self._clip)
+        if reset:
+            self._clip = {"outputs": 0, "clipped": 0, "max_abs": 0.0, "sum_abs": 0.0}
+        return out
+
+    def _postprocess(self, actions: np.ndarray) -> np.ndarray:
+        """Physical actions (..., H, Da) -> the same, gripper clipped to the model's range (counted)."""
+        g = self.gripper_dim
+        if g is None:
+            return actions
+        col = actions[..., g]
+        clipped = np.clip(col, *GRIPPER_RANGE)
+        delta = np.abs(col - clipped)
+        n = int(np.count_nonzero(delta))
+        c = self._clip
+        c["outputs"] += int(col.size)
+        if n:
+            c["clipped"] += n
+            c["max_abs"] = max(c["max_abs"], float(delta.max()))
+            c["sum_abs"] += float(delta.sum())
+            actions[..., g] = clipped
+        return actions
 
     def reset(self, obs: Any = None) -> None:
         """A new episode starts: forget the scene memory. With ``obs`` (the episode's first
@@ -107,10 +182,11 @@ class VLAPolicy:
 
     def sample(self, features: np.ndarray, noise: np.ndarray | None = None,
                num_steps: int = 10) -> np.ndarray:
-        """features (D,), noise (H, Da) normalised latent or None, K >= 1 -> actions (H, Da)."""
+        """features (D,), noise (H, Da) normalised latent or None, K >= 1 -> actions (H, Da),
+        physical units, gripper clipped to :data:`GRIPPER_RANGE` (the output contract, see above)."""
         f = np.asarray(features, np.float32).reshape(1, -1)
         n = None if noise is None else np.asarray(noise, np.float32)[None]
-        return self.backend.sample(f, n, num_steps)[0]
+        return self._postprocess(np.array(self.backend.sample(f, n, num_steps)[0], np.float32))
 
     def velocity(self, features: np.ndarray, x: np.ndarray, tau: float) -> np.ndarray:
         """One network evaluation: normalised latent x (H, Da) at flow time tau -> velocity (H, Da)."""
@@ -127,8 +203,9 @@ class VLAPolicy:
         return (x + np.float32(dtau) * self.velocity(features, x, tau)).astype(np.float32)
 
     def to_actions(self, x: np.ndarray) -> np.ndarray:
-        """Normalised latent (..., H, Da) -> physical actions (float32)."""
-        return (np.asarray(x, np.float32) * self._std + self._mean).astype(np.float32)
+        """Normalised latent (..., H, Da) -> physical actions (float32): un-normalise, then clip the
+        gripper to :data:`GRIPPER_RANGE` (the model's output contract; counted, see :meth:`clip_counts`)."""
+        return self._postprocess((np.asarray(x, np.float32) * self._std + self._mean).astype(np.float32))
 
     def to_latent(self, actions: np.ndarray) -> np.ndarray:
         """Physical actions (..., H, Da) -> normalised latent (for inpainting / guidance)."""
@@ -136,10 +213,32 @@ class VLAPolicy:
 
 
 def load_policy(path: str | Path, backend: BackendConfig | str = "torch", robot: Any = None,
-                language_device: str = "cpu") -> VLAPolicy:
-    """Checkpoint (dir or model.pt) or ONNX export dir -> ready policy, checked against ``robot``."""
-    b = make_backend(backend, path, robot=robot)
+                language_device: str = "cpu", verify: bool = True) -> VLAPolicy:
+    """Checkpoint (dir or model.pt) or ONNX export dir -> ready policy, checked against ``robot``.
+    ``verify``: the files must match the sha256 hashes recorded with them (:mod:`edge.vla.verify`)."""
+    b = make_backend(backend, path, robot=robot, verify=verify)
     spec = b.spec
     lang = InstructionCache(spec.lang_encoder_id, spec.lang_dim, spec.instruction_embeddings,
                             device=language_device)
-    return VLAPolicy(b, lang)
+    policy = VLAPolicy(b, lang)
+    policy.source = checkpoint_source(path)
+    return policy
+
+
+def checkpoint_source(path: str | Path) -> dict[str, Any]:
+    """What a policy was loaded from: ``checkpoint`` (the path given), ``model_sha256`` (of the
+    ``model.pt`` read, or the one an ONNX export was made from, per its metadata.json) and, for an
+    export directory, ``export``."""
+    from edge.export import METADATA_FILE
+    from edge.vla.verify import sha256_file
+
+    p = Path(path)
+    if p.is_dir() and (p / METADATA_FILE).is_file():
+        import json
+
+        meta = json.loads((p / METADATA_FILE).read_text())
+        return {"checkpoint": str(path), "export": str(p), "model_sha256": meta.get("checkpoint_sha256"),
+                "source_checkpoint": meta.get("source_checkpoint")}
+    model = p / "model.pt" if p.is_dir() else p  # = edge.vla.checkpoint.resolve (which imports torch)
+    return {"checkpoint": str(path), "model_pt": str(model),
+            "model_sha256": sha256_file(model) if model.is_file() else None}

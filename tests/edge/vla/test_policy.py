@@ -59,3 +59,31 @@ def test_backend_locate_is_refused_for_a_model_without_memory(tiny_ckpt):
         policy.backend.locate({"front": np.zeros((1, 96, 96, 3), np.uint8), "lang": np.zeros((1, 384), np.float32)})
     policy.reset(_obs(0))  # harmless without memory
     assert policy.scene is None
+
+
+def test_gripper_is_clipped_to_the_model_contract_and_counted(tiny_ckpt):
+    """Un-normalise + clip (the output contract): only the gripper, counted; safety sees no -0.0009."""
+    from edge.vla.policy import GRIPPER_RANGE
+
+    policy = load_policy(tiny_ckpt[0], "torch")
+    g = policy.gripper_dim
+    assert g == 4 and policy.backend_name == "torch[cpu]"
+    x = np.zeros((16, 5), np.float32)
+    raw = x * policy._std + policy._mean
+    x[:4, g] = (GRIPPER_RANGE[0] - 0.0009 - policy._mean[g]) / policy._std[g]  # just below "open"
+    x[4:6, g] = (1.3 - policy._mean[g]) / policy._std[g]
+    x[:, 0] = (-5.0 - policy._mean[0]) / policy._std[0]  # far outside any action bound: left alone
+    policy.clip_counts(reset=True)
+    a = policy.to_actions(x)
+    assert a[:4, g] == pytest.approx(0.0) and a[4:6, g] == pytest.approx(1.0)
+    np.testing.assert_allclose(a[6:, g], raw[6:, g], atol=1e-6)
+    np.testing.assert_allclose(a[:, 0], -5.0, atol=1e-5)  # no other dimension is touched
+    c = policy.clip_counts(reset=True)
+    assert c["outputs"] == 16 and c["clipped"] == 6 and c["max_abs"] == pytest.approx(0.3, abs=1e-5)
+    assert policy.clip_counts()["outputs"] == 0
+    feats = policy.encode(_obs(0))
+    chunk = policy.sample(feats, None, num_steps=2)
+    assert GRIPPER_RANGE[0] <= chunk[:, g].min() and chunk[:, g].max() <= GRIPPER_RANGE[1]
+    d = policy.describe()
+    assert d["output_clip"] == {"dim": 4, "name": "gripper", "range": [0.0, 1.0]}
+    assert d["model_sha256"] and d["checkpoint"] == str(tiny_ckpt[0])

@@ -1,0 +1,26 @@
+"""Checks of an output directory before a command spends time on the work it will write there."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from edge.errors import EdgeError
+
+
+def check_writable_dir(out: str | Path, flag: str = "--out") -> None:
+    """Raise EdgeError unless ``out`` is (or can be created as) a writable directory. Creates
+    nothing: a probe file or directory is made in ``out`` or its nearest existing parent and removed."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise EdgeError(f"{flag} {p}: exists and is not a directory; choose another {flag}")
+    anchor = p if p.exists() else next((q for q in p.parents if q.exists()), Path("."))
+    if not anchor.is_dir():
+        raise EdgeError(f"{flag} {p}: {anchor} is a file, not a directory; choose another {flag}")
+    try:
+        probe = tempfile.mkdtemp(prefix=".edge-write-probe-", dir=anchor)
+        os.rmdir(probe)
+    except OSError as err:
+        where = "" if anchor == p else f" ({anchor} is where it would be created)"
+        raise EdgeError(f"{flag} {p}: not writable{where}: {err.strerror}; choose another {flag}") from None

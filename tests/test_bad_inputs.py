@@ -1,0 +1,171 @@
+"""Every bad input the issue lists gets ``error: ...`` (one line, naming the flag / key / file and
+the value), exit code 2, and writes nothing. One row per input: argv, a setup that prepares the bad
+files in tmp_path, and the strings the message must contain.
+
+Run in-process through :func:`edge.cli.main`; a tiny checkpoint (and its ONNX export) is made once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from edge.cli import main
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A tiny checkpoint, its ONNX export, and a real 1-episode stack recording (image 16)."""
+    import contextlib
+    import io
+
+    from edge.vla.synthetic import tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("bad-inputs")
+    ckpt = tiny_checkpoint(root, steps=2)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["export", str(ckpt), "--out", str(root / "onnx")]) == 0
+        assert main(["data", "record", "--task", "stack", "--episodes", "1", "--image-size", "16",
+                     "--out", str(root / "stack16")]) == 0
+    return {"ckpt": ckpt, "onnx": root / "onnx", "demos": root / "demos", "stack16": root / "stack16"}
+
+
+def _copy(src_key: str, name: str, edit: Callable[[Path], None] | None = None):
+    def setup(tmp: Path, a: dict) -> None:
+        shutil.copytree(a[src_key], tmp / name)
+        if edit is not None:
+            edit(tmp / name)
+    return setup
+
+
+def _truncate_onnx(d: Path) -> None:
+    p = d / "encoder.onnx"
+    p.write_bytes(p.read_bytes()[:4000])
+
+
+def _garble_onnx(d: Path) -> None:
+    p = d / "encoder.onnx"
+    p.write_bytes(os.urandom(p.stat().st_size))
+
+
+def _truncate_episode(d: Path) -> None:
+    p = sorted((d / "episodes").glob("ep_*.npz"))[1]
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _garble_episode(d: Path) -> None:
+    p = sorted((d / "episodes").glob("ep_*.npz"))[-1]
+    p.write_bytes(b"\x00garbage" * 64)
+
+
+def _nonempty_dir(tmp: Path, a: dict) -> None:
+    (tmp / "old").mkdir()
+    (tmp / "old" / "notes.txt").write_text("a previous run")
+
+
+def _file(tmp: Path, a: dict) -> None:
+    (tmp / "afile").write_text("x")
+    _copy("demos", "ds")(tmp, a)
+
+
+def _read_only(tmp: Path, a: dict) -> None:
+    (tmp / "ro").mkdir()
+    os.chmod(tmp / "ro", 0o555)
+    _copy("demos", "ds")(tmp, a)
+
+
+@dataclass
+class Row:
+    id: str
+    argv: list[str]  # {tmp}, {ckpt}, {onnx} are substituted
+    expect: tuple[str, ...]  # substrings of the one error line
+    setup: Callable[[Path, dict], None] | None = None
+    root_ok: bool = True  # False: the check cannot fail as root (permissions do not apply)
+
+
+TRAIN = ["train", "vla", "--preset", "tiny", "--steps", "1", "--no-eval", "--no-progress",
+         "--set", "language_encoder=hash-ngram-384-v1"]
+RUN = ["run", "--episodes", "1"]
+
+ROWS = [
+    Row("run-out-not-empty", [*RUN, "--policy", "expert", "--image-size", "16", "--out", "{tmp}/old"],
+        ("--out", "old", "not empty", "--resume"), _nonempty_dir),
+    Row("run-resume-nothing", [*RUN, "--policy", "expert", "--out", "{tmp}/old", "--resume"],
+        ("--resume", "old", "no meta.json"), _nonempty_dir),
+    Row("run-truncated-onnx", [*RUN, "--checkpoint", "{tmp}/x", "--out", "{tmp}/r"],
+        ("encoder.onnx", "sha256"), _copy("onnx", "x", _truncate_onnx)),
+    Row("run-garbled-onnx-no-verify", [*RUN, "--checkpoint", "{tmp}/x", "--no-verify", "--out", "{tmp}/r"],
+        ("--checkpoint", "encoder.onnx", "onnxruntime"), _copy("onnx", "x", _garble_onnx)),
+    Row("run-truncated-onnx-no-verify", [*RUN, "--checkpoint", "{tmp}/x", "--no-verify", "--out", "{tmp}/r"],
+        ("--checkpoint", "encoder.onnx", "truncated or corrupt"), _copy("onnx", "x", _truncate_onnx)),
+    Row("run-checkpoint-missing", [*RUN, "--checkpoint", "{tmp}/nonexistent", "--out", "{tmp}/r"],
+        ("--checkpoint", "nonexistent", "not found")),
+    Row("run-expert-with-checkpoint", [*RUN, "--policy", "expert", "--checkpoint", "{ckpt}", "--out", "{tmp}/r"],
+        ("--checkpoint", "--policy expert")),
+    Row("run-image-size-64", [*RUN, "--checkpoint", "{ckpt}", "--image-size", "64", "--out", "{tmp}/r"],
+        ("--image-size 64", "96x96", "checkpoint")),
+    Row("run-image-size-0", [*RUN, "--checkpoint", "{ckpt}", "--image-size", "0", "--out", "{tmp}/r"],
+        ("--image-size 0", "96x96")),
+    Row("run-latency-ms-without-constant", [*RUN, "--checkpoint", "{ckpt}", "--latency-ms", "50", "--out", "{tmp}/r"],
+        ("--latency-ms 50", "--latency constant", "measured")),
+    Row("run-task-push-with-stack-vla", [*RUN, "--checkpoint", "{ckpt}", "--task", "push", "--out", "{tmp}/r"],
+        ("--task push", "'stack'")),
+    Row("data-info-truncated-npz", ["data", "info", "{tmp}/ds"],
+        ("ep_0000001.npz", "truncated or corrupt"), _copy("demos", "ds", _truncate_episode)),
+    Row("data-info-garbled-npz", ["data", "info", "{tmp}/ds"],
+        ("ep_0000003.npz", "not a readable episode"), _copy("demos", "ds", _garble_episode)),
+    Row("train-truncated-npz", [*TRAIN, "--data", "{tmp}/ds", "--out", "{tmp}/ck"],
+        ("--data", "ep_0000001.npz", "truncated or corrupt"), _copy("demos", "ds", _truncate_episode)),
+    Row("train-out-under-a-file", [*TRAIN, "--data", "{tmp}/ds", "--out", "{tmp}/afile/ck"],
+        ("--out", "afile", "not a directory"), _file),
+    Row("train-out-read-only", [*TRAIN, "--data", "{tmp}/ds", "--out", "{tmp}/ro/ck"],
+        ("--out", "ro/ck", "not writable"), _read_only, root_ok=False),
+    Row("export-opset-3", ["export", "{ckpt}", "--out", "{tmp}/e", "--opset", "3"],
+        ("--opset 3", "[7, 20]")),
+    Row("export-tolerance-negative", ["export", "{ckpt}", "--out", "{tmp}/e", "--tolerance", "-1"],
+        ("--tolerance -1", "> 0")),
+    Row("record-resume-other-task", ["data", "record", "--task", "pick_place", "--episodes", "1",
+                                     "--image-size", "16", "--out", "{tmp}/ds"],
+        ("--out", "task='stack'", "task='pick_place'"), _copy("stack16", "ds")),
+    Row("record-resume-other-cameras", ["data", "record", "--task", "stack", "--wrist", "--episodes", "1",
+                                        "--image-size", "16", "--out", "{tmp}/ds"],
+        ("--out", "wrist_camera=False", "wrist_camera=True"), _copy("stack16", "ds")),
+    Row("record-resume-other-image-size", ["data", "record", "--task", "stack", "--episodes", "1",
+                                           "--image-size", "32", "--out", "{tmp}/ds"],
+        ("--out", "image_size=16", "image_size=32"), _copy("stack16", "ds")),
+]
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_bad_input_is_one_clear_line_exit_2_nothing_written(row, assets, tmp_path, capsys, monkeypatch):
+    if not row.root_ok and os.geteuid() == 0:
+        pytest.skip("running as root: directory permissions do not apply")
+    monkeypatch.delenv("EDGE_DEBUG", raising=False)
+    monkeypatch.chdir(tmp_path)  # a default runs/<time> would land here, and be caught below
+    if row.setup is not None:
+        row.setup(tmp_path, assets)
+    before = _tree(tmp_path)
+    argv = [a.format(tmp=tmp_path, ckpt=assets["ckpt"], onnx=assets["onnx"]) for a in row.argv]
+    try:
+        code = main(argv)
+    finally:
+        for p in tmp_path.rglob("*"):  # let pytest clean up read-only dirs
+            if p.is_dir():
+                os.chmod(p, 0o755)
+    err = capsys.readouterr().err.strip()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for s in row.expect:
+        assert s in lines[0], f"{s!r} not in {lines[0]!r}"
+    assert "Traceback" not in err
+    assert _tree(tmp_path) == before, f"new files: {sorted(_tree(tmp_path) - before)}"
