@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from edge.cli import add_subparser
+from edge.resources import config_dir
 
-PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs" / "train"
+PRESETS_DIR = config_dir("train")
 PRESETS = ("tiny", "default")
 
 EXAMPLES = """
@@ -45,6 +46,22 @@ def register(subparsers) -> None:
     vla.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override any setting, e.g. --set batch_size=32 --set model.d_model=96")
     vla.set_defaults(func=_train_vla)
+    ad = add_subparser(models, "adapter", "train the EQRL scheduling adapter on the frozen VLA in "
+                       "QueryEnv processes (checkpoint + manifest, resumable)", """
+  edge train adapter --out runs/eqrl_stack
+  edge train adapter --out /tmp/eqrl_tiny --preset tiny
+  edge train adapter --out runs/eqrl_stack --resume
+  edge train adapter --out runs/eqrl_dsrl --set mode=noise_only""")
+    ad.add_argument("--out", required=True, help="adapter directory: adapter.pt, train_state.pt, manifest.json")
+    ad.add_argument("--checkpoint", default=None, help="the frozen VLA (default: the shipped checkpoint)")
+    ad.add_argument("--preset", choices=PRESETS, default="default",
+                    help="settings from configs/train/eqrl_<preset>.yaml (tiny: seconds, for tests)")
+    ad.add_argument("--config", help="a YAML settings file instead of --preset")
+    ad.add_argument("--resume", action="store_true", help="continue the run in --out from its last save")
+    ad.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ad.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override any setting, e.g. --set episodes=300 --set mode=noise_only")
+    ad.set_defaults(func=_train_adapter)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -62,6 +79,11 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 def _train_vla(args: argparse.Namespace) -> int:
     import logging
 
+    import zipfile
+    import zlib
+
+    from edge.commands._out import check_writable_dir
+    from edge.commands.data import find_bad_episode
     from edge.config import load_config
     from edge.errors import EdgeError
     from edge.vla.checkpoint import TRAIN_STATE_FILE
@@ -71,12 +93,24 @@ def _train_vla(args: argparse.Namespace) -> int:
     preset = Path(args.config) if args.config else PRESETS_DIR / f"vla_{args.preset}.yaml"
     config = load_config(TrainVLAConfig, preset, _overrides(args))
     out = Path(args.out)
+    check_writable_dir(out)  # before the data is loaded and the steps are spent
     if not args.resume and (out / TRAIN_STATE_FILE).exists():
         raise EdgeError(f"{out} already holds a training run; pass --resume to continue it or "
                         "choose another --out")
-    trainer = VLATrainer(config, args.task, args.data, out, resume=args.resume,
-                         progress=not args.no_progress, init=args.init)
-    manifest = trainer.run()
+    created = not out.exists()
+    try:
+        trainer = VLATrainer(config, args.task, args.data, out, resume=args.resume,
+                             progress=not args.no_progress, init=args.init)
+        manifest = trainer.run()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as err:
+        bad = find_bad_episode(list(args.data))  # a truncated / corrupt episode file: name it
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        if bad is not None:
+            raise EdgeError(f"--data: {bad}") from None
+        if isinstance(err, OSError) and not isinstance(err, FileNotFoundError):
+            raise EdgeError(f"--out {out}: cannot write the checkpoint ({err}); choose another --out") from None
+        raise
     metrics = manifest["metrics"]
     print(f"wrote {out / 'model.pt'} ({manifest['model']['bytes'] / 1e6:.1f} MB, "
           f"{manifest['model']['parameters']['total']:,} parameters) and {out / 'manifest.json'}")
@@ -84,4 +118,26 @@ def _train_vla(args: argparse.Namespace) -> int:
           f"final loss {metrics['final_loss']:.4f}, success "
           + ("n/a (no evaluation)" if metrics["final_success_rate"] is None
              else f"{metrics['final_success_rate']:.0%}"))
+    return 0
+
+
+def _train_adapter(args: argparse.Namespace) -> int:
+    from adapters.eqrl.config import EqrlConfig
+    from adapters.eqrl.train import STATE_FILE, AdapterTrainer
+    from edge.config import load_config
+    from edge.errors import EdgeError
+    from edge.runtime.session import DEFAULT_CHECKPOINT
+
+    preset = Path(args.config) if args.config else PRESETS_DIR / f"eqrl_{args.preset}.yaml"
+    config = load_config(EqrlConfig, preset, list(args.set))
+    out = Path(args.out)
+    if not args.resume and (out / STATE_FILE).exists():
+        raise EdgeError(f"{out} already holds an adapter training run; pass --resume to continue it "
+                        "or choose another --out")
+    checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
+    if not Path(checkpoint).exists():
+        raise EdgeError(f"--checkpoint {checkpoint}: no such VLA checkpoint")
+    manifest = AdapterTrainer(config, out, checkpoint, resume=args.resume,
+                              progress=not args.no_progress).run()
+    print(f"adapter: {out} ({manifest['metrics']})")
     return 0

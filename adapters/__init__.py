@@ -1,0 +1,1 @@
+"""Scheduling adapters that decide, per query, how a frozen VLA is sampled (see ``adapters/eqrl``)."""

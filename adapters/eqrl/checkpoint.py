@@ -1,0 +1,40 @@
+"""Loading a trained adapter directory: ``adapter.pt`` (config, weights, frozen gate) + ``manifest.json``
+(+ ``eqrl_decision.onnx``, the exported decision, listed with its sha256 in the manifest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edge.errors import EdgeError
+
+ADAPTER_FILE, ONNX_FILE, MANIFEST_FILE = "adapter.pt", "eqrl_decision.onnx", "manifest.json"
+
+
+def load_agent(path: str | Path):
+    """adapter dir (or adapter.pt) -> (agent in eval mode, gate, manifest or None)."""
+    import torch
+
+    from adapters.eqrl.agent import EqrlAgent
+    from adapters.eqrl.config import EqrlConfig
+    from edge.runtime.query_env import CONTEXT_DIM
+
+    p = Path(path)
+    f = p / ADAPTER_FILE if p.is_dir() else p
+    if not f.is_file():
+        raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}); train one with "
+                        "`edge train adapter --out DIR` or pass --adapter DIR")
+    mf = f.parent / MANIFEST_FILE
+    manifest = json.loads(mf.read_text()) if mf.is_file() else None
+    want = ((manifest or {}).get("files") or {}).get(ADAPTER_FILE)
+    if want is not None:
+        from edge.export import sha256_file
+
+        if sha256_file(f) != want:
+            raise EdgeError(f"{f}: sha256 does not match {mf}; the adapter file is damaged or was replaced")
+    blob = torch.load(f, weights_only=False)
+    cfg = EqrlConfig(**blob["config"])
+    agent = EqrlAgent(cfg, blob["feature_dim"], CONTEXT_DIM, blob["chunk_len"], blob["action_dim"])
+    agent.load_state_dict(blob["agent"])
+    agent.eval()
+    return agent, float(blob["gate"]), manifest

@@ -1,0 +1,103 @@
+"""The trained adapter as a runtime scheduler: ``edge run --scheduler eqrl [--adapter DIR]``.
+
+:class:`EqrlScheduler` satisfies :class:`edge.contracts.Scheduler`: per query it runs the adapter's
+deterministic decision (the actor's mean noise and schedule, the difficulty from the Q^W ensemble
+with the running statistics frozen at the end of training, the prior gate as trained) on the VLA's
+features and the runtime context — exactly :meth:`adapters.eqrl.agent.EqrlAgent.act` with
+``deterministic=True`` and the same standard-normal draws for the noise (``noise="sample"``, the
+default: w ~ the adapter's noise distribution, as in training; ``"mean"``: its mode) — and returns a :class:`~edge.contracts.QueryPlan` whose
+``noise`` is the latent w. Signals logged per query: ``u`` (difficulty), ``c_K``, ``c_C``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.contracts import QueryContext, QueryPlan
+from adapters.eqrl.checkpoint import ONNX_FILE, load_agent  # noqa: F401 - load_agent re-exported
+from edge.errors import EdgeError
+
+SHIPPED_ADAPTER = Path(__file__).resolve().parent / "checkpoints" / "stack"
+
+
+class EqrlScheduler:
+    """Per query: the adapter's decision on (features, context). ``onnx`` = path of the exported
+    decision network (run by ONNX Runtime, ~0.15 ms per query on one CPU thread) or None for the
+    torch module (~1.3 ms)."""
+
+    name = "eqrl"
+
+    def __init__(self, agent: Any, gate: float, onnx: str | Path | None = None, threads: int = 1,
+                 noise: str = "sample", seed: int = 0) -> None:
+        if noise not in ("sample", "mean"):
+            raise EdgeError(f"eqrl: noise={noise!r}; choose 'sample' (draw w from the adapter) or 'mean'")
+        self.agent, self.gate, self.noise = agent, gate, noise
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._L = agent.H * agent.Da
+        self._t_first = 0.0
+        self._session = None
+        if onnx is not None:
+            import onnxruntime as ort
+
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(str(onnx), so, providers=["CPUExecutionProvider"])
+        else:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.backend = "onnxruntime" if self._session is not None else "torch"
+
+    @classmethod
+    def load(cls, path: str | Path, backend: str = "auto", noise: str = "sample", seed: int = 0) -> EqrlScheduler:
+        agent, gate, manifest = load_agent(path)
+        d = Path(path) if Path(path).is_dir() else Path(path).parent
+        onnx = d / ONNX_FILE
+        if backend == "onnxruntime" and not onnx.is_file():
+            raise EdgeError(f"{d} has no {ONNX_FILE}; export it with adapters.eqrl.export.export_onnx")
+        if onnx.is_file() and manifest is not None:
+            from edge.export import sha256_file
+
+            want = (manifest.get("files") or {}).get(ONNX_FILE)
+            if want is not None and sha256_file(onnx) != want:
+                raise EdgeError(f"{onnx}: sha256 does not match {d / 'manifest.json'}; re-export it")
+        use = onnx if onnx.is_file() and backend != "torch" else None
+        return cls(agent, gate, use, noise=noise, seed=seed)
+
+    def decide(self, features: np.ndarray, context: np.ndarray, eps: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """One decision. ``eps`` (L,) standard-normal draws for the noise; None = the next draws of
+        this scheduler's seeded generator ("sample") or zeros ("mean")."""
+        f = np.asarray(features, np.float32).reshape(1, -1)
+        x = np.asarray(context, np.float32).reshape(1, -1)
+        if eps is None:
+            eps = (self._rng.standard_normal(self._L) if self.noise == "sample" else np.zeros(self._L))
+        e = np.asarray(eps, np.float32).reshape(1, -1)
+        if self._session is None:
+            return self.agent.act(f, x, self.gate, deterministic=True, noise_eps=e)
+        w, c, k, ch, u = self._session.run(None, {"features": f, "context": x, "noise_eps": e})
+        return {"w": w, "c": c, "K": k, "C": ch, "u": u}
+
+    def plan(self, features: Any, history: QueryContext) -> QueryPlan:
+        from edge.runtime.query_env import context_vector
+
+        if history.query_index == 0:
+            self._t_first = history.t_s
+        d = self.decide(features, context_vector(history, self._t_first))
+        k, c = int(d["K"][0]), int(min(d["C"][0], history.chunk_len))
+        return QueryPlan(noise=d["w"][0].astype(np.float32), num_steps=k, execute=c, next_query_in_steps=c,
+                         signals={"u": float(d["u"][0]), "c_K": float(d["c"][0, 0]), "c_C": float(d["c"][0, 1])})
+
+    def reset(self) -> None:
+        self._t_first = 0.0
+
+
+def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler:
+    """Registry factory: the adapter at ``cfg.adapter`` (or the shipped one); its noise draws are
+    seeded by the session's seed, like a fixed schedule's."""
+    path = Path(cfg.adapter) if getattr(cfg, "adapter", "") else SHIPPED_ADAPTER
+    return EqrlScheduler.load(path, noise=getattr(cfg, "adapter_noise", "sample"), seed=int(cfg.seed))

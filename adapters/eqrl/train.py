@@ -1,0 +1,229 @@
+"""``edge train adapter``: train the EQRL adapter in QueryEnv processes on the frozen VLA.
+
+Collection and learning interleave: the learner sends every env its action, runs its updates while
+the envs step, then reads their answers. Each finished episode's NFE-budget penalty is written back
+into its queries' rewards. Saves ``adapter.pt`` + ``train_state.pt`` (networks, optimisers, replay,
+counters, RNG) every ``save_every`` episodes and at the end; ``--resume`` continues from there.
+Writes ``manifest.json`` (command, seed, config, git revision, VLA sha256, metrics) and
+``train_log.jsonl`` (one line per episode).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adapters.eqrl import schedule as S
+from adapters.eqrl.config import EqrlConfig
+from edge.config import to_dict
+
+from adapters.eqrl.checkpoint import ADAPTER_FILE, MANIFEST_FILE  # noqa: E402
+
+STATE_FILE, LOG_FILE = "train_state.pt", "train_log.jsonl"
+
+
+class Replay:
+    """Ring buffer of query transitions (numpy)."""
+
+    def __init__(self, capacity: int, D: int, X: int, H: int, Da: int) -> None:
+        self.cap, self.n, self.i = capacity, 0, 0
+        z = np.zeros
+        self.data = {"features": z((capacity, D), np.float32), "context": z((capacity, X), np.float32),
+                     "w": z((capacity, H, Da), np.float32), "c": z((capacity, 2), np.float32),
+                     "chunk": z((capacity, H, Da), np.float32), "reward": z(capacity, np.float32),
+                     "ticks": z(capacity, np.float32), "done": z(capacity, np.float32),
+                     "features2": z((capacity, D), np.float32), "context2": z((capacity, X), np.float32)}
+
+    def add(self, **row: Any) -> int:
+        j = self.i
+        for k, v in row.items():
+            self.data[k][j] = v
+        self.i = (self.i + 1) % self.cap
+        self.n = min(self.n + 1, self.cap)
+        return j
+
+    def sample(self, rng: np.random.Generator, batch: int) -> dict[str, np.ndarray]:
+        idx = rng.integers(0, self.n, size=batch)
+        return {k: v[idx] for k, v in self.data.items()}
+
+
+def _vla_latent(checkpoint: str):
+    """The frozen VLA as ``(features, noise, ks) -> latent chunk`` for the Q^W distillation."""
+    from edge.backends import BackendConfig, make_backend
+
+    backend = make_backend(BackendConfig(name="onnxruntime", threads=1), checkpoint)
+    mean, std = backend.spec.action_stats()
+
+    def run(features: np.ndarray, noise: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        a = backend.sample(np.asarray(features, np.float32), np.asarray(noise, np.float32), ks)
+        return ((a - mean) / std).astype(np.float32)
+
+    return run
+
+
+class AdapterTrainer:
+    def __init__(self, cfg: EqrlConfig, out: str | Path, checkpoint: str, session: dict | None = None,
+                 resume: bool = False, progress: bool = True, command: str | None = None) -> None:
+        self.cfg, self.out, self.checkpoint = cfg, Path(out), str(checkpoint)
+        self.session = {"task": "stack", "checkpoint": self.checkpoint, "execution": "sync",
+                        "latency": "constant", "latency_ms": 0.0, "noise_temperature": cfg.noise_temperature,
+                        **(session or {})}
+        self.progress, self.resume = progress, resume
+        self.command = command or " ".join(["edge", *sys.argv[1:]])
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> dict[str, Any]:
+        import torch
+        from tqdm import tqdm
+
+        from adapters.eqrl.agent import EqrlAgent
+        from adapters.eqrl.collect import VecQueryEnv
+        from edge.runtime.query_env import CONTEXT_DIM
+
+        cfg = self.cfg
+        torch.set_num_threads(cfg.threads)
+        t_start = time.perf_counter()
+        vla = _vla_latent(self.checkpoint)
+        envs = VecQueryEnv(cfg.envs, self.session)
+        H, Da = envs.chunk_len, envs.action_dim
+        try:
+            obs = []
+            for i in range(cfg.envs):
+                envs.send(i, "reset", cfg.train_seed + i)
+            obs = [envs.recv(i)[0] for i in range(cfg.envs)]
+            D = obs[0]["features"].size
+            agent = EqrlAgent(cfg, D, CONTEXT_DIM, H, Da)
+            replay = Replay(cfg.replay_size, D, CONTEXT_DIM, H, Da)
+            st = {"queries": 0, "episodes": 0, "updates": 0, "next_seed": cfg.train_seed + cfg.envs,
+                  "wall_s": 0.0}
+            rng = np.random.default_rng(cfg.seed)
+            if self.resume and (self.out / STATE_FILE).exists():
+                saved = torch.load(self.out / STATE_FILE, weights_only=False)
+                agent.load_state_dict(saved["agent"])
+                for name in ("opt_critic", "opt_actor", "opt_alpha"):
+                    getattr(agent, name).load_state_dict(saved[name])
+                replay.data, replay.n, replay.i = saved["replay"], saved["replay_n"], saved["replay_i"]
+                st = saved["counters"]
+                rng.bit_generator.state = saved["rng"]
+                torch.set_rng_state(saved["torch_rng"])
+                for i in range(cfg.envs):  # episodes in flight at the save were not kept: start anew
+                    envs.send(i, "reset", st["next_seed"] + i)
+                obs = [envs.recv(i)[0] for i in range(cfg.envs)]
+                st["next_seed"] += cfg.envs
+            ep_rows: list[list[int]] = [[] for _ in range(cfg.envs)]
+            ep_k: list[list[int]] = [[] for _ in range(cfg.envs)]
+            log = open(self.out / LOG_FILE, "a")
+            bar = tqdm(total=cfg.episodes, initial=st["episodes"], desc="eqrl train", unit="ep",
+                       disable=not self.progress)
+            recent: list[bool] = []
+            metrics: dict[str, float] = {}
+            gate = S.gate(st["queries"], cfg.prior_start_queries, cfg.prior_ramp_queries)
+            while st["episodes"] < cfg.episodes:
+                gate = S.gate(st["queries"], cfg.prior_start_queries, cfg.prior_ramp_queries)
+                f = np.stack([o["features"] for o in obs])
+                x = np.stack([o["context"] for o in obs])
+                act = agent.act(f, x, gate, deterministic=False, update_stats=True)
+                for i in range(cfg.envs):
+                    envs.send(i, "step", {"noise": act["w"][i], "num_steps": int(act["K"][i]),
+                                          "execute": int(act["C"][i])})
+                if st["queries"] >= cfg.warmup_queries and replay.n >= cfg.batch_size:
+                    for _ in range(cfg.utd * cfg.envs):
+                        metrics = agent.update(replay.sample(rng, cfg.batch_size), gate, vla, rng)
+                        st["updates"] += 1
+                lam = cfg.cost_weight_start + (cfg.cost_weight_end - cfg.cost_weight_start) * \
+                    S.gate(st["queries"], 0, cfg.cost_ramp_queries)
+                for i in range(cfg.envs):
+                    o2, r, term, trunc, info = envs.recv(i)
+                    ticks = max(1, info["ticks"])
+                    chunk = info["chunk"] if info["chunk"] is not None else np.zeros((H, Da), np.float32)
+                    j = replay.add(features=obs[i]["features"], context=obs[i]["context"], w=act["w"][i],
+                                   c=act["c"][i], chunk=chunk, reward=r * cfg.gamma ** (ticks - 1),
+                                   ticks=ticks, done=float(term), features2=o2["features"],
+                                   context2=o2["context"])
+                    ep_rows[i].append(j)
+                    ep_k[i].append((info["K"], info["executed"]))
+                    st["queries"] += 1
+                    if term or trunc:
+                        ep = info["episode"]
+                        sk = float(sum(k for k, _ in ep_k[i]))
+                        sc = float(sum(c for _, c in ep_k[i]))
+                        pen = S.budget_penalty(sk, sc, bool(ep["success"]), cfg.budget_lo, cfg.budget_hi,
+                                               cfg.budget_debt, cfg.budget_scale)
+                        for row in ep_rows[i]:
+                            replay.data["reward"][row] -= lam * pen / len(ep_rows[i])
+                        recent = (recent + [bool(ep["success"])])[-100:]
+                        log.write(json.dumps({"episode": st["episodes"], "seed": ep["seed"],
+                                              "success": bool(ep["success"]), "steps": ep["steps"],
+                                              "queries": len(ep_rows[i]), "nfe_per_action": sk / max(sc, 1),
+                                              "penalty": pen, "lambda_cost": lam, "gate": gate,
+                                              "updates": st["updates"], **metrics}) + "\n")
+                        log.flush()
+                        ep_rows[i], ep_k[i] = [], []
+                        st["episodes"] += 1
+                        bar.update(1)
+                        bar.set_postfix(success=f"{np.mean(recent):.2f}", nfe=f"{sk / max(sc, 1):.3f}",
+                                        q=st["queries"])
+                        envs.send(i, "reset", st["next_seed"])
+                        st["next_seed"] += 1
+                        o2 = envs.recv(i)[0]
+                        if st["episodes"] % cfg.save_every == 0 or st["episodes"] >= cfg.episodes:
+                            self._save(agent, replay, st, rng, gate, t_start)
+                    obs[i] = o2
+            bar.close()
+            log.close()
+            return self._save(agent, replay, st, rng, gate, t_start, final=True)
+        finally:
+            envs.close()
+
+    def _save(self, agent: Any, replay: Replay, st: dict, rng: np.random.Generator, gate: float,
+              t_start: float, final: bool = False) -> dict[str, Any]:
+        import torch
+
+        from edge.export import sha256_file
+        from edge.vla.manifest import git_revision
+
+        st = dict(st, wall_s=st.get("wall_s_base", st["wall_s"]) + time.perf_counter() - t_start)
+        deploy = {"config": to_dict(self.cfg), "agent": agent.state_dict(), "gate": gate,
+                  "feature_dim": agent.enc.proj.in_features, "chunk_len": agent.H, "action_dim": agent.Da}
+        _atomic_torch_save(deploy, self.out / ADAPTER_FILE)
+        _atomic_torch_save({"agent": agent.state_dict(),
+                            **{n: getattr(agent, n).state_dict() for n in ("opt_critic", "opt_actor", "opt_alpha")},
+                            "replay": replay.data, "replay_n": replay.n, "replay_i": replay.i,
+                            "counters": st, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()},
+                           self.out / STATE_FILE)
+        files = {ADAPTER_FILE: sha256_file(self.out / ADAPTER_FILE)}
+        if final:
+            from adapters.eqrl.export import ONNX_FILE, export_onnx
+
+            export_onnx(self.out)
+            files[ONNX_FILE] = sha256_file(self.out / ONNX_FILE)
+        vla_file = Path(self.checkpoint) / "model.pt" if Path(self.checkpoint).is_dir() else Path(self.checkpoint)
+        rows = [json.loads(line) for line in (self.out / LOG_FILE).read_text().splitlines() if line.strip()]
+        last = rows[-200:]
+        command = self.command
+        old = self.out / MANIFEST_FILE
+        if self.resume and old.is_file():  # a resumed run keeps the command that started it
+            command = json.loads(old.read_text()).get("command", command)
+        manifest = {"kind": "edge-eqrl-adapter", "command": command, "seed": self.cfg.seed,
+                    "config": to_dict(self.cfg), "session": self.session, "git": git_revision(),
+                    "vla": {"path": str(self.checkpoint), "sha256": sha256_file(vla_file) if vla_file.is_file() else None},
+                    "files": files, "complete": final,
+                    "counters": st, "gate": gate,
+                    "metrics": {"train_episodes": len(rows),
+                                "train_success_last200": float(np.mean([r["success"] for r in last])) if last else None,
+                                "train_nfe_per_action_last200": float(np.mean([r["nfe_per_action"] for r in last])) if last else None}}
+        (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+        return manifest
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    import torch
+
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)

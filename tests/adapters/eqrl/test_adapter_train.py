@@ -1,0 +1,65 @@
+"""A tiny EQRL run end to end on the shipped VLA in a QueryEnv process: train, save, resume, export,
+and the deployed scheduler (ONNX decision) equal to the torch decision."""
+
+import json
+
+import numpy as np
+import pytest
+
+from adapters.eqrl.config import EqrlConfig
+from adapters.eqrl.deploy import EqrlScheduler, load_agent
+from adapters.eqrl.export import ONNX_FILE
+from adapters.eqrl.train import LOG_FILE, MANIFEST_FILE, STATE_FILE, AdapterTrainer
+from edge.runtime.session import DEFAULT_CHECKPOINT
+
+TINY = dict(envs=1, warmup_queries=5, batch_size=8, distill_batch=4, hidden=16, feature_proj=8, n_critics=2,
+            save_every=1, actor_delay_updates=0, actor_every=1)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eqrl")
+    AdapterTrainer(EqrlConfig(episodes=2, **TINY), out, str(DEFAULT_CHECKPOINT), progress=False).run()
+    first = json.loads((out / MANIFEST_FILE).read_text())
+    AdapterTrainer(EqrlConfig(episodes=3, **TINY), out, str(DEFAULT_CHECKPOINT), resume=True,
+                   progress=False).run()
+    return out, first
+
+
+def test_train_saves_and_resume_continues(trained):
+    out, first = trained
+    assert first["counters"]["episodes"] == 2 and first["complete"]
+    m = json.loads((out / MANIFEST_FILE).read_text())
+    assert m["counters"]["episodes"] == 3 and m["counters"]["queries"] > first["counters"]["queries"]
+    assert m["counters"]["updates"] > 0 and (out / STATE_FILE).is_file()
+    rows = [json.loads(x) for x in (out / LOG_FILE).read_text().splitlines()]
+    assert [r["episode"] for r in rows] == [0, 1, 2]
+    assert m["vla"]["sha256"] and set(m["files"]) == {"adapter.pt", ONNX_FILE}
+
+
+def test_onnx_decision_equals_torch_decision(trained):
+    out, _ = trained
+    onnx_s, torch_s = EqrlScheduler.load(out), EqrlScheduler.load(out, backend="torch")
+    assert (onnx_s.backend, torch_s.backend) == ("onnxruntime", "torch")
+    rng = np.random.default_rng(0)
+    agent, gate, _ = load_agent(out)
+    for _ in range(5):
+        f = rng.normal(size=agent.enc.proj.in_features).astype(np.float32)
+        x = rng.random(8).astype(np.float32)
+        a, b = onnx_s.decide(f, x), torch_s.decide(f, x)
+        np.testing.assert_allclose(a["w"], b["w"], atol=1e-5)
+        assert (int(a["K"][0]), int(a["C"][0])) == (int(b["K"][0]), int(b["C"][0]))
+
+
+def test_a_tampered_onnx_decision_is_refused(trained, tmp_path):
+    import shutil
+
+    from edge.errors import EdgeError
+
+    out, _ = trained
+    copy = tmp_path / "ad"
+    shutil.copytree(out, copy)
+    with open(copy / ONNX_FILE, "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(EdgeError, match="sha256"):
+        EqrlScheduler.load(copy)

@@ -1,0 +1,49 @@
+import numpy as np
+import pytest
+
+from adapters.eqrl import schedule as S
+from adapters.eqrl.config import EqrlConfig
+from edge.config import ConfigError
+
+
+def test_unit_integer_mapping_round_trips():
+    for lo, hi in ((1, 4), (4, 16), (2, 2)):
+        v = np.arange(lo, hi + 1)
+        np.testing.assert_array_equal(S.to_int(S.to_unit(v, lo, hi), lo, hi), v)
+    assert S.to_int(0.0, 1, 4) == 1 and S.to_int(1.0, 1, 4) == 4 and S.to_int(1.7, 1, 4) == 4
+
+
+def test_prior_moves_between_anchors_with_difficulty():
+    c_def, c_easy, c_hard = np.array([0.33, 0.33]), np.array([0.0, 0.33]), np.array([0.67, 0.33])
+    p = S.prior(np.array([-1.0, 0.0, 1.0]), c_def, c_easy, c_hard, gate=1.0, strength=1.0)
+    np.testing.assert_allclose(p[:, 0], [0.0, 0.335, 0.67])
+    np.testing.assert_allclose(S.prior(np.array([1.0]), c_def, c_easy, c_hard, 0.0, 1.0), [c_def])
+    assert S.allocation(p, c_easy, c_hard).tolist() == pytest.approx([-1.0, 0.0, 1.0], abs=0.02)
+
+
+def test_nfe_per_action_counts_executed_actions():
+    assert S.nfe_per_action([2, 2, 1], [8, 8, 4]) == pytest.approx(5 / 20)
+    assert S.nfe_per_action([2], [0]) == float("inf")
+
+
+def test_budget_penalty_band_and_failures():
+    # 25 NFE over 100 executed actions against a band of [0.14, 0.20] with 2 NFE of debt: 3 over
+    assert S.budget_penalty(25, 100, True, 0.14, 0.20, 2.0, 10.0) == pytest.approx(0.3)
+    assert S.budget_penalty(25, 100, False, 0.14, 0.20, 2.0, 10.0) == pytest.approx(0.045)
+    inside = S.budget_penalty(15, 100, True, 0.14, 0.20, 2.0, 10.0)
+    assert inside == pytest.approx(-0.06 * (0.20 - 0.15) / 0.06)
+    assert S.budget_penalty(10, 100, True, 0.14, 0.20, 2.0, 10.0) == pytest.approx(0.15 * 4 / 10)
+
+
+def test_pad_chunk_repeats_the_last_executed_action():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    p = S.pad_chunk(x, 2)
+    np.testing.assert_array_equal(p[2:], np.repeat(x[1:2], 2, 0))
+    np.testing.assert_array_equal(p[:2], x[:2])
+
+
+def test_config_rejects_anchors_outside_the_range():
+    with pytest.raises(ConfigError, match="k_hard=9"):
+        EqrlConfig(k_hard=9)
+    with pytest.raises(ConfigError, match="budget_lo"):
+        EqrlConfig(budget_lo=0.5, budget_hi=0.2)
