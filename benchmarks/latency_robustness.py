@@ -44,13 +44,19 @@ def run_cell(job: dict) -> dict:
 
 
 def main() -> None:
+    from edge.cli import add_deprecated_alias
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
     ap.add_argument("--backend", default="onnxruntime")
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--seed", type=int, default=100000)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--c", type=int, default=8)
+    k = ap.add_argument("--num-steps", dest="k", type=int, default=10, metavar="K",
+                        help="denoising steps K per query (as edge run)")
+    c = ap.add_argument("--execute", dest="c", type=int, default=8, metavar="C",
+                        help="actions executed per chunk C (as edge run)")
+    add_deprecated_alias(ap, "--k", k)
+    add_deprecated_alias(ap, "--c", c)
     ap.add_argument("--latencies-ms", default="0,50,100,200,400")
     ap.add_argument("--seams", default="replace,weighted,rtc,rtc:0",
                     help="seam strategies; rtc:N = rtc guiding the frozen actions and N more "

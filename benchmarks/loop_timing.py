@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.action_queue import QueueConfig
+from edge.cli import add_deprecated_alias
 from edge.clock import RealClock
 from edge.contracts import DriverState, Observation, RobotState
 from edge.control_loop import ControlLoop, LoopConfig
@@ -263,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="measured time per case (at least 200 ticks, so a p99 is not the maximum)")
     ap.add_argument("--warmup", type=float, default=0.5, help="seconds excluded at the start of each case")
     ap.add_argument("--hidden", type=int, default=2048, help="MLP width (sets the inference cost)")
-    ap.add_argument("--steps", type=int, default=10, help="denoising steps K per query")
+    k = ap.add_argument("--num-steps", dest="steps", type=int, default=10, metavar="K",
+                        help="denoising steps K per query (as edge run)")
+    add_deprecated_alias(ap, "--steps", k)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--executions", nargs="+", default=["async", "process", "sync"],
                     choices=("async", "process", "sync"),

@@ -140,12 +140,18 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
 
 
 def main() -> None:
+    from edge.cli import add_deprecated_alias
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1_000_000)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--c", type=int, default=8)
+    k = ap.add_argument("--num-steps", dest="k", type=int, default=10, metavar="K",
+                        help="denoising steps K per query (as edge run)")
+    c = ap.add_argument("--execute", dest="c", type=int, default=8, metavar="C",
+                        help="actions executed per chunk C (as edge run)")
+    add_deprecated_alias(ap, "--k", k)
+    add_deprecated_alias(ap, "--c", c)
     ap.add_argument("--noise-temperature", type=float, default=0.5,
                     help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--aux-data", nargs="*", default=None,

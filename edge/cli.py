@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from edge import __version__
@@ -31,7 +32,16 @@ COMMAND_MODULES = (
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Examples kept as written; ``(default: X)`` appended to an option's help unless the help
+    already says what the default is, or there is nothing to show (a flag, a required option, an
+    empty or unset default: then the help says what happens without it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (re.search(r"\bdefault", text) or action.nargs == 0 or action.required
+                or action.default in (None, "", [], argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +73,32 @@ def add_subparser(sub, name: str, help: str, examples: str) -> argparse.Argument
         epilog="Examples:\n" + examples.strip("\n"),
         formatter_class=_Formatter,
     )
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option (or a positional): stores into the canonical option's ``dest``
+    and prints one line, ``warning: OLD is deprecated; use NEW``, to stderr when it is used."""
+
+    def __init__(self, option_strings, dest, use: str, old: str | None = None, **kwargs) -> None:
+        self.use, self.old = use, old
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"warning: {self.old or option_string} is deprecated; use {self.use}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated_alias(container, old: str, canonical: argparse.Action) -> argparse.Action:
+    """Accept ``old`` as a deprecated spelling of the option ``canonical`` (same dest, type, choices,
+    metavar; the canonical default stands). Shown in ``--help`` as ``deprecated: use NEW``. For
+    options that take one value (not flags such as ``store_true``)."""
+    new = max(canonical.option_strings, key=len)
+    return container.add_argument(old, action=DeprecatedAlias, use=new, dest=canonical.dest,
+                                  type=canonical.type, choices=canonical.choices,
+                                  metavar=canonical.metavar or (None if canonical.choices
+                                                                else canonical.dest.upper()),
+                                  default=argparse.SUPPRESS,
+                                  help=f"deprecated: use {new}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,7 @@ def read_metadata(export_dir: str | Path) -> dict[str, Any]:
     path = Path(export_dir) / METADATA_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{export_dir} is not a VLA export (no {METADATA_FILE}); "
-                                "create one with `edge export CKPT --out DIR`")
+                                "create one with `edge export --checkpoint CKPT --out DIR`")
     meta = json.loads(path.read_text())
     if meta.get("format") != EXPORT_FORMAT or meta.get("version") != EXPORT_VERSION:
         raise EdgeError(f"{path}: export format {meta.get('format')} v{meta.get('version')} is not "

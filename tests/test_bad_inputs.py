@@ -29,7 +29,7 @@ def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad-inputs")
     ckpt = tiny_checkpoint(root, steps=2)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["export", str(ckpt), "--out", str(root / "onnx")]) == 0
+        assert main(["export", "--checkpoint", str(ckpt), "--out", str(root / "onnx")]) == 0
         assert main(["data", "record", "--task", "stack", "--episodes", "1", "--image-size", "16",
                      "--out", str(root / "stack16")]) == 0
     return {"ckpt": ckpt, "onnx": root / "onnx", "demos": root / "demos", "stack16": root / "stack16"}
@@ -125,9 +125,10 @@ ROWS = [
         ("--out", "afile", "not a directory"), _file),
     Row("train-out-read-only", [*TRAIN, "--data", "{tmp}/ds", "--out", "{tmp}/ro/ck"],
         ("--out", "ro/ck", "not writable"), _read_only, root_ok=False),
-    Row("export-opset-3", ["export", "{ckpt}", "--out", "{tmp}/e", "--opset", "3"],
+    Row("export-opset-3", ["export", "--checkpoint", "{ckpt}", "--out", "{tmp}/e", "--opset", "3"],
         ("--opset 3", "[7, 20]")),
-    Row("export-tolerance-negative", ["export", "{ckpt}", "--out", "{tmp}/e", "--tolerance", "-1"],
+    Row("export-tolerance-negative", ["export", "--checkpoint", "{ckpt}", "--out", "{tmp}/e",
+                                      "--tolerance", "-1"],
         ("--tolerance -1", "> 0")),
     Row("record-resume-other-task", ["data", "record", "--task", "pick_place", "--episodes", "1",
                                      "--image-size", "16", "--out", "{tmp}/ds"],

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from edge.cli import add_subparser
+from edge.backends import BACKENDS
+from edge.cli import add_deprecated_alias, add_subparser
 from edge.commands._sim_args import add_env_args, make_env
 from edge.errors import EdgeError
 
@@ -17,7 +18,9 @@ def register(sub) -> None:
     dsub = p.add_subparsers(dest="data_command", metavar="<action>")
     r = add_subparser(dsub, "record", "Record expert demonstrations (resumable; atomic per episode).", """
   edge data record --task stack --episodes 200 --out data/stack_mj
-  # interrupted? run the same command again: finished episodes are kept, the rest recorded""")
+  # interrupted? run the same command again: finished episodes are kept, the rest recorded
+  # DAgger: the VLA drives (K = --num-steps, C = --execute), the expert labels every state
+  edge data record --task stack --wrist --out data/stack_dagger --checkpoint checkpoints/vla_stack --num-steps 10 --execute 8""")
     add_env_args(r, episodes=100)
     r.add_argument("--out", required=True, help="dataset directory (created; reopened to resume)")
     r.add_argument("--wrist", action="store_true", help="also record the wrist camera")
@@ -33,24 +36,31 @@ def register(sub) -> None:
                         "compensating an off-centre grasp (default: the TCP's, as its own grasps are "
                         "centred); matters for DAgger labels, where the policy grasped")
     r.add_argument("--regrasp-off-centre", type=float, default=0.0, metavar="M",
-                   help="DAgger labels (with --dagger): where the policy closed the gripper with the "
+                   help="DAgger labels (with --checkpoint): where the policy closed the gripper with the "
                         "block more than M metres off the TCP along the fingers (which closing cannot "
                         "centre), the expert opens and grasps again over the block's centre instead of "
                         "finishing that grasp; 0 = off (e.g. 0.01)")
     r.add_argument("--keep-failures", action="store_true",
                    help="also write episodes where the expert failed (marked success=false)")
     d = r.add_argument_group("DAgger: policy-driven episodes labelled by the expert")
-    d.add_argument("--dagger", metavar="CKPT", default=None,
-                   help="drive the arm with this VLA checkpoint and record the expert's action for "
-                        "every state it visits (all episodes are kept: the labels are the expert's; "
-                        "training uses them whatever the run's outcome)")
-    d.add_argument("--dagger-k", type=int, default=10, metavar="K", help="denoising steps per query")
-    d.add_argument("--dagger-c", type=int, default=8, metavar="C", help="actions executed per query")
+    d.add_argument("--checkpoint", "--dagger", dest="checkpoint", metavar="CKPT", default=None,
+                   help="DAgger: drive the arm with this VLA checkpoint and record the expert's action "
+                        "for every state it visits (all episodes are kept: the labels are the "
+                        "expert's; training uses them whatever the run's outcome); --dagger is the "
+                        "same flag (default: none, the scripted expert drives)")
+    k = d.add_argument("--num-steps", type=int, default=10, metavar="K",
+                       help="with --checkpoint: denoising steps K per query")
+    c = d.add_argument("--execute", type=int, default=8, metavar="C",
+                       help="with --checkpoint: actions executed per query C")
+    add_deprecated_alias(d, "--dagger-k", k)
+    add_deprecated_alias(d, "--dagger-c", c)
     d.add_argument("--noise-temperature", type=float, default=0.5, metavar="T",
-                   help="scale of the policy's initial noise (as edge run's default)")
+                   help="with --checkpoint: scale of the policy's initial noise (as edge run)")
     d.add_argument("--expert-mix", type=float, default=0.0, metavar="P",
-                   help="probability that the expert, not the policy, executes a chunk")
-    d.add_argument("--backend", default="onnxruntime", help="inference backend for the policy")
+                   help="with --checkpoint: probability that the expert, not the policy, executes a "
+                        "chunk")
+    d.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
+                   help="with --checkpoint: inference backend for the policy")
     r.set_defaults(func=record)
     sc = add_subparser(dsub, "scenes", "Record the first front frame of many drawn scenes with the "
                        "objects' positions (training data of the scene locator, model.scene_memory).", """
@@ -59,7 +69,7 @@ def register(sub) -> None:
     sc.add_argument("--out", required=True, help="scene directory (created; overwritten)")
     sc.set_defaults(func=scenes)
     i = add_subparser(dsub, "info", "Summarise a dataset directory.", "  edge data info data/stack_mj")
-    i.add_argument("path")
+    i.add_argument("path", help="dataset directory (edge data record --out)")
     i.set_defaults(func=info)
 
 
@@ -81,14 +91,15 @@ def record(args: argparse.Namespace) -> int:
     if not 0.0 <= args.regrasp_off_centre <= 0.03:
         raise EdgeError(f"--regrasp-off-centre={args.regrasp_off_centre} must lie in [0, 0.03] metres "
                         "(e.g. 0.01)")
-    if args.regrasp_off_centre and args.dagger is None:
-        raise EdgeError("--regrasp-off-centre relabels the policy's grasps: it needs --dagger CKPT "
-                        "(the expert's own grasps are centred)")
+    if args.regrasp_off_centre and args.checkpoint is None:
+        raise EdgeError("--regrasp-off-centre relabels the policy's grasps: it needs a DAgger "
+                        "recording, --checkpoint CKPT (alias --dagger; the expert's own grasps are "
+                        "centred)")
     policy, dagger = None, None
-    if args.dagger is not None:
+    if args.checkpoint is not None:
         policy, dagger = _dagger_policy(args)
         if "wrist" in policy.spec.cameras and not args.wrist:
-            raise EdgeError(f"--dagger {args.dagger} uses the wrist camera; add --wrist")
+            raise EdgeError(f"--checkpoint {args.checkpoint} uses the wrist camera; add --wrist")
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
@@ -118,7 +129,7 @@ def record(args: argparse.Namespace) -> int:
         if policy is not None:
             from edge.vla.rollout import dagger_episode
 
-            ep = dagger_episode(env, policy, seed, args.dagger_k, args.dagger_c, args.noise_temperature,
+            ep = dagger_episode(env, policy, seed, args.num_steps, args.execute, args.noise_temperature,
                                 args.expert_mix, approach_offset_m=args.approach_offset,
                                 place_held_object=args.place_held_object,
                                 regrasp_off_centre_m=args.regrasp_off_centre)
@@ -194,17 +205,17 @@ def _dagger_policy(args: argparse.Namespace):
     from edge.vla import checkpoint as ckpt
     from edge.vla.policy import load_policy
 
-    for name, value, lo, hi in (("--dagger-k", args.dagger_k, 1, 1000), ("--dagger-c", args.dagger_c, 1, 256),
+    for name, value, lo, hi in (("--num-steps", args.num_steps, 1, 1000), ("--execute", args.execute, 1, 256),
                                 ("--noise-temperature", args.noise_temperature, 0.0, 10.0),
                                 ("--expert-mix", args.expert_mix, 0.0, 1.0)):
         if not lo <= value <= hi:
             raise EdgeError(f"{name}={value} must lie in [{lo}, {hi}]")
-    path = ckpt.resolve(args.dagger)
+    path = ckpt.resolve(args.checkpoint)
     policy = load_policy(path, args.backend)
-    if args.dagger_c > policy.chunk_len:
-        raise EdgeError(f"--dagger-c={args.dagger_c} exceeds the checkpoint's chunk length {policy.chunk_len}")
-    return policy, {"checkpoint": str(args.dagger), "model_sha256": sha256_file(path),
-                    "K": args.dagger_k, "C": args.dagger_c, "noise_temperature": args.noise_temperature,
+    if args.execute > policy.chunk_len:
+        raise EdgeError(f"--execute={args.execute} exceeds the checkpoint's chunk length {policy.chunk_len}")
+    return policy, {"checkpoint": str(args.checkpoint), "model_sha256": sha256_file(path),
+                    "K": args.num_steps, "C": args.execute, "noise_temperature": args.noise_temperature,
                     "expert_mix": args.expert_mix}
 
 

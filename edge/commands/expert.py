@@ -22,7 +22,7 @@ def register(sub) -> None:
     e = add_subparser(esub, "eval", "Run the expert on seeds seed..seed+episodes-1 and report success.", """
   edge expert eval --task pick_place --sim pybullet --episodes 100""")
     add_env_args(e, episodes=100)
-    e.add_argument("--out", help="write a JSON report here")
+    e.add_argument("--out", help="write a JSON report here (default: none, print the result only)")
     e.set_defaults(func=evaluate)
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from edge.cli import add_subparser
+from edge.cli import DeprecatedAlias, add_subparser
 from edge.errors import EdgeError
 
 #: opsets the TorchScript exporter (torch.onnx.export(dynamo=False)) writes
 OPSET_RANGE = (7, 20)
 
 EXAMPLES = """
-  edge export checkpoints/vla_stack --out exports/vla_stack
-  edge export checkpoints/vla_stack --out exports/vla_stack --data data/stack   # parity on real frames
+  edge export --checkpoint checkpoints/vla_stack --out exports/vla_stack
+  edge export --checkpoint checkpoints/vla_stack --out exports/vla_stack --data data/stack   # parity on real frames
 """
 
 
@@ -20,13 +20,19 @@ def register(subparsers) -> None:
     parser = add_subparser(subparsers, "export", "export a VLA checkpoint to ONNX (encoder + one "
                            "denoising step, dynamic batch) with a parity check against torch",
                            EXAMPLES)
-    parser.add_argument("checkpoint", help="checkpoint directory or model.pt")
+    parser.add_argument("--checkpoint", metavar="CKPT", default=None,
+                        help="checkpoint directory or model.pt to export (required)")
+    parser.add_argument("checkpoint", nargs="?", metavar="CKPT", action=DeprecatedAlias,
+                        default=argparse.SUPPRESS, use="--checkpoint CKPT",
+                        old="the positional CKPT", help="deprecated: use --checkpoint CKPT")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--opset", type=int, default=17,
                         help=f"ONNX opset, {OPSET_RANGE[0]}..{OPSET_RANGE[1]} (the TorchScript exporter's)")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="max abs difference torch vs onnxruntime allowed (> 0)")
-    parser.add_argument("--data", help="demonstration directory: check parity on its first frames too")
+    parser.add_argument("--data", metavar="DIR",
+                        help="demonstration directory: check parity on its first frames too (default: "
+                             "synthetic inputs only)")
     parser.add_argument("--no-verify", action="store_true",
                         help="export even if model.pt does not match the sha256 in its manifest.json")
     parser.set_defaults(func=_export)
@@ -52,6 +58,8 @@ def _real_inputs(data_dir: str, spec) -> dict:
 def _check_args(args: argparse.Namespace) -> None:
     import math
 
+    if args.checkpoint is None:
+        raise EdgeError("--checkpoint CKPT is required: the checkpoint directory or model.pt to export")
     lo, hi = OPSET_RANGE
     if not lo <= args.opset <= hi:
         raise EdgeError(f"--opset {args.opset} is out of range; allowed [{lo}, {hi}] (default 17)")

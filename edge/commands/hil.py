@@ -26,7 +26,8 @@ def register(sub) -> None:
   edge hil --all --out runs/hil --publish      # whole catalogue; copy the report to benchmarks/results/
   edge hil --all --policy vla                  # shipped VLA instead of the replayed scripted expert""")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME",
-                   help="scenario name (repeatable); a sweep's rows are selected by its base name")
+                   help="scenario name (repeatable; default: none, give --all or --scenario); a "
+                        "sweep's rows are selected by its base name")
     p.add_argument("--all", action="store_true", help="run the whole catalogue")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--out", default=None, help="run directory (default: runs/hil-<timestamp>)")
@@ -34,7 +35,8 @@ def register(sub) -> None:
     p.add_argument("--policy", default="auto", choices=("auto", "replay", "vla"),
                    help="replay = the scripted expert replayed as chunks; vla = the shipped checkpoint; "
                         "auto = vla if the checkpoint exists")
-    p.add_argument("--checkpoint", default=None, help="VLA checkpoint (default edge/vla/checkpoints/stack)")
+    p.add_argument("--checkpoint", default=None, metavar="CKPT",
+                   help="VLA checkpoint (default edge/vla/checkpoints/stack)")
     p.add_argument("--publish", action="store_true",
                    help="also write hil_report.{md,json} to benchmarks/results/")
     p.set_defaults(func=run)

@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from edge.cli import add_subparser
+from edge.cli import add_deprecated_alias, add_subparser
+from edge.commands._sim_args import SIMS, TASKS
 
 
 def register(sub) -> None:
@@ -16,9 +17,9 @@ def register(sub) -> None:
   edge profile --schedulers fixed:10x8,eqrl --episodes 50 --workers 2 --device orin-nano,agx-orin
   edge profile --runs runs/profile-x/runs --out runs/profile-x2     # re-read run directories
   edge profile --schedulers eqrl:runs/my_adapter,fixed:10x8 --reference fixed:10x8""")
-    p.add_argument("--task", default="stack", choices=("stack", "pick_place", "push"))
-    p.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
-    p.add_argument("--checkpoint", default="", help="VLA checkpoint (default: the shipped stack model)")
+    p.add_argument("--task", default="stack", choices=TASKS, help="task family")
+    p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
+    p.add_argument("--checkpoint", default="", metavar="CKPT", help="VLA checkpoint (default: the shipped stack model)")
     p.add_argument("--no-verify", action="store_true", help="skip the checkpoint's sha256 check")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] (default "
@@ -26,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--backends", default=None,
                    help="comma-separated: torch, onnxruntime, tensorrt (default onnxruntime)")
     p.add_argument("--episodes", type=int, default=5, help="episodes per arm (seeds SEED .. SEED+N-1)")
-    p.add_argument("--seed", type=int, default=100000)
+    p.add_argument("--seed", type=int, default=100000,
+                   help="first episode seed; episode i uses seed+i (VLA evaluation seeds)")
     p.add_argument("--device", default="all",
                    help="comma-separated target devices for the projections, or all "
                         "(orin-nano, orin-nx, agx-orin, thor, x86-cpu, x86-gpu)")
@@ -34,16 +36,21 @@ def register(sub) -> None:
     p.add_argument("--shard-episodes", type=int, default=0,
                    help="episodes per run directory (0 = one run per arm); shards change the noise seed")
     p.add_argument("--runs", nargs="+", default=None, metavar="DIR",
-                   help="re-read these run directories (or folders of them) instead of running")
+                   help="re-read these run directories (or folders of them) instead of running "
+                        "(default: none, run the arms)")
     p.add_argument("--reference", default=None, help="reference arm for relative cost / McNemar (default: the first)")
-    p.add_argument("--execution", default="sync", choices=("sync", "async"),
-                   help="sync, as the K x C grid and the EQRL evaluation (comparable with both)")
+    mode = p.add_argument("--query-mode", default="sync", choices=("sync", "async"),
+                          help="as edge run --query-mode; sync, as the K x C grid and the EQRL "
+                               "evaluation (comparable with both)")
+    add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--latency", default="constant", choices=_latency_kinds(),
                    help="how inference latency is charged on the virtual clock (device: the projected "
                         "time on --latency-device, once the session layer offers it)")
-    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--latency-ms", type=float, default=0.0,
+                   help="--latency constant: ms charged per query")
     p.add_argument("--latency-device", default="orin-nano", help="--latency device: the target device")
-    p.add_argument("--noise-temperature", type=float, default=0.5)
+    p.add_argument("--noise-temperature", type=float, default=0.5,
+                   help="scale of each query's initial noise (as edge run)")
     p.add_argument("--max-steps", type=int, default=0, help="control steps per episode (0 = task default)")
     p.add_argument("--video-episodes", type=int, default=0, help="save a GIF of the first N episodes per arm")
     p.add_argument("--grid", default=None, help="K x C grid JSON for the Pareto context "
@@ -86,7 +93,7 @@ def run(args) -> int:
         backends = [b.strip() for b in (args.backends or "onnxruntime").split(",") if b.strip()]
         arms = [make_arm(spec, b) for spec in specs for b in backends]
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
-                       seed=args.seed, execution=args.execution, latency=args.latency, latency_ms=args.latency_ms,
+                       seed=args.seed, execution=args.query_mode, latency=args.latency, latency_ms=args.latency_ms,
                        latency_device=args.latency_device,
                        noise_temperature=args.noise_temperature, max_steps=args.max_steps,
                        video_episodes=args.video_episodes, verify=not args.no_verify)

@@ -18,7 +18,9 @@ import shutil
 import time
 from pathlib import Path
 
-from edge.cli import add_subparser
+from edge.action_queue import SEAMS
+from edge.backends import BACKENDS
+from edge.cli import add_deprecated_alias, add_subparser
 from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
@@ -40,10 +42,11 @@ def register(sub) -> None:
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
                         "vla, expert, or your own 'pkg.module:factory' (factory(session_config, "
                         "robot_spec) -> ChunkPolicy)")
-    p.add_argument("--checkpoint", default=None,
+    p.add_argument("--checkpoint", default=None, metavar="CKPT",
                    help=f"VLA checkpoint or ONNX export dir (default: the shipped one, {DEFAULT_CHECKPOINT}; "
                         "only the default falls back to the expert when it is missing)")
-    p.add_argument("--backend", default="onnxruntime", choices=("torch", "onnxruntime", "tensorrt"))
+    p.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
+                   help="inference backend for the VLA (`edge doctor` shows which can run here)")
     p.add_argument("--scheduler", default="fixed", metavar="NAME",
                    help=f"compute scheduler: {' | '.join(SCHEDULERS.names())} or your own "
                         "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
@@ -53,24 +56,34 @@ def register(sub) -> None:
                    help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, help="denoising steps K per query")
     p.add_argument("--execute", type=int, default=8, help="actions executed per chunk C (dvac: the longest prefix it may execute)")
-    p.add_argument("--seam", default="replace", choices=("replace", "weighted", "rtc"))
+    p.add_argument("--seam", default="replace", choices=SEAMS,
+                   help="how a new chunk joins what is left of the previous one: replace (the new "
+                        "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
+                        "actions due while the query ran, guide the new chunk toward them)")
     p.add_argument("--noise-temperature", type=float, default=0.5,
                    help="scale of each query's initial noise (1 = as trained, 0 = deterministic; "
                         "default 0.5)")
     p.add_argument("--rtc-soft-steps", type=int, default=-1,
                    help="rtc: queued actions after the frozen ones that are softly guided "
                         "(-1 = all, as the RTC paper; 0 = only the frozen ones)")
-    p.add_argument("--execution", default="async", choices=("async", "sync"))
-    p.add_argument("--clock", default="virtual", choices=("virtual", "real"))
+    mode = p.add_argument("--query-mode", default="async", choices=("async", "sync"),
+                          help="async: the arm keeps executing queued actions while a query runs; "
+                               "sync: it waits for each query (the blocking baseline)")
+    add_deprecated_alias(p, "--execution", mode)
+    p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
+                   help="virtual: deterministic, one period per tick, inference latency charged by "
+                        "--latency; real: the wall clock")
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
                    help="where queries run: auto = inline on the virtual clock, a thread on the real "
                         "one; process = a separate worker process (no GIL contention with the loop)")
-    p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step"),
-                   help="virtual clock: how inference latency is charged")
+    p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step", "device"),
+                   help="virtual clock: how inference latency is charged (device: the query time "
+                        "projected for --device, 'as if on' that computer)")
+    p.add_argument("--device", default="orin-nano", metavar="NAME",
+                   help="--latency device: the target computer (orin-nano, orin-nx, agx-orin, thor, "
+                        "x86-cpu, x86-gpu; see edge/profiler/README.md)")
     p.add_argument("--latency-ms", type=float, default=None,
                    help="--latency constant: ms charged per query (default 0)")
-    p.add_argument("--driver", default="sim", choices=("sim",),
-                   help="robot driver (the firmware-bridge arm is used by `edge hil`)")
     p.add_argument("--out", default=None,
                    help="run directory (default runs/<timestamp>); must not hold files unless --resume")
     p.add_argument("--resume", action="store_true",
@@ -189,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
                         adapter=args.adapter, verify=not args.no_verify,
                         num_steps=args.num_steps, execute=args.execute, seam=args.seam,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
-                        execution=args.execution, clock=args.clock, inference=args.inference,
-                        latency=args.latency, latency_ms=args.latency_ms or 0.0,
+                        execution=args.query_mode, clock=args.clock, inference=args.inference,
+                        latency=args.latency, latency_ms=args.latency_ms or 0.0, device=args.device,
                         episodes=args.episodes, seed=args.seed)
     run_dir = RunDir(args)
     try:

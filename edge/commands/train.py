@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from edge.cli import add_subparser
+from edge.commands._sim_args import TASKS
 from edge.resources import config_dir
 
 PRESETS_DIR = config_dir("train")
@@ -24,27 +25,34 @@ def register(subparsers) -> None:
     models = parser.add_subparsers(dest="model", metavar="<model>")
     vla = add_subparser(models, "vla", "train the flow-matching VLA (EMA weights, checkpoint + "
                         "manifest, periodic evaluation in sim)", EXAMPLES)
-    vla.add_argument("--task", default="stack", help="task the demonstrations are for")
+    vla.add_argument("--task", default="stack", choices=TASKS,
+                     help="task the demonstrations are for (and the evaluation runs)")
     vla.add_argument("--data", required=True, nargs="+",
                      help="demonstration directory (edge data record); several are trained on as one")
     vla.add_argument("--init", metavar="CKPT",
                      help="fine-tune: start from this checkpoint's weights and normalisation "
-                          "(same architecture); recorded in the manifest")
+                          "(same architecture); recorded in the manifest (default: none, train "
+                          "from scratch)")
     vla.add_argument("--out", required=True,
                      help="checkpoint directory: model.pt, manifest.json, train_state.pt")
     vla.add_argument("--preset", choices=PRESETS, default="default",
                      help="settings from configs/train/vla_<preset>.yaml (tiny: seconds, for tests)")
-    vla.add_argument("--config", help="a YAML settings file instead of --preset")
-    vla.add_argument("--steps", type=int, help="optimiser steps (overrides the preset)")
-    vla.add_argument("--seed", type=int, help="training seed (overrides the preset)")
+    vla.add_argument("--config", metavar="YAML",
+                     help="a YAML settings file instead of --preset (default: the --preset file)")
+    vla.add_argument("--steps", type=int, help="optimiser steps (default: the preset's)")
+    vla.add_argument("--seed", type=int, help="training seed (default: the preset's)")
     vla.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its last saved step")
-    vla.add_argument("--eval-episodes", type=int, help="sim episodes per evaluation (0 = none)")
-    vla.add_argument("--eval-every", type=int, help="evaluate every N steps (0 = only at the end)")
+    vla.add_argument("--eval-episodes", type=int,
+                     help="sim episodes per evaluation (0 = none; default: the preset's)")
+    vla.add_argument("--eval-every", type=int,
+                     help="evaluate every N steps (0 = only at the end; default: the preset's)")
     vla.add_argument("--no-eval", action="store_true", help="skip evaluation in sim")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     vla.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override any setting, e.g. --set batch_size=32 --set model.d_model=96")
+                     help="override any setting (repeatable; default: none), e.g. --set "
+                          "batch_size=32 --set model.d_model=96; the evaluation's K and C are "
+                          "eval_num_steps and eval_execute")
     vla.set_defaults(func=_train_vla)
     ad = add_subparser(models, "adapter", "train the EQRL scheduling adapter on the frozen VLA in "
                        "QueryEnv processes (checkpoint + manifest, resumable)", """
@@ -53,14 +61,16 @@ def register(subparsers) -> None:
   edge train adapter --out runs/eqrl_stack --resume
   edge train adapter --out runs/eqrl_dsrl --set mode=noise_only""")
     ad.add_argument("--out", required=True, help="adapter directory: adapter.pt, train_state.pt, manifest.json")
-    ad.add_argument("--checkpoint", default=None, help="the frozen VLA (default: the shipped checkpoint)")
+    ad.add_argument("--checkpoint", default=None, metavar="CKPT", help="the frozen VLA (default: the shipped checkpoint)")
     ad.add_argument("--preset", choices=PRESETS, default="default",
                     help="settings from configs/train/eqrl_<preset>.yaml (tiny: seconds, for tests)")
-    ad.add_argument("--config", help="a YAML settings file instead of --preset")
+    ad.add_argument("--config", metavar="YAML",
+                    help="a YAML settings file instead of --preset (default: the --preset file)")
     ad.add_argument("--resume", action="store_true", help="continue the run in --out from its last save")
     ad.add_argument("--no-progress", action="store_true", help="no progress bar")
     ad.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override any setting, e.g. --set episodes=300 --set mode=noise_only")
+                    help="override any setting (repeatable; default: none), e.g. --set "
+                         "episodes=300 --set mode=noise_only")
     ad.set_defaults(func=_train_adapter)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 

@@ -35,4 +35,4 @@ def vla_policy(cfg: Any, robot: Any):
         detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EdgeError(f"--checkpoint {cfg.checkpoint}: onnxruntime cannot load the model "
                         f"({type(err).__name__}: {detail}); the ONNX file is truncated or corrupt: "
-                        "re-export it with `edge export CKPT --out DIR`") from None
+                        "re-export it with `edge export --checkpoint CKPT --out DIR`") from None

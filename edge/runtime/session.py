@@ -63,8 +63,11 @@ class SessionConfig:
     inference: str = cfg("auto", "where queries run: auto (virtual clock: inline, real: thread), "
                          "thread, process (own process: no GIL contention with the loop), inline",
                          choices=("auto", "thread", "process", "inline"))
-    latency: str = cfg("measured", "virtual clock: measured, constant, or per_step latency",
-                       choices=("measured", "constant", "per_step"))
+    latency: str = cfg("measured", "virtual clock: measured, constant, per_step, or device latency "
+                       "(the query time projected for --device)",
+                       choices=("measured", "constant", "per_step", "device"))
+    device: str = cfg("orin-nano", "latency device: the target whose projected query time is charged "
+                      "(edge.profiler.device_model)")
     latency_ms: float = cfg(0.0, "constant latency per query (ms)", range=(0.0, 10000.0))
     episodes: int = cfg(3, "episodes", range=(1, 100000))
     seed: int = cfg(100000, "first episode seed (VLA evaluation seeds are disjoint from demo seeds)",
@@ -108,6 +111,9 @@ def policy_loader(cfg_: SessionConfig) -> tuple[Callable[[], Any], Any]:
     return functools.partial(POLICIES.resolve(cfg_.policy), cfg_, robot), robot
 
 
+#: SessionConfig fields whose edge run flag is not the field's name
+FLAG_OF = {"execution": "query-mode"}
+
 #: SessionConfig fields a resumed run may change (how many episodes, what is recorded)
 RESUMABLE_FIELDS = ("episodes", "video_episodes", "record_ticks")
 
@@ -131,7 +137,7 @@ def resume_state(cfg_: SessionConfig, out_dir: str | Path) -> tuple[dict[str, An
         if key in RESUMABLE_FIELDS or old.get(key, new[key]) == new[key]:
             continue
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
-                        f"{key}={new[key]!r} (--{key.replace('_', '-')}); resume with the settings "
+                        f"{key}={new[key]!r} (--{FLAG_OF.get(key, key.replace('_', '-'))}); resume with the settings "
                         "it was started with or choose another --out")
     return meta, len(read_jsonl(d / "episodes.jsonl"))
 
@@ -321,7 +327,8 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
     clock = VirtualClock() if cfg_.clock == "virtual" else RealClock()
     driver = SimArmDriver(env, clock)
     observer = SimObserver(driver, cameras=cams)
-    lat = LatencyConfig(kind=cfg_.latency, latency_s=cfg_.latency_ms / 1000.0)
+    lat = LatencyConfig(kind=cfg_.latency, latency_s=cfg_.latency_ms / 1000.0, device=cfg_.device,
+                        checkpoint=cfg_.checkpoint if (Path(cfg_.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
         scheduler = SCHEDULERS.resolve(cfg_.scheduler)(cfg_, policy)
     worker = InferenceWorker(policy, scheduler, clock,
@@ -362,7 +369,8 @@ def run_session(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any = N
     summary: dict[str, Any] = {}
     try:
         bar = tqdm(range(rt.first_episode, cfg_.episodes), desc=f"run {cfg_.task}/{cfg_.sim} "
-                   f"{cfg_.scheduler} K={cfg_.num_steps}", unit="ep", disable=not progress,
+                   f"{cfg_.scheduler}" + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler == "fixed" else ""),
+                   unit="ep", disable=not progress,
                    initial=rt.first_episode, total=cfg_.episodes)
         for i in bar:
             rt.run_episode(cfg_.seed + i, video=i < cfg_.video_episodes)

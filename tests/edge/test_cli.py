@@ -1,9 +1,10 @@
+import argparse
 import subprocess
 import sys
 
 import pytest
 
-from edge.cli import build_parser, main
+from edge.cli import DeprecatedAlias, build_parser, main
 
 
 def test_help_lists_subcommands_with_examples(capsys):
@@ -23,7 +24,7 @@ def test_console_script_help():
     (["expert", "eval", "--task", "nope"], ["invalid choice", "nope"]),
     (["expert", "eval", "--episodes", "0"], ["--episodes=0"]),
     (["data", "record", "--out", "/proc/forbidden/x", "--episodes", "1"], ["cannot create output directory"]),
-    (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.01"], ["--regrasp-off-centre", "--dagger"]),
+    (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.01"], ["--regrasp-off-centre", "--checkpoint", "--dagger"]),
     (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.5"], ["--regrasp-off-centre=0.5"]),
 ])
 def test_bad_input_gives_clear_error_not_traceback(argv, words, capsys):
@@ -36,3 +37,139 @@ def test_bad_input_gives_clear_error_not_traceback(argv, words, capsys):
     assert "Traceback" not in err
     for w in words:
         assert w in err
+
+
+# --- one vocabulary: help on every option, deprecated spellings still parse -----------------------
+def _parsers(parser=None, path=("edge",)):
+    """(path, parser) for the top-level parser and every subcommand, recursively."""
+    parser = parser or build_parser()
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_has_help_and_a_shown_default():
+    missing, no_default = [], []
+    for path, parser in _parsers():
+        fmt = parser._get_formatter()
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                continue
+            name = f"{' '.join(path)} {'/'.join(a.option_strings) or a.dest}"
+            if not (a.help or "").strip() or a.help == argparse.SUPPRESS:
+                missing.append(name)
+                continue
+            takes_value = a.nargs != 0 and a.option_strings
+            if (takes_value and not a.required and not isinstance(a, DeprecatedAlias)
+                    and "(required)" not in a.help and "default" not in fmt._get_help_string(a)):
+                no_default.append(name)
+    assert not missing, f"options without help: {missing}"
+    assert not no_default, f"options whose help shows no default: {no_default}"
+
+
+def test_every_deprecated_alias_has_a_canonical_option_with_its_dest():
+    aliases = 0
+    for path, parser in _parsers():
+        for a in parser._actions:
+            if isinstance(a, DeprecatedAlias):
+                aliases += 1
+                canonical = [c for c in parser._actions if c.dest == a.dest and c is not a
+                             and not isinstance(c, DeprecatedAlias)]
+                assert canonical, f"{' '.join(path)} {a.option_strings or a.dest}: no canonical option"
+                assert a.help.startswith("deprecated: use "), a.help
+                assert a.use.split()[0] in canonical[0].option_strings
+    assert aliases >= 5  # run/profile --execution, record --dagger-k/--dagger-c, export positional
+
+
+@pytest.mark.parametrize("old, new, warns", [
+    (["run", "--execution", "sync"], ["run", "--query-mode", "sync"], "--execution"),
+    (["profile", "--execution", "async"], ["profile", "--query-mode", "async"], "--execution"),
+    (["data", "record", "--out", "d", "--dagger-k", "4", "--dagger-c", "6"],
+     ["data", "record", "--out", "d", "--num-steps", "4", "--execute", "6"], "--dagger-k"),
+    (["data", "record", "--out", "d", "--dagger=ck"], ["data", "record", "--out", "d", "--checkpoint", "ck"],
+     None),  # --dagger is a synonym of --checkpoint (a DAgger recording), not deprecated
+    (["export", "ck", "--out", "o"], ["export", "--checkpoint", "ck", "--out", "o"], "positional CKPT"),
+    (["export", "--out", "o", "ck"], ["export", "--out", "o", "--checkpoint", "ck"], "positional CKPT"),
+])
+def test_deprecated_spellings_parse_to_the_same_destination(old, new, warns, capsys):
+    parser = build_parser()
+    got_new = vars(parser.parse_args(new))
+    assert capsys.readouterr().err == ""
+    got_old = vars(parser.parse_args(old))
+    err = capsys.readouterr().err
+    assert got_old == got_new
+    if warns is None:
+        assert err == ""
+    else:
+        lines = err.strip().splitlines()
+        assert lines and all(line.startswith("warning: ") and "deprecated; use --" in line
+                             for line in lines), err
+        assert warns in lines[0]
+
+
+def test_renamed_defaults_are_unchanged():
+    parser = build_parser()
+    run = parser.parse_args(["run"])
+    assert (run.num_steps, run.execute, run.query_mode, run.checkpoint) == (10, 8, "async", None)
+    rec = parser.parse_args(["data", "record", "--out", "d"])
+    assert (rec.num_steps, rec.execute, rec.checkpoint, rec.backend) == (10, 8, None, "onnxruntime")
+    assert parser.parse_args(["profile"]).query_mode == "sync"
+
+
+def test_choices_match_the_packages_lists():
+    from edge.backends import BACKENDS
+    from edge.commands._sim_args import TASKS
+    from sim.tasks import TASKS as SIM_TASKS
+
+    assert TASKS == SIM_TASKS
+    choices = {}
+    for path, parser in _parsers():
+        for a in parser._actions:
+            if a.dest in ("task", "backend") and a.option_strings:
+                choices[(" ".join(path), a.dest)] = a.choices
+    assert choices[("edge train vla", "task")] == SIM_TASKS
+    assert choices[("edge data record", "backend")] == BACKENDS
+    assert choices[("edge run", "backend")] == BACKENDS
+    for key, value in choices.items():
+        assert value is not None, f"{key}: free text"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "vla", "--task", "stak", "--data", "d", "--out", "o"], ["--task", "invalid choice", "stak"]),
+    (["data", "record", "--out", "d", "--backend", "trt"], ["--backend", "invalid choice", "trt"]),
+    (["run", "--driver", "sim"], ["unrecognized arguments: --driver"]),  # removed: it had one choice
+])
+def test_free_text_is_refused_and_removed_flags_are_gone(argv, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    for w in words:
+        assert w in err
+
+
+def test_export_without_a_checkpoint_is_one_clear_error(tmp_path, capsys):
+    assert main(["export", "--out", str(tmp_path / "e")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --checkpoint CKPT is required"), lines
+    assert not (tmp_path / "e").exists()
+
+
+def test_tensorrt_backend_without_tensorrt_is_one_clear_error(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    from edge.runtime.session import DEFAULT_CHECKPOINT
+
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("tensorrt is installed here")
+    if not DEFAULT_CHECKPOINT.exists():
+        pytest.skip("no shipped checkpoint: edge run would fall back to the expert")
+    monkeypatch.delenv("EDGE_DEBUG", raising=False)
+    code = main(["run", "--backend", "tensorrt", "--episodes", "1", "--out", str(tmp_path / "r")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith("error: backend 'tensorrt' is not available"), lines
+    assert "install" in lines[0] and "Traceback" not in lines[0]
+    assert not (tmp_path / "r").exists()  # fails before the first tick: no run directory
