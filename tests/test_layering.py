@@ -14,7 +14,8 @@ FORBIDDEN = {
     "world_models": {"drivers", "adapters"},
     "drivers": {"adapters", "world_models"},
 }
-COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/")  # where concrete classes are wired
+COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/",  # where concrete classes are wired
+               "edge/profiler/profile.py")  # runs sessions for `edge profile`
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -48,3 +49,48 @@ def test_checker_catches_a_forbidden_edge(tmp_path):
     (tmp_path / "sim").mkdir()
     (tmp_path / "sim" / "bad.py").write_text("from edge.config import cfg\n")
     assert violations(tmp_path) == ["sim/bad.py imports edge"]
+
+
+CORE_FORBIDDEN_MODULES = ("edge.commands", "edge.runtime", "edge.cli")  # the app layer sits above the core
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, including ``importlib.import_module("x.y")`` with a literal."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+    return found
+
+
+def core_violations(root: Path = ROOT) -> list[str]:
+    bad = []
+    for path in sorted((root / "edge").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(COMPOSITION):
+            continue
+        for mod in imported_modules(path):
+            top = mod.split(".")[0]
+            if mod.startswith(CORE_FORBIDDEN_MODULES) or top in FORBIDDEN["edge"] | {"sim"} and not rel.startswith(TRAINING):
+                bad.append(f"{rel} imports {mod}")
+    return bad
+
+
+# training code inside edge/ that may use the simulator (DESIGN: training may import sim/)
+TRAINING = ("edge/vla/data.py", "edge/vla/rollout.py", "edge/vla/synthetic.py", "edge/vla/train.py")
+
+
+def test_the_on_robot_core_imports_no_app_layer_and_no_simulator():
+    assert core_violations() == []
+
+
+def test_checker_catches_import_module_with_a_literal(tmp_path):
+    (tmp_path / "edge").mkdir()
+    (tmp_path / "edge" / "bad.py").write_text("import importlib\nimportlib.import_module('sim.env')\n")
+    assert core_violations(tmp_path) == ["edge/bad.py imports sim.env"]
