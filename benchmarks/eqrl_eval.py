@@ -24,7 +24,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from edge.telemetry import machine_info  # noqa: E402
+from edge.telemetry import machine_info
 
 
 def parse_arm(arm: str) -> dict:

@@ -8,8 +8,6 @@ import multiprocessing as mp
 import os
 from typing import Any
 
-import numpy as np
-
 from adapters.eqrl.schedule import pad_chunk
 
 

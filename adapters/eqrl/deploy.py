@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from adapters.eqrl.checkpoint import ONNX_FILE, load_agent
 from edge.contracts import QueryContext, QueryPlan
-from adapters.eqrl.checkpoint import ONNX_FILE, load_agent  # noqa: F401 - load_agent re-exported
 from edge.errors import EdgeError
 
 SHIPPED_ADAPTER = Path(__file__).resolve().parent / "checkpoints" / "stack"

@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from adapters.eqrl import schedule as S
+from adapters.eqrl.checkpoint import ADAPTER_FILE, MANIFEST_FILE
 from adapters.eqrl.config import EqrlConfig
 from edge.config import to_dict
-
-from adapters.eqrl.checkpoint import ADAPTER_FILE, MANIFEST_FILE  # noqa: E402
 
 STATE_FILE, LOG_FILE = "train_state.pt", "train_log.jsonl"
 
@@ -117,7 +116,7 @@ class AdapterTrainer:
                 st["next_seed"] += cfg.envs
             ep_rows: list[list[int]] = [[] for _ in range(cfg.envs)]
             ep_k: list[list[int]] = [[] for _ in range(cfg.envs)]
-            log = open(self.out / LOG_FILE, "a")
+            log = open(self.out / LOG_FILE, "a")  # noqa: SIM115 - line-buffered for the whole run, closed below
             bar = tqdm(total=cfg.episodes, initial=st["episodes"], desc="eqrl train", unit="ep",
                        disable=not self.progress)
             recent: list[bool] = []

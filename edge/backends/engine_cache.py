@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from edge.digest import sha256_file  # noqa: F401 - re-exported
 from edge.errors import EdgeError
 
 log = logging.getLogger(__name__)
@@ -123,14 +124,6 @@ def default_cache_dir() -> Path:
         return Path(os.environ["EDGE_CACHE_DIR"]) / "tensorrt"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "edge" / "tensorrt"
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _safe(text: str) -> str:

@@ -29,7 +29,7 @@ def vla_policy(cfg: Any, robot: Any):
                            verify=getattr(cfg, "verify", True))
     except EdgeError:
         raise
-    except Exception as err:  # noqa: BLE001 - onnxruntime's own error types derive from Exception
+    except Exception as err:  # onnxruntime's own error types derive from Exception
         if not type(err).__module__.startswith("onnxruntime"):
             raise
         detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

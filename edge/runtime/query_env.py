@@ -117,7 +117,7 @@ class QueryEnv:
         self._thread = threading.Thread(target=self._serve, args=(policy, robot), name="query-env",
                                         daemon=True)
         self._thread.start()
-        kind, runtime, _ = self._wait()
+        _, runtime, _ = self._wait()
         self.runtime = runtime
         self.policy = runtime.loop.worker.policy
         self.chunk_len, self.action_dim = self.policy.chunk_len, self.policy.action_dim

@@ -17,12 +17,12 @@ This module imports neither torch nor onnxruntime.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from edge.digest import sha256_file
 from edge.errors import EdgeError
 
 METADATA_FILE = "metadata.json"  # an export's metadata (edge.export writes it)
@@ -38,12 +38,6 @@ class VerificationError(EdgeError):
     """A checkpoint or export does not match the hashes recorded for it (or they cannot be read)."""
 
 
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def file_table(directory: str | Path, names: list[str] | tuple[str, ...]) -> dict[str, str]:
