@@ -69,13 +69,10 @@ def run_host(
     fault is the result. KeyboardInterrupt is handled like a fault (controlled stop, then exit)."""
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
     from drivers.sim_camera import ProprioObserver
-    from edge.action_queue import QueueConfig
     from edge.clock import RealClock
     from edge.config import from_dict
-    from edge.control_loop import ControlLoop, LoopConfig
-    from edge.inference_worker import InferenceWorker, WorkerConfig
     from edge.robot_spec import load_robot_spec
-    from edge.safety import SafetyConfig, SafetySupervisor
+    from edge.runtime.wiring import wire_loop
     from edge.schedulers import fixed
     from edge.telemetry import RunRecorder
 
@@ -88,10 +85,9 @@ def run_host(
     driver = BridgeArmDriver(dcfg, robot, clock=clock, event_sink=recorder.event,
                              command_sink=lambda seq, t, q: commands.write({"seq": seq, "t": t, "q": q}))
     observer = observer or ProprioObserver(spec.instruction)
-    worker = InferenceWorker(policy, fixed(spec.num_steps, spec.execute), clock, WorkerConfig(mode="thread"))
-    safety = SafetySupervisor(robot, SafetyConfig())
-    loop = ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz), clock, driver, observer, worker, safety,
-                       QueueConfig(seam=spec.seam), recorder)
+    loop = wire_loop(robot, clock, driver, observer, policy, fixed(spec.num_steps, spec.execute), recorder,
+                     inference="thread", seam=spec.seam)
+    safety = loop.safety
     res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
                            "release_t": None, "interrupted": False}
     try:

@@ -27,6 +27,7 @@ from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
 from edge.config import cfg, check_fields
 from edge.runtime.registry import SCHEDULERS
+from edge.runtime.wiring import wire_loop
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "vla" / "checkpoints" / "stack"
 
@@ -287,12 +288,8 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
     os.environ.setdefault("MUJOCO_GL", "egl")
     import sim
     from drivers.sim_arm import SimArmDriver, SimObserver
-    from edge.action_queue import QueueConfig
     from edge.clock import LatencyConfig, RealClock, VirtualClock
-    from edge.control_loop import ControlLoop, LoopConfig
     from edge.errors import EdgeError
-    from edge.inference_worker import InferenceWorker, WorkerConfig
-    from edge.safety import SafetyConfig, SafetySupervisor
     from edge.telemetry import RunRecorder
 
     factory = None
@@ -331,11 +328,6 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                         checkpoint=cfg_.checkpoint if (Path(cfg_.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
         scheduler = SCHEDULERS.resolve(cfg_.scheduler)(cfg_, policy)
-    worker = InferenceWorker(policy, scheduler, clock,
-                             WorkerConfig(mode=cfg_.inference, latency=lat, seed=cfg_.seed,
-                                          rtc_soft_steps=cfg_.rtc_soft_steps,
-                                          noise_temperature=cfg_.noise_temperature),
-                             policy_factory=factory)
     recorder = None
     first_episode = 0
     if out_dir is not None:
@@ -352,10 +344,10 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                                                         "session": dataclasses.asdict(cfg_),
                                                         "machine": machine_info()}]
         recorder = RunRecorder(Path(out_dir), meta=meta)
-    loop = ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg_.execution,
-                                  record_ticks=cfg_.record_ticks and recorder is not None),
-                       clock, driver, observer, worker, SafetySupervisor(robot, SafetyConfig()),
-                       QueueConfig(seam=cfg_.seam), recorder)
+    loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, inference=cfg_.inference,
+                     latency=lat, seed=cfg_.seed, noise_temperature=cfg_.noise_temperature,
+                     rtc_soft_steps=cfg_.rtc_soft_steps, execution=cfg_.execution, seam=cfg_.seam,
+                     record_ticks=cfg_.record_ticks, policy_factory=factory)
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 
