@@ -223,6 +223,24 @@ def load_config(
         raise ConfigError(f"{err}{where}") from None
 
 
+def layer_config(base: T, path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> T:
+    """``base`` (a config instance) <- YAML file <- ``key=value`` overrides, validated."""
+    data = to_dict(base)
+    for k, v in (read_yaml(path) if path else {}).items():
+        data[k] = v
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    try:
+        return from_dict(type(base), data)
+    except ConfigError as err:
+        where = f" (from {path})" if path else ""
+        raise ConfigError(f"{err}{where}") from None
+
+
 def describe(cls: type) -> str:
     """One line per field: name, type, default, range/choices, help — for --help epilogues."""
     lines = []

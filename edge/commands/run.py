@@ -52,6 +52,11 @@ def register(sub) -> None:
                         "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
     p.add_argument("--adapter", default="", metavar="DIR",
                    help="--scheduler eqrl: the adapter checkpoint (default: the shipped adapter)")
+    p.add_argument("--config", metavar="YAML",
+                   help="session settings (keys of edge.runtime.session.SessionConfig, e.g. "
+                        "configs/run/default.yaml) applied on top of the flags (default: none)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one session setting after --config, e.g. --set adapter_noise=mean (repeatable; default: none)")
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, help="denoising steps K per query")
@@ -205,6 +210,10 @@ def run(args: argparse.Namespace) -> int:
                         execution=args.query_mode, clock=args.clock, inference=args.inference,
                         latency=args.latency, latency_ms=args.latency_ms or 0.0, device=args.device,
                         episodes=args.episodes, seed=args.seed)
+    if args.config or args.set:
+        from edge.config import layer_config
+
+        cfg = layer_config(cfg, args.config, args.set)
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume)

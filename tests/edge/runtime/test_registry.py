@@ -38,3 +38,19 @@ def test_a_users_own_policy_runs_through_the_runtime():
     res = run_session(cfg, None, progress=False)
     ep = res.episodes[0]
     assert ep["steps"] == 6 and not ep["success"] and ep["queries"] >= 1
+
+
+def test_session_config_round_trips_through_yaml(tmp_path):
+    import yaml
+
+    from edge.config import layer_config, to_dict
+    from edge.resources import config_dir
+
+    base = SessionConfig(num_steps=2)
+    cfg = layer_config(base, config_dir("run") / "default.yaml", ["execute=16"])
+    assert cfg.num_steps == 10 and cfg.execute == 16  # the file's value, then --set
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(to_dict(cfg)))
+    assert layer_config(SessionConfig(), p) == cfg
+    with pytest.raises(Exception, match="bogus"):
+        layer_config(base, None, ["bogus=1"])
