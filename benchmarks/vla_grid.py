@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from edge.telemetry import machine_info  # noqa: E402
+from edge.telemetry import machine_info
 
 
 def run_shard(job: dict) -> dict:
@@ -168,19 +167,22 @@ def main() -> None:
     print(f"{len(cells)} cells to run ({len(jobs)} shards of <= {a.shard} episodes), "
           f"{len(results['cells'])} already done", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with mp.get_context("spawn").Pool(a.workers) as pool:
-        for sh in pool.imap_unordered(run_shard, jobs):
-            k, c = sh["K"], sh["C"]
-            shards[f"K{k}_C{c}_{sh['seed0']}"] = sh
-            mine = [shards[f"K{k}_C{c}_{s0}"] for s0 in starts if f"K{k}_C{c}_{s0}" in shards]
-            if len(mine) == len(starts):
-                cell = results["cells"][f"K{k}_C{c}"] = cell_from_shards(k, c, mine)
-                for s0 in starts:
-                    del shards[f"K{k}_C{c}_{s0}"]
-                print(f"K={k:>2} C={c:>2}: {cell['successes']}/{cell['episodes']} "
-                      f"NFE/action {cell['nfe_per_action']:.2f}  fail stages {cell['failure_stage']}  "
-                      f"{cell['wall_s']:.0f} s of worker time", flush=True)
-            out.write_text(json.dumps(results, indent=2))
+    from edge.runtime.campaign import run_campaign
+
+    def keep(_i: int, sh: dict) -> None:  # finished shards and cells survive an interruption
+        k, c = sh["K"], sh["C"]
+        shards[f"K{k}_C{c}_{sh['seed0']}"] = sh
+        mine = [shards[f"K{k}_C{c}_{s0}"] for s0 in starts if f"K{k}_C{c}_{s0}" in shards]
+        if len(mine) == len(starts):
+            cell = results["cells"][f"K{k}_C{c}"] = cell_from_shards(k, c, mine)
+            for s0 in starts:
+                del shards[f"K{k}_C{c}_{s0}"]
+            print(f"K={k:>2} C={c:>2}: {cell['successes']}/{cell['episodes']} "
+                  f"NFE/action {cell['nfe_per_action']:.2f}  fail stages {cell['failure_stage']}  "
+                  f"{cell['wall_s']:.0f} s of worker time", flush=True)
+        out.write_text(json.dumps(results, indent=2))
+
+    run_campaign(run_shard, jobs, workers=a.workers, on_result=keep, progress=False)
     if len(results["cells"]) > 1:
         plot(results, out.with_suffix(".png"))
 
