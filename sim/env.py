@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from sim import robot_model as rm
-from sim.randomization import DISTRIBUTIONS, sample_scene
+from sim.randomization import COLORS, DISTRIBUTIONS, sample_scene
 from sim.realism import Realism, RealismConfig
 from sim.tasks import TASKS, TaskSpec, make_spec, progress_stage, scene_request, success_now
 
@@ -67,6 +67,8 @@ class EnvConfig:
     action_mode: str = "ee_delta"
     max_steps: int = 0  # 0 = task default
     hold_s: float = 0.5
+    push_target_color: str = ""  # push: "" = two cubes, the instruction names one; a colour = one target cube
+    push_distractors: int = -1  # push with push_target_color: how many other cubes (default 0)
     realism: RealismConfig = field(default_factory=RealismConfig)
 
     def __post_init__(self) -> None:
@@ -84,6 +86,11 @@ class EnvConfig:
         if abs(n_sub - round(n_sub)) > 1e-6:
             raise ValueError(f"env.control_rate_hz={self.control_rate_hz} with physics_dt_s={self.physics_dt_s}: "
                              "the control period must be a whole number of physics steps")
+        if self.push_target_color and (self.task != "push" or self.push_target_color not in COLORS):
+            raise ValueError(f"env.push_target_color={self.push_target_color!r} needs task 'push' and one of "
+                             f"{tuple(COLORS)}")
+        if not -1 <= self.push_distractors <= 3:
+            raise ValueError(f"env.push_distractors={self.push_distractors!r} is out of range; allowed [-1, 3]")
         if self.action_mode == "discrete8" and self.task != "push":
             raise ValueError("env.action_mode='discrete8' is only offered for task 'push'")
         if isinstance(self.realism, dict):
@@ -164,7 +171,8 @@ class TabletopEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         rng = self.np_random
-        req = scene_request(self.cfg.task, self.cfg.n_blocks, self.cfg.wrist_camera)
+        req = scene_request(self.cfg.task, self.cfg.n_blocks, self.cfg.wrist_camera,
+                            self.cfg.push_target_color, self.cfg.push_distractors)
         self.scene = sample_scene(rng, req, self.cfg.distribution)
         self.spec_task = make_spec(self.cfg.task, self.scene, rng)
         self.backend.build(self.scene)

@@ -50,6 +50,8 @@ class SceneRequest:
     goal_half_m: float = 0.05
     wrist_camera: bool = False
     friction_range: tuple[float, float] = (0.8, 1.2)
+    n_distractors: int = -1  # -1: the distribution's default; otherwise exactly this many
+    colors: tuple[str, ...] = ()  # fixed colours of the first cubes (the rest drawn from the palette)
 
 
 def _sample_positions(rng: np.random.Generator, n: int, sep_m: float) -> list[np.ndarray]:
@@ -72,8 +74,21 @@ def sample_scene(rng: np.random.Generator, req: SceneRequest, distribution: str 
         raise ValueError(f"distribution={distribution!r}; choose one of {DISTRIBUTIONS}")
     palette = list(_PALETTE[distribution])
     n_distractors = (int(rng.random() < 0.3) if distribution == "train" else int(rng.integers(1, 3)))
+    if req.n_distractors >= 0:
+        if req.n_cubes + req.n_distractors > len(palette):
+            raise ValueError(f"{req.n_cubes} cubes + n_distractors={req.n_distractors} exceed the "
+                             f"{len(palette)} colours of distribution {distribution!r}")
+        n_distractors = req.n_distractors
     n_distractors = min(n_distractors, len(palette) - req.n_cubes)
-    colors = [palette[i] for i in rng.permutation(len(palette))[: req.n_cubes + n_distractors]]
+    if req.colors:
+        bad = [c for c in req.colors if c not in COLORS]
+        if bad or len(req.colors) > req.n_cubes:
+            raise ValueError(f"colors={req.colors!r}: at most n_cubes={req.n_cubes} names from {tuple(COLORS)}")
+        rest = [c for c in palette if c not in req.colors]
+        colors = list(req.colors) + [rest[i] for i in rng.permutation(len(rest))]
+        colors = colors[: req.n_cubes + n_distractors]
+    else:
+        colors = [palette[i] for i in rng.permutation(len(palette))[: req.n_cubes + n_distractors]]
     n_pts = req.n_cubes + n_distractors + req.n_goals
     sep = max(MIN_SEPARATION_M, req.goal_half_m + 0.06 if req.n_goals else 0.0)
     pts = _sample_positions(rng, n_pts, sep)

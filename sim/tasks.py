@@ -45,11 +45,19 @@ _PICK = ("put the {a} block in the white square", "place the {a} cube on the whi
 _PUSH = ("push the {a} block onto the white square", "slide the {a} cube to the white square")
 
 
-def scene_request(task: str, n_blocks: int, wrist_camera: bool) -> SceneRequest:
+def scene_request(task: str, n_blocks: int, wrist_camera: bool, push_target_color: str = "",
+                  push_distractors: int = -1) -> SceneRequest:
+    """The scene a task needs. ``push_target_color`` (push only): one target cube of that colour and
+    ``push_distractors`` other cubes (the object-centric world-model tasks), instead of two cubes
+    of which the instruction names one."""
     if task == "stack":
         return SceneRequest(n_cubes=n_blocks, wrist_camera=wrist_camera)
     if task == "pick_place":
         return SceneRequest(n_cubes=2, n_goals=1, wrist_camera=wrist_camera)
+    if task == "push" and push_target_color:
+        return SceneRequest(n_cubes=1, n_goals=1, top_down=True, goal_half_m=0.06, wrist_camera=wrist_camera,
+                            friction_range=(0.4, 0.6), n_distractors=max(push_distractors, 0),
+                            colors=(push_target_color,))
     if task == "push":
         # Lower friction: pushed low on the side, cubes with friction ~1 tip over instead of sliding.
         return SceneRequest(n_cubes=2, n_goals=1, top_down=True, goal_half_m=0.06,

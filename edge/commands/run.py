@@ -21,10 +21,10 @@ from pathlib import Path
 from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
 from edge.cli import add_deprecated_alias, add_subparser
+from edge.commands._sim_args import add_env_args, make_env
 from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
-from edge.commands._sim_args import add_env_args, make_env
 
 
 def register(sub) -> None:
@@ -71,9 +71,14 @@ def register(sub) -> None:
     p.add_argument("--rtc-soft-steps", type=int, default=-1,
                    help="rtc: queued actions after the frozen ones that are softly guided "
                         "(-1 = all, as the RTC paper; 0 = only the frozen ones)")
-    mode = p.add_argument("--query-mode", default="async", choices=("async", "sync"),
+    mode = p.add_argument("--query-mode", default=None, choices=("async", "sync"),
                           help="async: the arm keeps executing queued actions while a query runs; "
-                               "sync: it waits for each query (the blocking baseline)")
+                               "sync: it waits for each query (the blocking baseline) (default: async; "
+                               "sync for --policy comet)")
+    p.add_argument("--world-model", default="", metavar="DIR",
+                   help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
+    p.add_argument("--plan-simulations", type=int, default=0,
+                   help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
                    help="virtual: deterministic, one period per tick, inference latency charged by "
@@ -191,9 +196,21 @@ def run(args: argparse.Namespace) -> int:
     if args.latency_ms is not None and args.latency != "constant":
         raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
                         f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
-    custom = ":" in args.policy
+    planner = args.policy == "comet"
+    custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
-        raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert or 'pkg.module:factory'")
+        raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
+    if (args.world_model or args.plan_simulations) and not planner:
+        raise EdgeError("--world-model / --plan-simulations configure --policy comet; add --policy comet "
+                        "or drop them")
+    if args.plan_simulations < 0:
+        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
+    query_mode = args.query_mode or ("sync" if planner else "async")
+    if planner and query_mode != "sync":
+        raise EdgeError("--query-mode async: --policy comet plans one move per decision from the frame it "
+                        "saw and needs each decision executed before the next; use --query-mode sync")
+    if planner and args.task != "push":
+        raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT) if custom else _checkpoint(args)
     if args.policy == "expert":
         return run_expert(args)
@@ -205,9 +222,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = SessionConfig(policy="vla" if not custom else args.policy, task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
-                        num_steps=args.num_steps, execute=args.execute, seam=args.seam,
+                        num_steps=1 if planner else args.num_steps, execute=1 if planner else args.execute,
+                        seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
-                        execution=args.query_mode, clock=args.clock, inference=args.inference,
+                        execution=query_mode, clock=args.clock, inference=args.inference,
                         latency=args.latency, latency_ms=args.latency_ms or 0.0, device=args.device,
                         episodes=args.episodes, seed=args.seed)
     if args.config or args.set:

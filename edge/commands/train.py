@@ -72,6 +72,44 @@ def register(subparsers) -> None:
                     help="override any setting (repeatable; default: none), e.g. --set "
                          "episodes=300 --set mode=noise_only")
     ad.set_defaults(func=_train_adapter)
+    wm = add_subparser(models, "world-model", "train a world model + MCTS agent on an object task "
+                       "(COMET slots, its ablations, or the monolithic baselines; resumable)", """
+  edge train world-model --out runs/wm/comet_s0                     # COMET on push3 over the shipped slot encoder
+  edge train world-model --out runs/wm/px_s0 --kind pixels --obs pixels
+  edge train world-model --out runs/wm/oracle --obs oracle --set model.num_slots=5
+  edge train world-model --out /tmp/wm_tiny --preset tiny
+  edge train world-model --out runs/wm/comet_s0 --resume --env-steps 40000""")
+    wm.add_argument("--out", required=True, help="run directory: model.pt, manifest.json, curve.jsonl, train_state.pt")
+    wm.add_argument("--preset", choices=PRESETS, default="default",
+                    help="settings from configs/train/wm_<preset>.yaml (tiny: seconds, for tests)")
+    wm.add_argument("--config", metavar="YAML", help="a YAML settings file instead of --preset")
+    wm.add_argument("--kind", default=None, help="world model: comet, comet_nofusion, comet_nocausal, "
+                    "flat_slots, pixels (default: the preset's)")
+    wm.add_argument("--task", default=None, help="object task: push3 or reach3 (default: the preset's)")
+    wm.add_argument("--obs", default=None, help="oracle, slots or pixels (default: the preset's)")
+    wm.add_argument("--encoder", default=None, metavar="DIR", help="--obs slots: the frozen slot encoder")
+    wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget")
+    wm.add_argument("--seed", type=int, default=None, help="training seed")
+    wm.add_argument("--resume", action="store_true", help="continue the run in --out (a larger --env-steps extends it)")
+    wm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    wm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override any setting (repeatable), e.g. --set planner.num_simulations=8")
+    wm.set_defaults(func=_train_world_model)
+    se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
+                       "Slot Attention encoder the world models freeze (resumable)", """
+  edge train slot-encoder --out runs/slots/enc                       # 30k + 2k frames, 7000 steps
+  edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2""")
+    se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
+                    "data_train.npz, data_eval.npz, train_state.pt")
+    se.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
+    se.add_argument("--frames", type=int, default=30000, help="training frames (random policy, seed --seed)")
+    se.add_argument("--eval-frames", type=int, default=2000, help="held-out frames (seed --seed + 1)")
+    se.add_argument("--steps", type=int, default=7000, help="optimiser steps")
+    se.add_argument("--preset", choices=PRESETS, default="default", help="encoder size (tiny: for tests)")
+    se.add_argument("--seed", type=int, default=1, help="data and training seed")
+    se.add_argument("--batch-size", type=int, default=8)
+    se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
+    se.set_defaults(func=_train_slot_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -151,3 +189,63 @@ def _train_adapter(args: argparse.Namespace) -> int:
                               progress=not args.no_progress).run()
     print(f"adapter: {out} ({manifest['metrics']})")
     return 0
+
+
+def _train_world_model(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from edge.config import layer_config
+    from edge.errors import EdgeError
+    from world_models.train import STATE_FILE, RunConfig, Trainer
+
+    preset = Path(args.config) if args.config else PRESETS_DIR / f"wm_{args.preset}.yaml"
+    if not preset.is_file():
+        raise EdgeError(f"--config {preset}: no such settings file")
+    sets = list(args.set)
+    for flag, key in ((args.kind, "model.kind"), (args.task, "env.task"), (args.obs, "obs"),
+                      (args.encoder, "encoder"), (args.env_steps, "env_steps"), (args.seed, "seed")):
+        if flag is not None:
+            sets.append(f"{key}={flag}")
+    if args.obs == "pixels" and args.kind is None:
+        sets.append("model.kind=pixels")
+    config = layer_config(RunConfig(), preset, sets)
+    if config.obs == "slots" and not Path(config.encoder).exists():
+        raise EdgeError(f"encoder={config.encoder}: no slot encoder there; train one with "
+                        "`edge train slot-encoder` or pass --encoder DIR")
+    out = Path(args.out)
+    if not args.resume and (out / STATE_FILE).exists():
+        raise EdgeError(f"{out} already holds a world-model run; pass --resume to continue it or choose another --out")
+    if args.resume and not (out / STATE_FILE).exists():
+        raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
+    command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    metrics = Trainer(config, out, command=command, progress=not args.no_progress).run()
+    fin = metrics.get("final") or {}
+    print(f"world model: {out} ({config.model.kind}, {config.env.task}, {metrics['env_steps']} env steps, "
+          f"{metrics['updates']} updates, {metrics['wall_s']:.0f} s); final success "
+          f"{fin.get('success', float('nan')):.2f} over {fin.get('episodes', 0)} evaluation episodes")
+    return 0
+
+
+def _train_slot_encoder(args: argparse.Namespace) -> int:
+    from edge.errors import EdgeError
+    from world_models import slot_pretrain
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len"):
+        if getattr(args, key) < 1:
+            raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
+    size = "32" if args.preset == "tiny" else "64"
+    for name, n, seed in (("data_train.npz", args.frames, args.seed), ("data_eval.npz", args.eval_frames, args.seed + 1)):
+        if not (out / name).is_file():
+            rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(out / name),
+                                     "--task", args.task, "--image-size", size])
+            if rc:
+                return rc
+    return slot_pretrain.main(["train", "--data", str(out / "data_train.npz"), "--eval-data", str(out / "data_eval.npz"),
+                               "--out", str(out), "--steps", str(args.steps), "--preset", args.preset,
+                               "--seed", str(args.seed), "--batch-size", str(args.batch_size),
+                               "--seq-len", str(args.seq_len)])

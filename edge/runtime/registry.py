@@ -63,4 +63,5 @@ SCHEDULERS = Registry("scheduler", {
 })
 POLICIES = Registry("policy", {
     "vla": "edge.runtime.factories:vla_policy",
+    "comet": "world_models.policy:comet_policy",
 })

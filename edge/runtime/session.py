@@ -48,6 +48,9 @@ class SessionConfig:
                       "spec.image_hw)")
     scheduler: str = cfg("fixed", "compute scheduler: a registered name or 'pkg.module:factory'")
     adapter: str = cfg("", "eqrl scheduler: adapter checkpoint dir ('' = the shipped adapter)")
+    world_model: str = cfg("", "comet policy: world-model checkpoint dir ('' = the shipped push3 model)")
+    plan_simulations: int = cfg(0, "comet policy: tree-search simulations per decision (0 = the model's own)",
+                                range=(0, 10000))
     adapter_noise: str = cfg("sample", "eqrl scheduler: draw each query's noise from the adapter "
                              "(sample) or take its mode (mean)", choices=("sample", "mean"))
     num_steps: int = cfg(10, "denoising steps K (fixed; dvac: steps per query)", range=(1, 100))
@@ -319,8 +322,12 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                             f"checkpoint is {new_sha[:12]}…; resume with the same weights or choose "
                             "another --out")
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
+    needs = getattr(policy.spec, "execution", None)
+    if needs and needs != cfg_.execution:
+        raise EdgeError(f"--policy {cfg_.policy} needs --query-mode {needs} (got {cfg_.execution})")
     env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,
-                       image_size=int(policy.spec.image_hw[0]), wrist_camera="wrist" in cams)
+                       image_size=int(policy.spec.image_hw[0]), wrist_camera="wrist" in cams,
+                       **dict(getattr(policy.spec, "env", None) or {}))
     clock = VirtualClock() if cfg_.clock == "virtual" else RealClock()
     driver = SimArmDriver(env, clock)
     observer = SimObserver(driver, cameras=cams)

@@ -1,0 +1,248 @@
+"""COMET against monolithic world models through the same pipeline and planner (issue 21).
+
+Every (task, method, seed) is one ``edge train world-model`` run to the same environment-step
+budget, evaluated every ``--eval-every`` steps on the same fixed evaluation seeds (never used for
+training). Runs live in ``--runs`` and are resumable: rerunning this script continues unfinished
+runs and skips finished ones, so the comparison can be spread over several sessions. ``--report``
+only aggregates what exists.
+
+Methods (all with the same MCTS, budget and loss weights):
+
+* ``comet`` — frozen encoder slots, action–slot fusion, object-causal heads;
+* ``comet_nofusion`` / ``comet_nocausal`` — the ablations;
+* ``flat_slots`` — the same frozen slots flattened into one token per step (monolithic over slots);
+* ``pixels`` — a CNN encoder trained end to end, one latent token per step (UniZero/MuZero-style);
+* ``oracle`` — COMET over object-state slots (the upper bound; no vision).
+
+Report (JSON + one plot per task): normalised score (success rate; a uniform-random policy, also
+measured, scores ≈ 0) per evaluation point, mean over seeds with a bootstrap 95 % band; area
+under the curve over the first half of the budget; environment steps for each method to reach
+80 % of the monolithic (pixels) model's final score, and COMET's ratio to the monolithic model's
+(goal ≤ 1/3); diagnostics of each final model: 1- and 5-step relative prediction error,
+relevance per entity, MCTS root-value error.
+
+    python benchmarks/comet_vs_monolithic.py --tasks push3 reach3 --seeds 0 1 2 --env-steps 20000
+    python benchmarks/comet_vs_monolithic.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+
+from edge.telemetry import machine_info
+
+METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "oracle")
+MONOLITHIC = "pixels"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: Path) -> list[str]:
+    cmd = [str(Path(sys.executable).with_name("edge")), "train", "world-model", "--out", str(out), "--task", task,
+           "--seed", str(seed), "--env-steps", str(args.env_steps), "--no-progress",
+           "--set", f"eval_every={args.eval_every}", "--set", f"eval_episodes={args.eval_episodes}",
+           "--set", f"checkpoint_every={args.eval_every}", "--set", f"planner.num_simulations={args.simulations}"]
+    if method == "oracle":
+        from world_models.object_env import ObjectTaskConfig
+
+        n = ObjectTaskConfig(task=task).n_entities
+        cmd += ["--kind", "comet", "--obs", "oracle", "--set", f"model.num_slots={n}"]
+    elif method == "pixels":
+        cmd += ["--kind", "pixels", "--obs", "pixels"]
+    else:
+        cmd += ["--kind", method, "--obs", "slots", "--encoder", args.encoder]
+    for s in args.set:
+        cmd += ["--set", s]
+    if (out / "train_state.pt").is_file():
+        cmd.append("--resume")
+    return cmd
+
+
+def finished(out: Path, env_steps: int) -> bool:
+    m = out / "metrics.json"
+    return m.is_file() and json.loads(m.read_text()).get("env_steps", 0) >= env_steps
+
+
+def launch(args: argparse.Namespace) -> None:
+    todo = [(t, m, s) for t in args.tasks for m in args.methods for s in args.seeds
+            if not finished(Path(args.runs) / f"{t}_{m}_s{s}", args.env_steps)]
+    print(f"{len(todo)} runs to do, {args.jobs} at a time", file=sys.stderr)
+    running: list[tuple[subprocess.Popen, str, float]] = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            t, m, s = todo.pop(0)
+            out = Path(args.runs) / f"{t}_{m}_s{s}"
+            out.mkdir(parents=True, exist_ok=True)
+            log = open(out / "train.log", "a")
+            p = subprocess.Popen(run_args(m, t, s, args, out), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            running.append((p, out.name, time.time()))
+            print(f"started {out.name}", file=sys.stderr)
+        time.sleep(5)
+        for item in list(running):
+            p, name, t0 = item
+            if p.poll() is not None:
+                running.remove(item)
+                print(f"{name}: exit {p.returncode} after {time.time() - t0:.0f} s", file=sys.stderr)
+
+
+def read_curve(out: Path) -> list[dict]:
+    f = out / "curve.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+
+
+def bootstrap_band(x: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[float, float]:
+    if len(x) < 2:
+        return float(x.mean()), float(x.mean())
+    means = rng.choice(x, size=(n, len(x)), replace=True).mean(1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def random_policy_score(task: str, episodes: int) -> float:
+    from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
+    from world_models.train import EVAL_SEED0
+
+    env = ObjectTaskEnv(ObjectTaskConfig(task=task))
+    rng = np.random.default_rng(0)
+    wins = 0
+    for e in range(episodes):
+        env.reset(seed=EVAL_SEED0 + e)
+        while True:
+            _, _, term, trunc, info = env.step(int(rng.integers(8)))
+            if term or trunc:
+                wins += int(info["success"])
+                break
+    env.close()
+    return wins / episodes
+
+
+def steps_to(curve_steps: np.ndarray, mean: np.ndarray, level: float) -> int | None:
+    hit = np.flatnonzero(mean >= level - 1e-9)
+    return int(curve_steps[hit[0]]) if len(hit) else None
+
+
+def diagnostics(out: Path) -> dict:
+    from world_models import diagnostics as dg
+    from world_models.policy import load_world_model
+    from world_models.train import load_encoder
+
+    cfg, model, _ = load_world_model(out)
+    enc = load_encoder(cfg.encoder) if cfg.obs == "slots" else None
+    ro = dg._rollouts(cfg, model, enc, 6, 950_000_000)
+    return {"prediction_error": dg.prediction_error(cfg, model, enc, rollouts=ro),
+            "relevance": dg.relevance_by_entity(cfg, model, enc, rollouts=ro)}
+
+
+def report(args: argparse.Namespace) -> dict:
+    rng = np.random.default_rng(0)
+    res: dict = {"machine": machine_info(), "settings": {k: v for k, v in vars(args).items() if k != "func"},
+                 "tasks": {}}
+    for task in args.tasks:
+        rt = {"random_policy_success": random_policy_score(task, args.eval_episodes), "methods": {}}
+        for m in args.methods:
+            curves = {s: read_curve(Path(args.runs) / f"{task}_{m}_s{s}") for s in args.seeds}
+            curves = {s: c for s, c in curves.items() if c}
+            if not curves:
+                continue
+            common = sorted(set.intersection(*({r["env_steps"] for r in c} for c in curves.values())))
+            mat = np.array([[next(r["success"] for r in c if r["env_steps"] == st) for st in common]
+                            for c in curves.values()])  # (seeds, points)
+            band = [bootstrap_band(mat[:, j], rng) for j in range(len(common))]
+            steps = np.array(common)
+            half = steps <= args.env_steps / 2
+            auc = float(np.trapz(mat.mean(0)[half], steps[half]) / max(steps[half][-1], 1)) if half.sum() > 1 else None
+            last = {s: c[-1] for s, c in curves.items()}
+            entry = {"seeds": sorted(curves), "env_steps": common, "mean": mat.mean(0).round(4).tolist(),
+                     "lo": [round(b[0], 4) for b in band], "hi": [round(b[1], 4) for b in band],
+                     "per_seed": {str(s): mat[i].round(4).tolist() for i, s in enumerate(curves)},
+                     "final_mean": float(mat[:, -1].mean()), "auc_first_half": auc,
+                     "complete": all(finished(Path(args.runs) / f"{task}_{m}_s{s}", args.env_steps) for s in curves),
+                     "root_value_abs_err": float(np.mean([r["root_value_abs_err"] for r in last.values()])),
+                     "wall_s_per_run": float(np.mean([r.get("wall_s", 0.0) for r in last.values()]))}
+            if not args.no_diagnostics and entry["complete"]:
+                entry["diagnostics"] = diagnostics(Path(args.runs) / f"{task}_{m}_s{sorted(curves)[0]}")
+            rt["methods"][m] = entry
+        mono = rt["methods"].get(MONOLITHIC)
+        if mono:
+            level = 0.8 * mono["final_mean"]
+            rt["level_80pct_of_monolithic_final"] = level
+            for m, e in rt["methods"].items():
+                e["steps_to_level"] = steps_to(np.array(e["env_steps"]), np.array(e["mean"]), level) if level > 0 else None
+            ms, cs = mono.get("steps_to_level"), (rt["methods"].get("comet") or {}).get("steps_to_level")
+            rt["comet_over_monolithic_steps"] = (cs / ms) if cs is not None and ms else None
+        res["tasks"][task] = rt
+        plot(task, rt, Path(args.out))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comet_vs_monolithic.json").write_text(json.dumps(res, indent=2))
+    return res
+
+
+def plot(task: str, rt: dict, out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, e in rt["methods"].items():
+        x = np.array(e["env_steps"])
+        ax.plot(x, e["mean"], label=f"{m} (n={len(e['seeds'])})")
+        ax.fill_between(x, e["lo"], e["hi"], alpha=0.2)
+    if "level_80pct_of_monolithic_final" in rt:
+        ax.axhline(rt["level_80pct_of_monolithic_final"], ls="--", c="grey", lw=0.8, label="80 % of monolithic final")
+    ax.axhline(rt["random_policy_success"], ls=":", c="k", lw=0.8, label="random policy")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("normalised score (success rate)")
+    ax.set_title(f"{task}: world model + MCTS, mean over seeds, bootstrap 95 % band")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / f"curves_{task}.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", nargs="+", default=["push3", "reach3"])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--env-steps", type=int, default=20000)
+    ap.add_argument("--eval-every", type=int, default=2000)
+    ap.add_argument("--eval-episodes", type=int, default=32)
+    ap.add_argument("--simulations", type=int, default=16, help="MCTS simulations per decision")
+    ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3", help="the frozen slot encoder")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra settings for every run")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap.add_argument("--runs", default="runs/wm_bench", help="where the training runs live (resumable)")
+    ap.add_argument("--out", default="benchmarks/results/comet_vs_monolithic")
+    ap.add_argument("--report", action="store_true", help="only aggregate the runs that exist")
+    ap.add_argument("--no-diagnostics", action="store_true", help="skip the final models' diagnostics")
+    args = ap.parse_args(argv)
+    if not args.report:
+        if any(m != "oracle" and m != "pixels" for m in args.methods) and not Path(args.encoder).exists():
+            ap.error(f"--encoder {args.encoder}: no slot encoder there (train one with `edge train slot-encoder`)")
+        launch(args)
+    res = report(args)
+    for task, rt in res["tasks"].items():
+        print(f"{task}: random {rt['random_policy_success']:.2f}; " + "; ".join(
+            f"{m} final {e['final_mean']:.2f} auc {e['auc_first_half'] if e['auc_first_half'] is None else round(e['auc_first_half'], 3)} "
+            f"steps->80% {e.get('steps_to_level')}" for m, e in rt["methods"].items())
+            + f"; comet/monolithic steps {rt.get('comet_over_monolithic_steps')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The object tasks: scene, oracle layout, shaped reward, success, errors."""
+
+import numpy as np
+import pytest
+
+from world_models.object_env import ORACLE_LAYOUT, REACH_RADIUS_M, ObjectTaskConfig, ObjectTaskEnv
+from world_models.observer import Observer
+
+
+def test_push3_scene_has_a_red_target_and_two_distractors():
+    env = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32, segmentation=True))
+    obs, info = env.reset(seed=5)
+    objs = env.env.scene.objects
+    assert [o.name for o in objs][0] == "red" and not objs[0].distractor
+    assert sum(o.distractor for o in objs) == 2 and "red" not in [o.name for o in objs[1:]]
+    assert obs["frame"].shape == (32, 32, 3) and obs["seg"].shape == (32, 32)
+    orc = obs["oracle"]
+    assert orc.shape == (5, len(ORACLE_LAYOUT))
+    assert orc[:, 3:7].argmax(1).tolist() == [0, 1, 2, 3, 3]  # robot, goal, target, distractors
+    env.close()
+
+
+def test_reach3_shaping_sums_to_potential_difference_and_success_ends():
+    env = ObjectTaskEnv(ObjectTaskConfig(task="reach3", image_size=16, max_steps=40))
+    _, info = env.reset(seed=2)
+    phi0 = env._potential
+    total = 0.0
+    for _ in range(40):  # greedy: move toward the red cube along the best of the 8 directions
+        d = info["object_poses"]["red"][:2] - env._tcp()[:2]
+        a = int(np.round(np.arctan2(d[1], d[0]) / (np.pi / 4))) % 8
+        _, r, term, trunc, info = env.step(a)
+        total += r
+        if term or trunc:
+            break
+    assert term and info["success"]
+    assert np.linalg.norm(env._tcp()[:2] - info["object_poses"]["red"][:2]) < REACH_RADIUS_M
+    assert total == pytest.approx(1.0 + env._potential - phi0, abs=1e-6)
+    env.close()
+
+
+def test_truncation_and_bad_action():
+    env = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=16, max_steps=3))
+    env.reset(seed=0)
+    for t in range(3):
+        *_, term, trunc, _ = env.step(4)
+    assert trunc and not term
+    with pytest.raises(ValueError, match="action"):
+        env.step(8)
+    env.close()
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="task="):
+        ObjectTaskConfig(task="stack")
+    with pytest.raises(ValueError, match="distractors="):
+        ObjectTaskConfig(distractors=5)
+
+
+def test_oracle_observer_is_a_fixed_projection():
+    obs = [{"oracle": np.eye(5, 8, dtype=np.float32)}]
+    a = Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3).observe(obs, np.ones(1, bool))
+    b = Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3).observe(obs, np.ones(1, bool))
+    assert a.shape == (1, 5, 16) and np.array_equal(a, b)
+    with pytest.raises(ValueError, match="encoder"):
+        Observer("slots", 1)

@@ -1,0 +1,50 @@
+"""`edge run --policy comet`: the planner in the runtime loop (frames in, timed moves out)."""
+
+import json
+
+import pytest
+
+from edge.cli import main
+from world_models.token_model import WorldModelConfig
+from world_models.train import Trainer, tiny
+
+
+@pytest.fixture(scope="module")
+def slot_world_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wm")
+    enc = d / "slots"
+    assert main(["train", "slot-encoder", "--out", str(enc), "--preset", "tiny", "--frames", "48",
+                 "--eval-frames", "24", "--steps", "2"]) == 0
+    base = tiny()
+    cfg = tiny(obs="slots", encoder=str(enc), env_steps=8, eval_every=8, checkpoint_every=8,
+               model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
+    Trainer(cfg, d / "comet", progress=False).run()
+    return d / "comet"
+
+
+def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path):
+    out = tmp_path / "run"
+    rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=12"])
+    assert rc == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["execution"] == "sync" and meta["session"]["policy"] == "comet"
+    assert meta["policy"]["kind"] == "world_model" and meta["policy"]["simulations"] == 3
+    queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    assert len(queries) >= 2 and all(q["K"] == 1 and q["C"] == 1 for q in queries)
+    assert all(q["latency_s"] > 0 for q in queries)  # the decision time is the charged latency
+    ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
+    moves = [t["sent"] for t in ticks if t["kind"] == "act"]
+    assert moves and all(abs((m[0] ** 2 + m[1] ** 2) ** 0.5 - 0.02) < 1e-6 and m[4] == 1.0 for m in moves)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--policy", "comet", "--task", "push", "--query-mode", "async"], "--query-mode sync"),
+    (["--policy", "comet", "--task", "stack"], "--task push"),
+    (["--world-model", "x"], "--policy comet"),
+    (["--policy", "comet", "--task", "push", "--world-model", "/nonexistent/wm"], "no world model"),
+])
+def test_bad_comet_flags_exit_2(argv, needle, tmp_path, capsys):
+    rc = main(["run", *argv, "--out", str(tmp_path / "r"), "--episodes", "1"])
+    assert rc == 2
+    assert needle in capsys.readouterr().err

@@ -1,0 +1,231 @@
+"""Slot encoder (tiny preset), its metrics' known answers, and resumable pretraining on a tiny dataset."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sim.backends.base import SEG_BACKGROUND, SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
+from world_models.slot_encoder import (
+    SlotAutoencoder,
+    SlotEncoderConfig,
+    SlotTracker,
+    load_encoder,
+    save_encoder,
+)
+from world_models.slot_metrics import fg_ari, identity_rate, identity_rate_from_masks
+from world_models.slot_pretrain import (
+    ARRAYS,
+    data_hash,
+    load_dataset,
+    main,
+    train_slot_encoder,
+)
+
+CFG = SlotEncoderConfig.tiny()
+
+
+def frames(b: int, seed: int = 0, size: int = CFG.image_size) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (b, size, size, 3), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def model() -> SlotAutoencoder:
+    torch.manual_seed(0)
+    return SlotAutoencoder(CFG).eval()
+
+
+# ---------------------------------------------------------------------- model
+def test_shapes(model):
+    k, d, r = CFG.num_slots, CFG.slot_dim, CFG.decoder_res
+    with torch.no_grad():
+        slots, attn = model.encode_masks(frames(3))
+        recon, rgb, masks = model.decode(slots)
+        first = model.encode_first(frames(3))
+    assert slots.shape == first.shape == (3, k, d)
+    assert attn.shape == (3, k, CFG.feature_res, CFG.feature_res)
+    assert recon.shape == (3, 3, r, r) and rgb.shape == (3, k, 3, r, r) and masks.shape == (3, k, r, r)
+    torch.testing.assert_close(masks.sum(1), torch.ones(3, r, r))
+    torch.testing.assert_close(attn.sum(1), torch.ones(3, CFG.feature_res, CFG.feature_res))
+    assert torch.is_tensor(model.encode(torch.from_numpy(frames(1))))
+
+
+def test_init_slots_replace_the_learned_init(model):
+    x = frames(2)
+    a, b = torch.randn(2, CFG.num_slots, CFG.slot_dim), torch.randn(2, CFG.num_slots, CFG.slot_dim)
+    with torch.no_grad():
+        learned = model.encode(x)
+        explicit = model.encode(x, model.slot_attention.init_slots.expand(2, -1, -1))
+        out_a, out_a2, out_b = model.encode(x, a), model.encode(x, a.clone()), model.encode(x, b)
+    torch.testing.assert_close(learned, explicit)
+    torch.testing.assert_close(out_a, out_a2)
+    assert not torch.allclose(out_a, out_b, atol=1e-4)
+    assert not torch.allclose(out_a, learned, atol=1e-4)
+    with pytest.raises(ValueError, match="init_slots"):
+        model.encode(x, torch.zeros(2, CFG.num_slots + 1, CFG.slot_dim))
+
+
+def test_tracker_propagates_slots_per_env(model):
+    tracker = SlotTracker(model)
+    x0, x1 = frames(3, 1), frames(3, 2)
+    s0 = tracker.reset(x0)
+    s1 = tracker.step(x1)
+    with torch.no_grad():
+        torch.testing.assert_close(s0, model.encode_first(x0))
+        torch.testing.assert_close(s1, model.encode(x1, s0))
+        tracker.reset(x0[1:2], env_ids=[1])  # only env 1 restarts
+        torch.testing.assert_close(tracker.slots[1:2], model.encode_first(x0[1:2]))
+        torch.testing.assert_close(tracker.slots[0], s1[0])
+    with pytest.raises(ValueError, match="envs"):
+        tracker.step(x1[:2])
+
+
+def test_carried_slot_norm_does_not_matter(model):
+    """Each frame starts from layer-normalised slots, so a state grown over many frames cannot drift."""
+    x, init = frames(2, 3), torch.randn(2, CFG.num_slots, CFG.slot_dim)
+    with torch.no_grad():
+        torch.testing.assert_close(model.encode(x, 50.0 * init), model.encode(x, init), atol=1e-4, rtol=1e-4)
+
+
+def test_bad_config_names_key_and_range():
+    with pytest.raises(ValueError, match="num_slots=0.*allowed"):
+        SlotEncoderConfig(num_slots=0)
+    with pytest.raises(ValueError, match="decoder_res"):
+        SlotEncoderConfig(decoder_res=24)
+    with pytest.raises(ValueError, match="frames must be"):
+        SlotAutoencoder(CFG).encode(frames(1, size=64))
+
+
+def test_manifest_hash_detects_tampering(tmp_path, model):
+    manifest_path = save_encoder(model, tmp_path, command="test", seed=3, data_hash="abc", metrics={"x": 1.0})
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["config"]["num_slots"] == CFG.num_slots and manifest["seed"] == 3
+    loaded, _ = load_encoder(tmp_path)
+    x = frames(2)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.encode(x), model.encode(x))
+    with open(tmp_path / "encoder.pt", "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ValueError, match="sha256"):
+        load_encoder(tmp_path / "manifest.json")
+
+
+# ---------------------------------------------------------------------- metrics
+def scene_seg(shift: int = 0) -> np.ndarray:
+    """(8, 8): table, a robot block and two cubes; ``shift`` moves the cubes right."""
+    seg = np.full((8, 8), SEG_TABLE)
+    seg[0, :] = SEG_BACKGROUND
+    seg[5:8, 0:3] = SEG_ROBOT
+    seg[1:3, 1 + shift:3 + shift] = SEG_OBJECT0
+    seg[1:3, 5:7] = SEG_OBJECT0 + 1
+    return seg
+
+
+def masks_from(seg: np.ndarray, order: list[int], k: int = 4) -> np.ndarray:
+    """(k, H, W) one-hot masks putting entity ``order[i]`` (table, robot, cube0, cube1) in slot i."""
+    ids = [SEG_TABLE, SEG_ROBOT, SEG_OBJECT0, SEG_OBJECT0 + 1]
+    out = np.zeros((k, *seg.shape))
+    for slot, entity in enumerate(order):
+        out[slot][seg == ids[entity]] = 1.0
+    out[order.index(0)][seg == SEG_BACKGROUND] = 1.0
+    return out
+
+
+def test_fg_ari_known_answers():
+    seg = scene_seg()[None]
+    perfect = masks_from(seg[0], [0, 1, 2, 3])[None]
+    assert fg_ari(seg, perfect) == pytest.approx(1.0)
+    assert fg_ari(seg, masks_from(seg[0], [3, 0, 2, 1])[None]) == pytest.approx(1.0)  # slot labels permuted
+    assert fg_ari(seg, np.full((1, 4, 8, 8), 0.25)) == pytest.approx(0.0)  # uniform: one cluster
+    # background/table pixels are ignored: lumping them with any object changes nothing
+    merged = perfect.copy()
+    merged[0, 1][seg[0] <= SEG_TABLE] = 2.0
+    assert fg_ari(seg, merged) == pytest.approx(1.0)
+    # low-resolution masks are upsampled to the segmentation
+    assert fg_ari(seg.repeat(2, 1).repeat(2, 2), perfect) == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    big = rng.integers(SEG_OBJECT0, SEG_OBJECT0 + 4, (4, 64, 64))
+    assert abs(fg_ari(big, rng.random((4, 6, 64, 64)))) < 0.02
+
+
+def test_identity_rate_known_answers():
+    seg = np.stack([scene_seg(0), scene_seg(1), scene_seg(2)])  # one cube moves
+    same = np.stack([masks_from(s, [0, 1, 2, 3]) for s in seg])
+    assert identity_rate_from_masks(seg, same) == 1.0
+    swapped = same.copy()
+    swapped[1:] = same[1:][:, [0, 1, 3, 2]]  # the cubes change slots after frame 0
+    assert identity_rate_from_masks(seg, swapped) == 0.5  # one of two transitions keeps identity
+    assert identity_rate(same[:1], swapped[1:2], seg[:1], seg[1:2]) == 0.0
+    # a slot holding only table is ignored, so swapping two table slots is still identity
+    five = np.concatenate([same, np.zeros((3, 1, 8, 8))], 1)
+    five[1, [0, 4]] = five[1, [4, 0]]
+    assert identity_rate_from_masks(seg, five) == 1.0
+
+
+# ---------------------------------------------------------------------- data + training
+def tiny_dataset(path, n: int = 24, seed: int = 0, episode_len: int = 6) -> None:
+    """Synthetic moving-square frames in the collect format (fast; no simulator)."""
+    rng = np.random.default_rng(seed)
+    s = CFG.image_size
+    arrays = {"frames": np.full((n, s, s, 3), 120, np.uint8), "seg": np.full((n, s, s), SEG_TABLE, np.int16),
+              "episode": (np.arange(n) // episode_len).astype(np.int32),
+              "step": (np.arange(n) % episode_len).astype(np.int16), "action": np.zeros(n, np.int8)}
+    for i in range(n):
+        y, x = rng.integers(0, s - 4, 2)
+        arrays["frames"][i, y:y + 4, x:x + 4] = (220, 30, 30)
+        arrays["seg"][i, y:y + 4, x:x + 4] = SEG_OBJECT0
+    meta = {"data_hash": data_hash(arrays), "seed": seed}
+    np.savez_compressed(path, **arrays, meta=np.array(json.dumps(meta)))
+
+
+def test_train_resumes_step_and_optimizer(tmp_path):
+    tiny_dataset(tmp_path / "train.npz")
+    tiny_dataset(tmp_path / "eval.npz", seed=1)
+    kw = {"eval_data_path": tmp_path / "eval.npz", "warmup_steps": 2, "ckpt_every": 2, "log_every": 1,
+          "log": lambda s: None}
+    out = tmp_path / "enc"
+    m2 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 2, batch_size=4, seed=0, **kw)
+    state = torch.load(out / "train_state.pt", weights_only=True)
+    assert state["step"] == 2 and m2["step"] == 2
+    m4 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 4, batch_size=4, seed=0, seq_len=1, **kw)
+    state = torch.load(out / "train_state.pt", weights_only=True)
+    assert state["step"] == 4 and m4["step"] == 4
+    adam_steps = {float(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert adam_steps == {4.0}  # 2 + 2: the optimizer state came back with the checkpoint
+    steps = [e["step"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in e]
+    assert steps == [1, 2, 3, 4]
+    for key in ("fg_ari_attn", "fg_ari_decoder", "identity_rate_attn", "identity_rate_decoder"):
+        assert key in m4
+    assert json.loads((out / "metrics.json").read_text())["step"] == 4
+    model, manifest = load_encoder(out)
+    assert manifest["metrics"]["step"] == 4 and isinstance(model, SlotAutoencoder)
+    with pytest.raises(ValueError, match="other settings"):
+        train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=8, seed=0, **kw)
+
+
+def test_train_on_windows_with_temporal_init(tmp_path):
+    tiny_dataset(tmp_path / "train.npz")
+    metrics = train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "enc", 2, batch_size=2, seq_len=3,
+                                 log_every=1, log=lambda s: None)
+    assert metrics == {"step": 2}  # no eval data: nothing else to report
+    with pytest.raises(ValueError, match="no window of 7"):
+        train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "enc7", 1, seq_len=7, log=lambda s: None)
+
+
+def test_collect_from_env_and_cli_errors(tmp_path, capsys):
+    from world_models.slot_pretrain import collect_frames
+
+    meta = collect_frames(5, 0, tmp_path / "d.npz", episode_len=3, image_size=32, progress=False)
+    arrays, loaded = load_dataset(tmp_path / "d.npz")
+    assert loaded == meta and set(arrays) == set(ARRAYS)
+    assert arrays["frames"].shape == (5, 32, 32, 3) and arrays["seg"].dtype == np.int16
+    assert arrays["step"].tolist() == [0, 1, 2, 0, 1] and arrays["episode"].tolist() == [0, 0, 0, 1, 1]
+    assert (arrays["seg"] == SEG_ROBOT).any() and (arrays["seg"] >= SEG_OBJECT0).any()
+    assert main(["train", "--data", str(tmp_path / "missing.npz"), "--out", str(tmp_path / "o"),
+                 "--steps", "1"]) == 2
+    assert main(["train", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o"), "--steps", "0",
+                 "--preset", "tiny"]) == 2
+    assert main(["train", "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o"), "--steps", "1",
+                 "--set", "num_slots=0"]) == 2
+    assert "num_slots" in capsys.readouterr().err

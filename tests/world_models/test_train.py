@@ -1,0 +1,64 @@
+"""A tiny world-model + MCTS training run: it runs, writes its artefacts, resumes, refuses mixing."""
+
+import json
+
+import pytest
+import torch
+
+from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
+from world_models.policy import WorldModelPolicy, load_world_model
+from world_models.train import CURVE_FILE, MANIFEST_FILE, MODEL_FILE, STATE_FILE, Trainer, tiny
+
+
+def test_tiny_train_then_resume_continues(tmp_path):
+    out = tmp_path / "wm"
+    m1 = Trainer(tiny(env_steps=12), out, progress=False).run()
+    assert m1["env_steps"] == 12 and m1["updates"] > 0
+    for f in (STATE_FILE, MODEL_FILE, MANIFEST_FILE, CURVE_FILE):
+        assert (out / f).is_file(), f
+    # another seed in the same directory: refused (runs never mix)
+    with pytest.raises(ValueError, match="different configuration"):
+        Trainer(tiny(env_steps=24, seed=1), out, progress=False).run()
+    # a longer budget continues from the saved state, not from zero
+    t2 = Trainer(tiny(env_steps=24), out, progress=False)
+    assert t2._load_state() and t2.st["env_steps"] == 12 and t2.learner.updates == m1["updates"]
+    assert t2.replay.transitions > 0
+    t2 = Trainer(tiny(env_steps=24), out, progress=False)
+    m2 = t2.run()
+    assert m2["env_steps"] == 24 and m2["updates"] > m1["updates"]
+    curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
+    assert [c["env_steps"] for c in curve] == [0, 12, 24]
+    assert all(0.0 <= c["success"] <= 1.0 for c in curve)
+
+
+def test_shipped_model_round_trip_and_tamper(tmp_path):
+    out = tmp_path / "wm"
+    Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), out, progress=False).run()
+    cfg, model, manifest = load_world_model(out)
+    assert manifest["files"][MODEL_FILE] and cfg.model.kind == "comet"
+    with open(out / MODEL_FILE, "ab") as f:
+        f.write(b"x")
+    from edge.errors import EdgeError
+
+    with pytest.raises(EdgeError, match="sha256"):
+        load_world_model(out)
+
+
+def test_pixels_policy_plans_from_frames(tmp_path):
+    from world_models.token_model import WorldModelConfig
+
+    out = tmp_path / "px"
+    base = tiny()
+    cfg = tiny(env_steps=8, eval_every=8, checkpoint_every=8, obs="pixels",
+               model=WorldModelConfig(**{**base.model.__dict__, "kind": "pixels"}))
+    Trainer(cfg, out, progress=False).run()
+    pol = WorldModelPolicy(out, simulations=2)
+    env = ObjectTaskEnv(ObjectTaskConfig(task="reach3", image_size=32, distractors=1))
+    obs, _ = env.reset(seed=3)
+    a = pol.encode({"front": obs["frame"]})
+    chunk = pol.sample(a, None, 1)
+    assert 0 <= a < 8 and chunk.shape == (1, 5) and abs(float((chunk[0, :2] ** 2).sum()) - 0.02**2) < 1e-9
+    obs, *_ = env.step(a)
+    a2 = pol.encode({"front": obs["frame"]})  # second decision pushes the first into the history
+    assert pol.hist.valid[0].sum() == 2 and pol.hist.actions[0, -2] == a and 0 <= a2 < 8
+    env.close()

@@ -1,0 +1,127 @@
+"""The world model's training step (UniZero-style, teacher-forced over replayed windows).
+
+A window holds ``context + unroll + 1 + td_steps`` blocks; the learner runs on the first
+``context + unroll + 1`` and the EMA target network on all of them, for the n-step value targets
+and (pixels) the next-latent targets. Per block t of the learner's part:
+
+* next state: MSE between the prediction from block t and the stored state t+1 (pixels: the target
+  encoder's latent of frame t+1), where an action was taken at t;
+* reward: cross-entropy to the two-hot code of r_t;
+* policy: cross-entropy to the search's action weights, minus a fixed entropy bonus;
+* value: cross-entropy to the two-hot n-step target.
+
+L = w_obs·L_obs + w_rew·L_rew + w_val·L_val + w_pol·(L_pol − β·H(π)) (COMET's discrete weights
+2 / 1 / 0.5 / 1, β = 5e-3 fixed).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from edge.config import ConfigError
+from world_models.replay import nstep_targets
+from world_models.token_model import TokenWorldModel
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    lr: float = 3e-4
+    weight_decay: float = 1e-2
+    grad_clip: float = 20.0
+    ema: float = 0.05  # target ← (1−θ)·target + θ·online, per update
+    batch: int = 32
+    unroll: int = 5
+    td_steps: int = 5
+    w_obs: float = 2.0
+    w_rew: float = 1.0
+    w_val: float = 0.5
+    w_pol: float = 1.0
+    entropy: float = 5e-3
+
+    def __post_init__(self) -> None:
+        for key, (lo, hi) in {"lr": (1e-6, 1e-1), "batch": (1, 4096), "unroll": (1, 64), "td_steps": (1, 64),
+                              "ema": (0.0, 1.0)}.items():
+            v = getattr(self, key)
+            if not lo <= v <= hi:
+                raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
+
+
+class Learner:
+    def __init__(self, model: TokenWorldModel, cfg: LearnerConfig, gamma: float, context: int) -> None:
+        self.model, self.cfg, self.gamma, self.context = model, cfg, gamma, context
+        self.target = copy.deepcopy(model).requires_grad_(False)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.updates = 0
+
+    @property
+    def window(self) -> int:
+        return self.context + self.cfg.unroll + 1 + self.cfg.td_steps
+
+    def _z(self, model: TokenWorldModel, states: torch.Tensor) -> torch.Tensor:
+        b, L = states.shape[:2]
+        if model.cfg.kind == "pixels":
+            return model.encode_frames(states.reshape(b * L, *states.shape[2:])).view(b, L, 1, -1)
+        return states.float().view(b, L, model.cfg.tokens, model.cfg.state_dim)
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        c, m = self.cfg, self.model
+        sup = m.support
+        n_in = self.context + c.unroll + 1
+        st = torch.as_tensor(batch["states"])
+        acts = torch.as_tensor(batch["actions"])
+        valid = torch.as_tensor(batch["valid"])
+        with torch.no_grad():
+            z_tgt = self._z(self.target, st)
+            t_out = self.target(z_tgt, acts, valid)
+            v_tgt = sup.decode(t_out["value_logits"]).numpy()
+        vt, has_v = nstep_targets(batch["rewards"], v_tgt, batch["valid"], batch["acted"], batch["terminal"],
+                                  self.gamma, c.td_steps)
+        z = self._z(m, st[:, :n_in])
+        out = m(z, acts[:, :n_in], valid[:, :n_in])
+        acted = torch.as_tensor(batch["acted"][:, :n_in])
+        has_v = torch.as_tensor(has_v[:, :n_in])
+        # next state: the learner's prediction from block t vs the (target) state of block t+1
+        nxt = z_tgt[:, 1:n_in + 1]
+        err = ((out["next_z"] - nxt) ** 2).mean((-1, -2))  # (B, n_in)
+        w_a = acted.float()
+        n_a = w_a.sum().clamp_min(1.0)
+        l_obs = (err * w_a).sum() / n_a
+        r_tgt = sup.two_hot(torch.as_tensor(batch["rewards"][:, :n_in]))
+        l_rew = (-(r_tgt * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w_a).sum() / n_a
+        logp = torch.log_softmax(out["policy_logits"], -1)
+        pi_t = torch.as_tensor(batch["policies"][:, :n_in])
+        l_pol = (-(pi_t * logp).sum(-1) * w_a).sum() / n_a
+        ent = (-(logp.exp() * logp).sum(-1) * w_a).sum() / n_a
+        v_code = sup.two_hot(torch.as_tensor(vt[:, :n_in]))
+        w_v = has_v.float()
+        l_val = (-(v_code * torch.log_softmax(out["value_logits"], -1)).sum(-1) * w_v).sum() / w_v.sum().clamp_min(1)
+        loss = c.w_obs * l_obs + c.w_rew * l_rew + c.w_val * l_val + c.w_pol * (l_pol - c.entropy * ent)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(m.parameters(), c.grad_clip)
+        self.opt.step()
+        with torch.no_grad():
+            for p_t, p in zip(self.target.parameters(), m.parameters()):
+                p_t.mul_(1 - c.ema).add_(p, alpha=c.ema)
+        self.updates += 1
+        stats = {k: float(v.detach()) for k, v in (("loss", loss), ("obs", l_obs), ("reward", l_rew), ("value", l_val),
+                                                   ("policy", l_pol), ("entropy", ent), ("grad_norm", gnorm))}
+        if "relevance" in out:
+            rel = out["relevance"].detach()  # (B, L, N, 2)
+            w = w_a[..., None, None]
+            stats["relevance"] = ((rel * w).sum((0, 1)) / n_a).tolist()  # (N, 2) per slot: policy, value
+        return stats
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "target": self.target.state_dict(), "opt": self.opt.state_dict(),
+                "updates": self.updates}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.model.load_state_dict(sd["model"])
+        self.target.load_state_dict(sd["target"])
+        self.opt.load_state_dict(sd["opt"])
+        self.updates = int(sd["updates"])

@@ -1,0 +1,144 @@
+"""Object tasks for the world models: the tabletop ``push`` scene with one target and distractors.
+
+Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``discrete8`` actions,
+2 cm per step in one of 8 compass directions, a white goal square, one red target cube and
+``distractors`` cubes of other colours):
+
+* ``push3``: push the red cube onto the goal square (the sim's push success test, held for
+  ``hold_s``). Reward: +1 on success, plus potential-based shaping
+  ``10·Δ(-|red − goal|) + 2·Δ(-|tcp − red|)`` (metres), which leaves the optimal policy unchanged.
+* ``reach3``: bring the TCP within ``REACH_RADIUS_M`` (xy) of the red cube (the distractors do not
+  count). Reward: +1 on success plus ``2·Δ(-|tcp − red|)``.
+
+Observations (dict): ``frame`` (S, S, 3) uint8 from the top-down camera; ``oracle`` (N_ENTITIES, 8)
+float32 object states (see :data:`ORACLE_LAYOUT`) in a fixed entity order (robot TCP, goal, target,
+distractors...), used by the oracle-slot mode; ``seg`` (S, S) int32 when ``segmentation`` is on
+(``sim.backends.base`` segment ids: background / table, robot, objects). ``info`` carries
+``success`` and the sim's privileged state.
+
+The normalised score of an evaluation is its success rate (a random policy scores ≈ 0 on push3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge.config import ConfigError
+
+TASKS = ("push3", "reach3")
+DEFAULT_MAX_STEPS = {"push3": 60, "reach3": 30}
+N_ACTIONS = 8
+REACH_RADIUS_M = 0.035
+ORACLE_LAYOUT = ("x", "y", "z", "is_robot", "is_goal", "is_target", "is_distractor", "bias")
+_CENTER_M = np.array([0.53, 0.0, 0.0])
+_SCALE_M = np.array([0.15, 0.2, 0.05])
+
+
+@dataclass(frozen=True)
+class ObjectTaskConfig:
+    """Settings of an object task (validated; messages name the key, value and range)."""
+
+    task: str = "push3"  # one of TASKS
+    sim: str = "mujoco"  # mujoco | pybullet
+    image_size: int = 64  # side of the square top-down frame in pixels
+    distractors: int = 2  # cubes besides the red target (0..3)
+    max_steps: int = 0  # 0 = the task default (DEFAULT_MAX_STEPS)
+    segmentation: bool = False  # add "seg" to observations (for slot-encoder metrics)
+    hold_s: float = 0.1  # push3: how long the cube must rest on the goal
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"task={self.task!r} is not allowed; choose one of {TASKS}")
+        if self.sim not in ("mujoco", "pybullet"):
+            raise ConfigError(f"sim={self.sim!r} is not allowed; choose mujoco or pybullet")
+        for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000)}.items():
+            v = getattr(self, key)
+            if not lo <= v <= hi:
+                raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
+
+    @property
+    def steps(self) -> int:
+        return self.max_steps or DEFAULT_MAX_STEPS[self.task]
+
+    @property
+    def n_entities(self) -> int:
+        return 3 + self.distractors
+
+
+class ObjectTaskEnv:
+    """A gymnasium-style env (``reset(seed=)``, ``step(a)``) over :class:`sim.env.TabletopEnv`."""
+
+    def __init__(self, config: ObjectTaskConfig | None = None) -> None:
+        from sim.env import TabletopEnv
+
+        self.cfg = config or ObjectTaskConfig()
+        self.env = TabletopEnv(task="push", sim=self.cfg.sim, action_mode="discrete8",
+                               image_size=self.cfg.image_size, segmentation=self.cfg.segmentation,
+                               push_target_color="red", push_distractors=self.cfg.distractors,
+                               max_steps=10000, hold_s=self.cfg.hold_s)
+        self.t = 0
+        self._potential = 0.0
+
+    # ------------------------------------------------------------------ gym-style API
+    def reset(self, *, seed: int | None = None) -> tuple[dict, dict]:
+        obs, info = self.env.reset(seed=seed)
+        self.t = 0
+        self._potential = self._phi(info)
+        return self._obs(obs, info), self._info(info, False)
+
+    def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
+        if np.ndim(action) != 0 or int(action) != action or not 0 <= int(action) < N_ACTIONS:
+            raise ConfigError(f"action must be an integer in [0, {N_ACTIONS}), got {action!r}")
+        obs, _, sim_success, _, info = self.env.step(int(action))
+        self.t += 1
+        success = bool(sim_success) if self.cfg.task == "push3" else self._reached(info)
+        phi = self._phi(info)
+        reward = float(success) + phi - self._potential
+        self._potential = phi
+        truncated = self.t >= self.cfg.steps and not success
+        return self._obs(obs, info), reward, success, truncated, self._info(info, success)
+
+    def close(self) -> None:
+        self.env.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _tcp(self) -> np.ndarray:
+        return self.env.tcp_pose()[0]
+
+    def _goal(self) -> np.ndarray:
+        g = self.env.scene.goals[0].center_m
+        return np.array([g[0], g[1]])
+
+    def _reached(self, info: dict) -> bool:
+        red = info["object_poses"]["red"][:2]
+        return bool(np.linalg.norm(self._tcp()[:2] - red) < REACH_RADIUS_M)
+
+    def _phi(self, info: dict) -> float:
+        red = info["object_poses"]["red"][:2]
+        phi = -2.0 * float(np.linalg.norm(self._tcp()[:2] - red))
+        if self.cfg.task == "push3":
+            phi -= 10.0 * float(np.linalg.norm(red - self._goal()))
+        return phi
+
+    def oracle(self, info: dict) -> np.ndarray:
+        """(N_ENTITIES, 8) float32 in the fixed order robot, goal, red target, distractors."""
+        rows = [(self._tcp(), 0), (np.array([*self._goal(), 0.0]), 1), (info["object_poses"]["red"][:3], 2)]
+        rows += [(info["object_poses"][o.name][:3], 3) for o in self.env.scene.objects if o.distractor]
+        out = np.zeros((self.cfg.n_entities, len(ORACLE_LAYOUT)), np.float32)
+        for i, (pos, kind) in enumerate(rows):
+            out[i, :3] = (np.asarray(pos, float) - _CENTER_M) / _SCALE_M
+            out[i, 3 + kind] = 1.0
+            out[i, 7] = 1.0
+        return out
+
+    def _obs(self, obs: dict, info: dict) -> dict:
+        out = {"frame": obs["front"], "oracle": self.oracle(info)}
+        if self.cfg.segmentation:
+            out["seg"] = obs["front_seg"]
+        return out
+
+    def _info(self, info: dict, success: bool) -> dict:
+        return {"success": bool(success), "object_poses": info["object_poses"], "step": self.t,
+                "goal_m": self._goal()}

@@ -1,0 +1,153 @@
+"""The world-model planner as a runtime policy: ``edge run --policy comet --task push``.
+
+Per query (one per control tick, ``--query-mode sync``): the front camera frame goes through the
+frozen slot encoder (initialised with the previous frame's slots, so slot k stays the same object),
+the slots join the last ``context`` (slots, action) blocks, and a tree search with
+``--plan-simulations`` simulations picks one of the 8 push directions; the chunk is that one move
+as an ``ee_delta`` action ``[dx, dy, 0, 0, 1]`` (2 cm), which then goes through the same action
+queue and safety layer as the VLA's. The decision time is the query latency the runtime records.
+
+The checkpoint directory holds ``model.pt`` + ``manifest.json`` from ``edge train world-model``
+(the manifest's sha256 is checked on load) and names its slot encoder, also verified.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.errors import EdgeError
+
+SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "comet_push3"
+STEP_M = 0.02
+
+
+@dataclass(frozen=True)
+class PlannerSpec:
+    """What the runtime needs to know to build the env and the loop around the planner."""
+
+    task: str = "push"
+    cameras: tuple[str, ...] = ("front",)
+    image_hw: tuple[int, int] = (64, 64)
+    action_dim: int = 5
+    chunk_len: int = 1
+    control_rate_hz: float = 20.0
+    env: dict = field(default_factory=dict)  # TabletopEnv settings the model was trained with
+    execution: str = "sync"  # the planner's history assumes each decision is executed once
+
+
+def load_world_model(path: str | Path, verify: bool = True):
+    """(RunConfig, TokenWorldModel in eval mode, manifest) from a training directory."""
+    import torch
+
+    from edge.digest import sha256_file
+    from world_models.token_model import TokenWorldModel
+    from world_models.train import MANIFEST_FILE, MODEL_FILE, RunConfig
+
+    p = Path(path)
+    f = p / MODEL_FILE if p.is_dir() else p
+    if not f.is_file():
+        raise EdgeError(f"no world model at {p} (expected {MODEL_FILE}); train one with "
+                        "`edge train world-model --out DIR`")
+    mf = f.parent / MANIFEST_FILE
+    manifest = json.loads(mf.read_text()) if mf.is_file() else {}
+    want = (manifest.get("files") or {}).get(MODEL_FILE)
+    if verify and want and sha256_file(f) != want:
+        raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
+    blob = torch.load(f, weights_only=False)
+    cfg = RunConfig(**blob["config"])
+    model = TokenWorldModel(cfg.model)
+    model.load_state_dict(blob["model"])
+    return cfg, model.eval(), manifest
+
+
+class WorldModelPolicy:
+    """A :class:`edge.contracts.ChunkPolicy` that plans with MCTS over the learned world model."""
+
+    action_layout = "ee_delta"
+
+    def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True) -> None:
+        from dataclasses import replace
+
+        from world_models.observer import Observer
+        from world_models.planner import History, Planner
+
+        cfg, model, manifest = load_world_model(path, verify=verify)
+        if cfg.obs == "oracle":
+            raise EdgeError(f"{path}: an oracle-slot world model needs privileged object states; the runtime "
+                            "gives it camera frames only: use a model trained with --obs slots or pixels")
+        enc = None
+        if cfg.obs == "slots":
+            from world_models.train import load_encoder
+
+            enc_path = Path(cfg.encoder)
+            if not enc_path.is_absolute() and not enc_path.exists():
+                enc_path = Path(path).parent / enc_path.name
+            enc = load_encoder(enc_path)
+        self.cfg, self.model, self.manifest = cfg, model, manifest
+        pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner
+        self.planner = Planner(model, pcfg)
+        self.observer = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
+                                 encoder=enc, image_size=cfg.env.image_size, seed=cfg.seed)
+        self._History = History
+        self.hist: Any = None
+        self.rng = np.random.default_rng(seed)
+        s = cfg.env.image_size
+        self.spec = PlannerSpec(image_hw=(s, s), env={"push_target_color": "red",
+                                                      "push_distractors": cfg.env.distractors,
+                                                      "hold_s": cfg.env.hold_s})
+        self.chunk_len, self.action_dim = 1, 5
+        self.control_rate_hz = self.spec.control_rate_hz
+        self.decision_ms: list[float] = []
+        self._last_action: int | None = None
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One decision on a blank frame at load time, so torch's first-call setup is not charged
+        to the first query as latency."""
+        self.encode({"front": np.zeros((*self.spec.image_hw, 3), np.uint8)})
+        self.reset()
+        self.decision_ms.clear()
+
+    def reset(self, obs: Any = None) -> None:
+        self.hist, self._last_action = None, None
+
+    def describe(self) -> dict:
+        return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
+                "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
+                "model_sha256": (self.manifest.get("files") or {}).get("model.pt")}
+
+    def encode(self, obs: Any) -> int:
+        """Observe, update the slot history with the last executed move, plan; returns the action index."""
+        t0 = time.perf_counter()
+        frame = obs.images["front"] if hasattr(obs, "images") else obs["front"]
+        first = self.hist is None
+        state = self.observer.observe([{"frame": np.asarray(frame)}], np.array([first]), np.array([0]))[0]
+        if first:
+            self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
+            self.hist.reset(0, state)
+        else:
+            self.hist.push(0, int(self._last_action), state)
+        out = self.planner.plan(self.hist, self.rng, explore=False)
+        a = int(out.action[0])
+        self._last_action = a
+        self.decision_ms.append((time.perf_counter() - t0) * 1e3)
+        return a
+
+    def sample(self, features: int, noise: np.ndarray, num_steps: int) -> np.ndarray:
+        ang = int(features) * np.pi / 4
+        return np.array([[STEP_M * np.cos(ang), STEP_M * np.sin(ang), 0.0, 0.0, 1.0]], np.float32)
+
+
+def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
+    """Registry factory: ``--world-model DIR`` ('' = the shipped push3 model), ``--plan-simulations``."""
+    path = getattr(cfg, "world_model", "") or str(SHIPPED)
+    if cfg.task != "push":
+        raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.task})")
+    return WorldModelPolicy(path, simulations=int(getattr(cfg, "plan_simulations", 0) or 0),
+                            seed=int(getattr(cfg, "seed", 0)), verify=getattr(cfg, "verify", True))

@@ -1,0 +1,339 @@
+"""Slot Attention autoencoder (Locatello et al. 2020) for the object tasks, and a per-env slot tracker.
+
+Pipeline for a frame (S, S, 3) uint8:
+
+* CNN: 4 conv layers, 5x5 kernels, the first with stride 2 -> (C, S/2, S/2) features. One stride
+  only: the cubes are ~5 px wide at 64², so a 32x32 map keeps each of them on a few cells.
+* soft position embedding (a linear map of the 4-channel grid x, y, 1-x, 1-y), LayerNorm + MLP
+  -> N = (S/2)² input vectors.
+* slot attention, ``iters`` rounds, softmax over slots, GRU + residual MLP updates. The first
+  round starts from a *learned fixed* (K, D) initialisation, or from ``init_slots`` when given
+  (temporal propagation: the previous frame's slots initialise the next, so slot k keeps its object).
+* spatial-broadcast decoder per slot: 8x8 grid + position embedding, stride-2 transposed convs up to
+  ``decoder_res``; per slot RGB + an alpha logit, softmax over slots, composited image. Loss: MSE
+  against the frame downsampled (area) to ``decoder_res``, pixel values in [0, 1].
+
+Shapes: frames (B, S, S, 3) uint8; slots (B, K, D); attention masks (B, K, S/2, S/2) (each pixel's
+softmax over slots); decoder masks (B, K, R, R), R = ``decoder_res``.
+
+Files: ``encoder.pt`` (tensors and plain values only, loaded with ``weights_only=True``) next to a
+``manifest.json`` holding the config, training command, seed, data hash, metrics, git revision and
+the sha256 of ``encoder.pt``; :func:`load_encoder` refuses a file whose hash differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class SlotEncoderConfig:
+    """Slot autoencoder settings (validated; messages name key, value and range)."""
+
+    num_slots: int = 6  # K: cubes + robot + table/goal background
+    slot_dim: int = 64  # D of one slot
+    iters: int = 3  # slot-attention rounds per frame
+    image_size: int = 64  # side of the input frame in pixels
+    decoder_res: int = 32  # side of the reconstructed (area-downsampled) frame
+    broadcast_res: int = 8  # side of the grid each slot is broadcast onto before upsampling
+    cnn_channels: int = 32  # channels of the first two conv layers
+    cnn_channels_wide: int = 64  # channels of the last two conv layers (= the feature width)
+    mlp_hidden: int = 128  # hidden width of the feature MLP and the slot-update MLP
+    decoder_channels: int = 32  # channels of the broadcast decoder
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
+                  "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
+                  "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512)}
+        for key, (lo, hi) in ranges.items():
+            v = getattr(self, key)
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"slot_encoder.{key}={v!r} is out of range; allowed integers [{lo}, {hi}]")
+        if self.image_size % 2:
+            raise ValueError(f"slot_encoder.image_size={self.image_size} must be even (the first conv has stride 2)")
+        ratio = self.decoder_res // self.broadcast_res
+        if self.decoder_res % self.broadcast_res or ratio & (ratio - 1):
+            raise ValueError(f"slot_encoder.decoder_res={self.decoder_res} must be broadcast_res="
+                             f"{self.broadcast_res} times a power of two")
+        if self.decoder_res > self.image_size or self.image_size % self.decoder_res:
+            raise ValueError(f"slot_encoder.decoder_res={self.decoder_res} must divide image_size={self.image_size}")
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"slot_encoder.device={self.device!r} is not allowed; choose cpu or cuda[:N]")
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> SlotEncoderConfig:
+        """A small, fast preset for tests (32x32 frames, 16x16 reconstruction)."""
+        base = {"num_slots": 4, "slot_dim": 16, "iters": 2, "image_size": 32, "decoder_res": 16, "broadcast_res": 8,
+                "cnn_channels": 8, "cnn_channels_wide": 16, "mlp_hidden": 32, "decoder_channels": 8}
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> SlotEncoderConfig:
+        if name not in PRESETS:
+            raise ValueError(f"slot_encoder preset {name!r} is not known; choose one of {tuple(PRESETS)}")
+        return PRESETS[name](**overrides)
+
+    @property
+    def feature_res(self) -> int:
+        return self.image_size // 2
+
+
+PRESETS = {"default": SlotEncoderConfig, "tiny": SlotEncoderConfig.tiny}
+
+
+class SoftPositionEmbed(nn.Module):
+    """Adds a linear map of the (x, y, 1-x, 1-y) grid to channels-last features (B, H, W, C)."""
+
+    def __init__(self, channels: int, res: int) -> None:
+        super().__init__()
+        lin = torch.linspace(0.0, 1.0, res)
+        gy, gx = torch.meshgrid(lin, lin, indexing="ij")
+        self.register_buffer("grid", torch.stack([gx, gy, 1 - gx, 1 - gy], -1), persistent=False)  # (H, W, 4)
+        self.proj = nn.Linear(4, channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.proj(self.grid)
+
+
+class SlotAttention(nn.Module):
+    """Iterative attention from K slots to N inputs; slots compete for inputs (softmax over slots)."""
+
+    def __init__(self, num_slots: int, dim: int, in_dim: int, iters: int, hidden: int, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.num_slots, self.dim, self.iters, self.eps = num_slots, dim, iters, eps
+        self.init_slots = nn.Parameter(torch.randn(num_slots, dim) * dim ** -0.5)  # learned fixed init (K, D)
+        self.norm_in, self.norm_slots, self.norm_mlp = nn.LayerNorm(in_dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.to_q = nn.Linear(dim, dim, bias=False)
+        self.to_k = nn.Linear(in_dim, dim, bias=False)
+        self.to_v = nn.Linear(in_dim, dim, bias=False)
+        self.gru = nn.GRUCell(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
+
+    def forward(self, inputs: torch.Tensor, init_slots: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """inputs (B, N, Din), init_slots (B, K, D) | None -> slots (B, K, D), attention (B, K, N)."""
+        b = inputs.shape[0]
+        if init_slots is None:
+            slots = self.init_slots.expand(b, -1, -1)
+        else:
+            if init_slots.shape != (b, self.num_slots, self.dim):
+                raise ValueError(f"init_slots must be (B, K, D) = {(b, self.num_slots, self.dim)}, "
+                                 f"got {tuple(init_slots.shape)}")
+            slots = init_slots.to(inputs.dtype)
+        # Every frame starts from a layer-normalised state: the first round's queries are unchanged
+        # (norm_slots normalises anyway), but slots carried over many frames cannot grow in norm.
+        slots = F.layer_norm(slots, (self.dim,))
+        x = self.norm_in(inputs)
+        k, v = self.to_k(x), self.to_v(x)  # (B, N, D)
+        scale = self.dim ** -0.5
+        for _ in range(self.iters):
+            prev = slots
+            q = self.to_q(self.norm_slots(slots))  # (B, K, D)
+            attn = torch.softmax(torch.einsum("bkd,bnd->bkn", q, k) * scale, dim=1)  # softmax over slots
+            weights = attn + self.eps
+            weights = weights / weights.sum(-1, keepdim=True)  # weighted mean over inputs
+            updates = torch.einsum("bkn,bnd->bkd", weights, v)
+            slots = self.gru(updates.reshape(-1, self.dim), prev.reshape(-1, self.dim)).reshape(b, -1, self.dim)
+            slots = slots + self.mlp(self.norm_mlp(slots))
+        return slots, attn
+
+
+class SlotAutoencoder(nn.Module):
+    """CNN + slot attention encoder and spatial-broadcast decoder (see the module docstring)."""
+
+    def __init__(self, config: SlotEncoderConfig | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg = config or SlotEncoderConfig()
+        c1, c2 = cfg.cnn_channels, cfg.cnn_channels_wide
+        self.cnn = nn.Sequential(
+            nn.Conv2d(3, c1, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(c1, c1, 5, padding=2), nn.ReLU(),
+            nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(),
+            nn.Conv2d(c2, c2, 5, padding=2))
+        self.enc_pos = SoftPositionEmbed(c2, cfg.feature_res)
+        self.enc_mlp = nn.Sequential(nn.LayerNorm(c2), nn.Linear(c2, cfg.mlp_hidden), nn.ReLU(),
+                                     nn.Linear(cfg.mlp_hidden, c2))
+        self.slot_attention = SlotAttention(cfg.num_slots, cfg.slot_dim, c2, cfg.iters, cfg.mlp_hidden)
+        cd = cfg.decoder_channels
+        self.dec_in = nn.Linear(cfg.slot_dim, cd)
+        self.dec_pos = SoftPositionEmbed(cd, cfg.broadcast_res)
+        layers: list[nn.Module] = [nn.Conv2d(cd, cd, 5, padding=2), nn.ReLU()]
+        for _ in range((cfg.decoder_res // cfg.broadcast_res).bit_length() - 1):
+            layers += [nn.ConvTranspose2d(cd, cd, 5, stride=2, padding=2, output_padding=1), nn.ReLU()]
+        layers.append(nn.Conv2d(cd, 4, 3, padding=1))  # no extra conv at full resolution: K·B maps there cost most
+        self.decoder = nn.Sequential(*layers)
+        self.to(cfg.device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.slot_attention.init_slots.device
+
+    # ------------------------------------------------------------------ encode
+    def prepare(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """(B, S, S, 3) uint8 -> (B, 3, S, S) float in [0, 1] on the model's device."""
+        x = torch.as_tensor(np.asarray(frames) if not torch.is_tensor(frames) else frames)
+        s = self.cfg.image_size
+        if x.ndim != 4 or tuple(x.shape[1:]) != (s, s, 3) or x.dtype != torch.uint8:
+            raise ValueError(f"frames must be (B, {s}, {s}, 3) uint8, got {tuple(x.shape)} {x.dtype}")
+        return x.to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
+
+    def encode_masks(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """frames (B, S, S, 3) uint8 -> slots (B, K, D), attention masks (B, K, S/2, S/2)."""
+        return self._encode(self.prepare(frames), init_slots)
+
+    def encode(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None) -> torch.Tensor:
+        """frames (B, S, S, 3) uint8, init_slots (B, K, D) | None (learned init) -> slots (B, K, D)."""
+        return self.encode_masks(frames, init_slots)[0]
+
+    def encode_first(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """The first frame of an episode: encode from the learned init, then again from that result."""
+        return self.encode_first_masks(frames)[0]
+
+    def encode_first_masks(self, frames: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`encode_first` that also returns the second pass's attention masks (B, K, S/2, S/2)."""
+        x = self.prepare(frames)
+        return self._encode(x, self._encode(x, None)[0])
+
+    def _encode(self, x: torch.Tensor, init_slots: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.cnn(x).permute(0, 2, 3, 1)  # (B, S/2, S/2, C)
+        h = self.enc_mlp(self.enc_pos(h))
+        b, r = h.shape[0], h.shape[1]
+        if init_slots is not None:
+            init_slots = init_slots.to(self.device)
+        slots, attn = self.slot_attention(h.reshape(b, r * r, -1), init_slots)
+        return slots, attn.reshape(b, -1, r, r)
+
+    # ------------------------------------------------------------------ decode
+    def decode(self, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """slots (B, K, D) -> recon (B, 3, R, R), per-slot rgb (B, K, 3, R, R), masks (B, K, R, R)."""
+        b, k, _ = slots.shape
+        g = self.cfg.broadcast_res
+        z = self.dec_in(slots.reshape(b * k, -1))[:, None, None, :].expand(-1, g, g, -1)  # (BK, g, g, C)
+        out = self.decoder(self.dec_pos(z).permute(0, 3, 1, 2))  # (BK, 4, R, R)
+        out = out.reshape(b, k, 4, *out.shape[-2:])
+        rgb, masks = out[:, :, :3], torch.softmax(out[:, :, 3], dim=1)
+        recon = (rgb * masks[:, :, None]).sum(1)
+        return recon, rgb, masks
+
+    def target(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 3, S, S) in [0, 1] -> the reconstruction target (B, 3, R, R) (area downsampling)."""
+        r = self.cfg.decoder_res
+        return x if x.shape[-1] == r else F.interpolate(x, size=(r, r), mode="area")
+
+    def loss(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None, *,
+             first: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reconstruction MSE of a batch of frames; returns (loss, slots (B, K, D)).
+
+        ``first``: encode as at an episode reset (:meth:`encode_first`, no ``init_slots``).
+        """
+        x = self.prepare(frames)
+        if first:
+            init_slots = self._encode(x, None)[0]
+        slots, _ = self._encode(x, init_slots)
+        recon, _, _ = self.decode(slots)
+        return F.mse_loss(recon, self.target(x)), slots
+
+
+class SlotTracker:
+    """Stateful slots for B environments: ``reset`` at episode start, ``step`` on every new frame.
+
+    Runs without gradients in eval mode; slot k of an env keeps following the same object because
+    each frame's slot attention starts from that env's previous slots.
+    """
+
+    def __init__(self, model: SlotAutoencoder) -> None:
+        self.model = model.eval()
+        self.slots: torch.Tensor | None = None  # (B, K, D)
+
+    @torch.no_grad()
+    def reset(self, frames: np.ndarray | torch.Tensor, env_ids: np.ndarray | list[int] | None = None
+              ) -> torch.Tensor:
+        """frames (B, S, S, 3) for all envs, or (len(env_ids), S, S, 3) for the envs that restarted."""
+        new = self.model.encode_first(frames)
+        if env_ids is None:
+            self.slots = new
+        else:
+            if self.slots is None:
+                raise RuntimeError("SlotTracker.reset(env_ids=...) needs a full reset first")
+            self.slots[torch.as_tensor(np.asarray(env_ids), dtype=torch.long, device=self.slots.device)] = new
+        return self.slots.clone()
+
+    @torch.no_grad()
+    def step(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """frames (B, S, S, 3) -> slots (B, K, D), initialised from the previous slots."""
+        if self.slots is None:
+            raise RuntimeError("SlotTracker.step before reset")
+        if len(frames) != len(self.slots):
+            raise ValueError(f"SlotTracker holds {len(self.slots)} envs, got {len(frames)} frames")
+        self.slots = self.model.encode(frames, self.slots)
+        return self.slots.clone()
+
+
+# ---------------------------------------------------------------------- files
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = "", seed: int | None = None,
+                 data_hash: str | None = None, metrics: dict | None = None) -> Path:
+    """Write ``encoder.pt`` and ``manifest.json`` into ``out_dir``; returns the manifest path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.asdict(model.cfg)
+    weights = out / "encoder.pt"
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    torch.save({"config": config, "state_dict": state}, weights)
+    manifest = {"file": weights.name, "sha256": sha256_file(weights), "config": config, "command": command,
+                "seed": seed, "data_hash": data_hash, "metrics": metrics or {}, "git_revision": git_revision(),
+                "torch": torch.__version__}
+    path = out / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path
+
+
+def load_encoder(path: str | Path, device: str = "cpu") -> tuple[SlotAutoencoder, dict]:
+    """Load from a directory or its ``manifest.json``; the weights' sha256 must match the manifest."""
+    path = Path(path)
+    manifest_path = path / "manifest.json" if path.is_dir() else path
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"no slot-encoder manifest at {manifest_path}")
+    manifest = json.loads(manifest_path.read_text())
+    weights = manifest_path.parent / manifest["file"]
+    if not weights.is_file():
+        raise FileNotFoundError(f"slot-encoder weights {weights} named by {manifest_path} are missing")
+    digest = sha256_file(weights)
+    if digest != manifest["sha256"]:
+        raise ValueError(f"slot-encoder weights {weights} have sha256 {digest}, but {manifest_path} records "
+                         f"{manifest['sha256']}: the file was changed or replaced")
+    blob = torch.load(weights, map_location="cpu", weights_only=True)
+    model = SlotAutoencoder(SlotEncoderConfig(**{**blob["config"], "device": device}))
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), manifest

@@ -1,0 +1,392 @@
+"""Slot-encoder pretraining: random-policy frames from the object task, then offline autoencoder training.
+
+Commands (run from the repository root)::
+
+    python -m world_models.slot_pretrain collect --frames 30000 --seed 1 --out runs/slots/data_train.npz
+    python -m world_models.slot_pretrain collect --frames 2000 --seed 2 --out runs/slots/data_eval.npz
+    python -m world_models.slot_pretrain train --data runs/slots/data_train.npz \
+        --eval-data runs/slots/data_eval.npz --out runs/slots/enc --steps 8000 --batch-size 8 --seq-len 4
+
+``--seq-len 4`` trains on windows of 4 consecutive frames with temporal initialisation, as the
+tracker runs at rollout time; with ``--seq-len 1`` (single frames) the slots are only ever trained
+from the learned init and reconstruct worse when carried over an episode.
+
+A dataset is one compressed ``.npz``: ``frames`` (N, S, S, 3) uint8, ``seg`` (N, S, S) int16,
+``episode`` (N,) int32, ``step`` (N,) int16 (0 = the reset frame), ``action`` (N,) int8 (the action
+taken after the frame, -1 on an episode's last frame) and ``meta`` (a JSON string: task, seed,
+sizes and ``data_hash``, the sha256 of the arrays above).
+
+Training writes into ``--out``: ``train_state.pt`` (model, optimizer, step, RNG; re-running the same
+command continues from it), ``log.jsonl`` (loss per ``log_every`` steps, evaluations), and at the end
+``metrics.json``, ``encoder.pt`` and ``manifest.json`` (:func:`world_models.slot_encoder.save_encoder`).
+The evaluation runs the encoder over held-out episodes with temporal initialisation and reports
+FG-ARI and the identity rate (:mod:`world_models.slot_metrics`) for both the slot-attention masks and
+the decoder's alpha masks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ARRAYS = ("frames", "seg", "episode", "step", "action")
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="frame", mininterval=2.0)
+
+
+def data_hash(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over the dataset arrays (name, dtype, shape and bytes, in :data:`ARRAYS` order)."""
+    h = hashlib.sha256()
+    for name in ARRAYS:
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.data)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------- collection
+def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "push3", episode_len: int = 40,
+                   *, image_size: int = 64, progress: bool = True) -> dict:
+    """Roll out a uniform-random policy and save ``n_frames`` frames with segmentation; returns ``meta``."""
+    from world_models.object_env import N_ACTIONS, ObjectTaskConfig, ObjectTaskEnv
+
+    if n_frames < 1 or episode_len < 2:
+        raise ValueError(f"need n_frames >= 1 and episode_len >= 2, got {n_frames} and {episode_len}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    cfg = ObjectTaskConfig(task=task, image_size=image_size, segmentation=True, max_steps=max(episode_len, 1))
+    rng = np.random.default_rng(seed)
+    s = image_size
+    arrays = {"frames": np.zeros((n_frames, s, s, 3), np.uint8), "seg": np.zeros((n_frames, s, s), np.int16),
+              "episode": np.zeros(n_frames, np.int32), "step": np.zeros(n_frames, np.int16),
+              "action": np.full(n_frames, -1, np.int8)}
+    bar = _progress(n_frames, f"collect {out_path.name}") if progress else None
+    env = ObjectTaskEnv(cfg)
+    n, episode, t0 = 0, 0, time.monotonic()
+    try:
+        while n < n_frames:
+            obs, _ = env.reset(seed=int(rng.integers(2**31 - 1)))
+            terminated = False
+            for t in range(episode_len):
+                arrays["frames"][n], arrays["seg"][n] = obs["frame"], obs["seg"]
+                arrays["episode"][n], arrays["step"][n] = episode, t
+                n += 1
+                if bar is not None:
+                    bar.update(1)
+                elif progress and n % 1000 == 0:
+                    print(f"collect: {n}/{n_frames} frames, {n / (time.monotonic() - t0):.0f} frames/s", flush=True)
+                if n == n_frames or t == episode_len - 1 or terminated:
+                    break
+                action = int(rng.integers(N_ACTIONS))
+                obs, _, terminated, _, _ = env.step(action)  # success ends the episode after its frame
+                arrays["action"][n - 1] = action
+            episode += 1
+    finally:
+        env.close()
+        if bar is not None:
+            bar.close()
+    meta = {"task": task, "seed": seed, "image_size": image_size, "episode_len": episode_len,
+            "n_frames": n_frames, "n_episodes": episode, "data_hash": data_hash(arrays),
+            "collect_s": round(time.monotonic() - t0, 1)}
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays, meta=np.array(json.dumps(meta)))
+    os.replace(tmp, out_path)
+    return meta
+
+
+def load_dataset(path: str | Path, verify: bool = True) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays and ``meta`` of a collected dataset; ``verify`` recomputes ``data_hash``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no slot dataset at {path} (collect one with `slot_pretrain collect`)")
+    with np.load(path, allow_pickle=False) as z:
+        missing = [k for k in (*ARRAYS, "meta") if k not in z.files]
+        if missing:
+            raise ValueError(f"{path} is not a slot dataset: missing arrays {missing}")
+        arrays = {k: z[k] for k in ARRAYS}
+        meta = json.loads(str(z["meta"]))
+    if verify and data_hash(arrays) != meta["data_hash"]:
+        raise ValueError(f"{path}: arrays do not match the data_hash recorded in its meta")
+    return arrays, meta
+
+
+# ---------------------------------------------------------------------- training helpers
+def lr_at(step: int, lr: float, warmup_steps: int, half_life_steps: int) -> float:
+    """Linear warmup to ``lr`` over ``warmup_steps``, then halving every ``half_life_steps``."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    return lr * 0.5 ** ((step - warmup_steps) / half_life_steps)
+
+
+def window_starts(episode: np.ndarray, seq_len: int) -> np.ndarray:
+    """Indices i such that frames i .. i+seq_len-1 belong to one episode."""
+    n = len(episode)
+    if seq_len == 1:
+        return np.arange(n)
+    ok = episode[: n - seq_len + 1] == episode[seq_len - 1:]
+    return np.flatnonzero(ok)
+
+
+
+def _rng_state(rng: np.random.Generator) -> str:
+    return json.dumps(rng.bit_generator.state)
+
+
+def _set_rng_state(rng: np.random.Generator, state: str) -> None:
+    rng.bit_generator.state = json.loads(state)
+
+
+def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict) -> None:
+    import torch
+
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
+                "settings": json.dumps(settings)}, tmp)
+    os.replace(tmp, path)
+
+
+def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator) -> int:
+    """Restore model, optimizer and RNGs from ``path``; returns its step. The settings must match."""
+    import torch
+
+    state = torch.load(path, map_location=model.device, weights_only=True)
+    saved = json.loads(state["settings"])
+    if saved != settings:
+        diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+        raise ValueError(f"{path} was trained with other settings (saved, now): {diff}; "
+                         "use another --out or --no-resume")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    _set_rng_state(rng, state["numpy_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    return int(state["step"])
+
+
+def evaluate(model, arrays: dict[str, np.ndarray], max_episodes: int = 32) -> dict[str, float]:
+    """Temporal rollout over held-out episodes (the most common length): FG-ARI, identity rate, MSE."""
+    import torch
+
+    from world_models.slot_metrics import fg_ari, identity_rate_from_masks
+
+    episode = arrays["episode"]
+    ids, lengths = np.unique(episode, return_counts=True)
+    full = ids[lengths == np.bincount(lengths).argmax()][:max_episodes]
+    idx = np.stack([np.flatnonzero(episode == e) for e in full])  # (E, T), frames in step order
+    frames, seg = arrays["frames"][idx], arrays["seg"][idx].astype(np.int32)
+    attn_all, dec_all, mse = [], [], []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        slots = None
+        for t in range(idx.shape[1]):
+            if slots is None:  # reset: encode twice, the second time from its own output
+                slots, attn = model.encode_first_masks(frames[:, 0])
+            else:
+                slots, attn = model.encode_masks(frames[:, t], slots)
+            recon, _, masks = model.decode(slots)
+            mse.append(float(torch.mean((recon - model.target(model.prepare(frames[:, t]))) ** 2)))
+            attn_all.append(attn.cpu().numpy())
+            dec_all.append(masks.cpu().numpy())
+    model.train(was_training)
+    attn, dec = np.stack(attn_all, 1), np.stack(dec_all, 1)  # (E, T, K, h, w)
+    flat_seg = seg.reshape(-1, *seg.shape[2:])
+    return {"fg_ari_attn": fg_ari(flat_seg, attn.reshape(-1, *attn.shape[2:])),
+            "fg_ari_decoder": fg_ari(flat_seg, dec.reshape(-1, *dec.shape[2:])),
+            "identity_rate_attn": identity_rate_from_masks(seg, attn),
+            "identity_rate_decoder": identity_rate_from_masks(seg, dec),
+            "eval_mse": float(np.mean(mse)), "eval_episodes": len(full), "eval_frames": int(idx.size)}
+
+
+def _check_positive(**values: float) -> None:
+    for key, v in values.items():
+        if not v > 0:
+            raise ValueError(f"slot_pretrain.{key}={v!r} is out of range; must be > 0")
+
+
+def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps: int, batch_size: int = 32,
+                       lr: float = 4e-4, seed: int = 0, resume: bool = True, *,
+                       eval_data_path: str | Path | None = None, warmup_steps: int = 500,
+                       half_life_steps: int = 4000, grad_clip: float = 1.0, seq_len: int = 1,
+                       ckpt_every: int = 250, eval_every: int = 2000, log_every: int = 25,
+                       eval_episodes: int = 32, command: str | None = None,
+                       log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or continue training) a slot autoencoder; returns the final metrics.
+
+    ``seq_len`` > 1 trains on windows of consecutive frames as the tracker sees them: the first
+    encoded like a reset frame (twice), each next one from the previous frame's slots (gradients flow
+    through the chain), the losses averaged. Without it the encoder only ever sees ``iters`` rounds
+    from the learned init, and slots propagated over a long episode can drift.
+    """
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, save_encoder
+
+    _check_positive(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
+                    half_life_steps=half_life_steps, grad_clip=grad_clip, seq_len=seq_len,
+                    ckpt_every=ckpt_every, eval_every=eval_every, log_every=log_every, eval_episodes=eval_episodes)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    arrays, meta = load_dataset(data_path)
+    eval_arrays = load_dataset(eval_data_path)[0] if eval_data_path is not None else None
+    if arrays["frames"].shape[1] != config.image_size:
+        raise ValueError(f"{data_path} has {arrays['frames'].shape[1]}px frames but slot_encoder.image_size="
+                         f"{config.image_size}")
+    starts = window_starts(arrays["episode"], seq_len)
+    if len(starts) == 0:
+        raise ValueError(f"{data_path} has no window of {seq_len} consecutive frames")
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = SlotAutoencoder(config)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    arch = {k: v for k, v in dataclasses.asdict(config).items() if k != "device"}
+    settings = {"config": arch, "data_hash": meta["data_hash"], "batch_size": batch_size,
+                "lr": lr, "warmup_steps": warmup_steps, "half_life_steps": half_life_steps,
+                "grad_clip": grad_clip, "seq_len": seq_len, "seed": seed}
+    state_path, log_path = out / "train_state.pt", out / "log.jsonl"
+    step = 0
+    if resume and state_path.is_file():
+        step = _load_train_state(state_path, settings, model, opt, rng)
+        log(f"resumed from {state_path} at step {step}")
+    elif log_path.exists():
+        log_path.unlink()
+
+    def record(entry: dict) -> None:
+        with open(log_path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    model.train()
+    frames = arrays["frames"]
+    t_last, loss_acc, n_acc = time.monotonic(), 0.0, 0
+    metrics: dict[str, Any] = {}
+    while step < steps:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, lr, warmup_steps, half_life_steps)
+        i0 = starts[rng.integers(len(starts), size=batch_size)]
+        slots, loss = None, 0.0
+        for j in range(seq_len):
+            loss_j, slots = model.loss(frames[i0 + j], slots, first=j == 0 and seq_len > 1)
+            loss = loss + loss_j / seq_len
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))
+        opt.step()
+        step += 1
+        loss_acc, n_acc = loss_acc + loss.item(), n_acc + 1
+        if step % log_every == 0 or step == steps:
+            now = time.monotonic()
+            entry = {"step": step, "loss": loss_acc / n_acc, "lr": opt.param_groups[0]["lr"],
+                     "grad_norm": grad_norm, "step_s": (now - t_last) / n_acc}
+            record(entry)
+            log(f"step {step}/{steps} loss {entry['loss']:.5f} lr {entry['lr']:.2e} {entry['step_s']:.3f} s/step")
+            t_last, loss_acc, n_acc = now, 0.0, 0
+        if step % ckpt_every == 0 or step == steps:
+            _save_train_state(state_path, model, opt, step, rng, settings)
+        if eval_arrays is not None and (step % eval_every == 0 or step == steps):
+            metrics = evaluate(model, eval_arrays, eval_episodes)
+            record({"step": step, "eval": metrics})
+            log(f"eval @ {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
+            t_last = time.monotonic()
+    if eval_arrays is not None and not metrics:  # resumed after the last step: evaluate once more
+        metrics = evaluate(model, eval_arrays, eval_episodes)
+    metrics = {"step": step, **metrics}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    command = command if command is not None else shlex.join([sys.executable, *sys.argv])
+    save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics)
+    return metrics
+
+
+# ---------------------------------------------------------------------- CLI
+def _config_from_args(preset: str, overrides: list[str]):
+    from world_models.slot_encoder import SlotEncoderConfig
+
+    fields = {f.name: f for f in dataclasses.fields(SlotEncoderConfig)}
+    values: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--set {item!r}: want KEY=VALUE with KEY one of {tuple(fields)}")
+        values[key] = value if key == "device" else int(value)
+    return SlotEncoderConfig.preset(preset, **values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m world_models.slot_pretrain", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="random-policy frames + segmentation into one .npz")
+    c.add_argument("--frames", type=int, required=True, help="number of frames to save")
+    c.add_argument("--seed", type=int, default=0, help="seeds the env resets and the random actions")
+    c.add_argument("--out", required=True, help="output .npz path")
+    c.add_argument("--task", default="push3", choices=("push3", "reach3"))
+    c.add_argument("--episode-len", type=int, default=40, help="frames per episode (reset frame included)")
+    c.add_argument("--image-size", type=int, default=64, help="frame side in pixels")
+    t = sub.add_parser("train", help="train the slot autoencoder (resumes from --out/train_state.pt)")
+    t.add_argument("--data", required=True, help="training .npz from `collect`")
+    t.add_argument("--eval-data", default=None, help="held-out .npz (another seed) for FG-ARI / identity")
+    t.add_argument("--out", required=True, help="output directory")
+    t.add_argument("--steps", type=int, required=True, help="total optimizer steps")
+    t.add_argument("--preset", default="default", choices=("default", "tiny"))
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--lr", type=float, default=4e-4, help="peak learning rate")
+    t.add_argument("--warmup-steps", type=int, default=500)
+    t.add_argument("--half-life-steps", type=int, default=4000, help="learning-rate halving period after warmup")
+    t.add_argument("--seq-len", type=int, default=1, help="consecutive frames per sample (temporal init)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--ckpt-every", type=int, default=250)
+    t.add_argument("--eval-every", type=int, default=2000)
+    t.add_argument("--no-resume", action="store_true", help="start over even if a train_state.pt exists")
+    t.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads; more than 1 helps only when that many cores are otherwise idle")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "collect":
+            out = Path(args.out)
+            if out.suffix != ".npz" or out.is_dir():
+                raise ValueError(f"--out {args.out!r} must be a .npz file path")
+            meta = collect_frames(args.frames, args.seed, out, args.task, args.episode_len, image_size=args.image_size)
+            print(json.dumps(meta))
+            return 0
+        for flag, path in (("--data", args.data), ("--eval-data", args.eval_data)):
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{flag} {path!r} does not exist")
+        if Path(args.out).is_file():
+            raise ValueError(f"--out {args.out!r} is a file; want a directory")
+        if args.threads < 1:
+            raise ValueError(f"--threads {args.threads} is out of range; must be >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+        config = _config_from_args(args.preset, args.set)
+        metrics = train_slot_encoder(config, args.data, args.out, args.steps, args.batch_size, args.lr, args.seed,
+                                     not args.no_resume, eval_data_path=args.eval_data,
+                                     warmup_steps=args.warmup_steps, half_life_steps=args.half_life_steps,
+                                     seq_len=args.seq_len, ckpt_every=args.ckpt_every, eval_every=args.eval_every)
+        print(json.dumps(metrics))
+        return 0
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Categorical supports for reward and value (MuZero): the invertible transform and two-hot codes.
+
+A scalar x is squashed by h(x) = sign(x)(√(|x|+1) − 1) + εx, then spread over the two nearest
+atoms of a uniform support in h-space. ``decode`` inverts both steps, so ``decode(encode(x)) == x``
+inside the support's range (values beyond it are an error, not a clip: :func:`two_hot` raises).
+"""
+
+from __future__ import annotations
+
+import torch
+
+EPS = 1e-3
+
+
+def h(x: torch.Tensor) -> torch.Tensor:
+    return torch.sign(x) * (torch.sqrt(torch.abs(x) + 1) - 1) + EPS * x
+
+
+def h_inv(y: torch.Tensor) -> torch.Tensor:
+    return torch.sign(y) * (((torch.sqrt(1 + 4 * EPS * (torch.abs(y) + 1 + EPS)) - 1) / (2 * EPS)) ** 2 - 1)
+
+
+class Support:
+    """``n`` atoms spaced uniformly over [-lim, lim] in h-space."""
+
+    def __init__(self, lim: float = 5.0, n: int = 41) -> None:
+        if n < 3 or lim <= 0:
+            raise ValueError(f"support needs n >= 3 atoms and lim > 0, got n={n}, lim={lim}")
+        self.lim, self.n = float(lim), int(n)
+        self.atoms = torch.linspace(-lim, lim, n)
+        self.max_scalar = float(h_inv(torch.tensor(lim)))
+
+    def two_hot(self, x: torch.Tensor) -> torch.Tensor:
+        """(...,) scalars -> (..., n) probabilities."""
+        y = h(x)
+        if torch.any(y.abs() > self.lim + 1e-5):
+            raise ValueError(f"value {float(x.abs().max()):.3g} exceeds the support's range ±{self.max_scalar:.3g}; "
+                             "widen world_model.support_lim")
+        pos = (y.clamp(-self.lim, self.lim) + self.lim) / (2 * self.lim) * (self.n - 1)
+        lo = pos.floor().long().clamp(0, self.n - 2)
+        w_hi = pos - lo
+        out = torch.zeros(*x.shape, self.n, dtype=torch.float32, device=x.device)
+        out.scatter_(-1, lo.unsqueeze(-1), (1 - w_hi).unsqueeze(-1))
+        out.scatter_add_(-1, (lo + 1).unsqueeze(-1), w_hi.unsqueeze(-1))
+        return out
+
+    def decode(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., n) logits -> (...,) scalar expectation."""
+        p = torch.softmax(logits, -1)
+        return h_inv((p * self.atoms.to(logits.device)).sum(-1))

@@ -1,0 +1,353 @@
+"""Train a world model + MCTS agent on an object task: collect with search, learn from replay, evaluate.
+
+``edge train world-model --kind comet --task push3 --obs slots --encoder DIR --out runs/wm/comet_s0``
+
+Per round, ``n_envs`` environments each take one action chosen by batched tree search (Dirichlet
+noise at the root, actions sampled from the visit counts at a temperature that falls 1 → 0.5 →
+0.25 over the budget); finished episodes go into the replay; then ``replay_ratio · n_envs``
+learner updates run. Every ``eval_every`` environment steps, ``eval_episodes`` episodes on the
+fixed evaluation seeds (never used for training; the same for every method and seed) run greedily
+(no noise, most-visited action); the curve is appended to ``curve.jsonl``.
+
+Resumable: ``train_state.pt`` (model, target, optimiser, replay, counters, RNG states, curve) is
+written atomically every ``checkpoint_every`` env steps and at the end; a rerun with the same
+``--out`` continues from it (episodes in flight at the checkpoint are dropped and restarted on new
+seeds, so a resumed run is equivalent, not bit-identical). ``model.pt`` + ``manifest.json`` (command,
+seed, config, git revision, encoder hash, metrics, file hashes) are the shipped artefact.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from edge.config import ConfigError
+from world_models.learner import Learner, LearnerConfig
+from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
+from world_models.observer import Observer
+from world_models.planner import History, Planner, PlannerConfig
+from world_models.replay import Episode, Replay
+from world_models.token_model import TokenWorldModel, WorldModelConfig
+
+EVAL_SEED0 = 900_000_000
+#: settings a resumed run may change: a longer budget, how often it saves, how many threads
+RESUMABLE = ("env_steps", "checkpoint_every", "threads")
+STATE_FILE, MODEL_FILE, MANIFEST_FILE, CURVE_FILE = "train_state.pt", "model.pt", "manifest.json", "curve.jsonl"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run (validated; every nested config validates itself)."""
+
+    env: ObjectTaskConfig = field(default_factory=ObjectTaskConfig)
+    model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    obs: str = "oracle"  # oracle | slots | pixels (pixels iff model.kind == "pixels")
+    encoder: str = ""  # slots: directory of a frozen slot encoder
+    env_steps: int = 20_000
+    n_envs: int = 8
+    replay_ratio: float = 0.25  # learner updates per environment step
+    min_replay: int = 400  # transitions before the first update
+    capacity: int = 200_000
+    eval_every: int = 2_000
+    eval_episodes: int = 32
+    checkpoint_every: int = 2_000
+    seed: int = 0
+    threads: int = 1  # torch intra-op threads
+
+    def __post_init__(self) -> None:
+        for name, typ in (("env", ObjectTaskConfig), ("model", WorldModelConfig), ("planner", PlannerConfig),
+                          ("learner", LearnerConfig)):
+            v = getattr(self, name)
+            if isinstance(v, dict):
+                object.__setattr__(self, name, typ(**v))
+        if self.obs not in ("oracle", "slots", "pixels"):
+            raise ConfigError(f"obs={self.obs!r} is not allowed; choose oracle, slots or pixels")
+        if (self.obs == "pixels") != (self.model.kind == "pixels"):
+            raise ConfigError(f"obs={self.obs!r} with kind={self.model.kind!r}: the pixel model "
+                             "needs obs=pixels and obs=pixels needs kind=pixels")
+        if self.obs == "slots" and not self.encoder:
+            raise ConfigError("obs='slots' needs --encoder DIR (a frozen slot encoder)")
+        for key, (lo, hi) in {"env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
+                              "eval_episodes": (1, 10**5), "checkpoint_every": (1, 10**8),
+                              "replay_ratio": (0.0, 64.0), "threads": (1, 256)}.items():
+            v = getattr(self, key)
+            if not lo <= v <= hi:
+                raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
+
+
+def tiny(**overrides: Any) -> RunConfig:
+    """A run small enough for tests (seconds)."""
+    base = RunConfig(env=ObjectTaskConfig(task="reach3", image_size=32, max_steps=6, distractors=1),
+                     model=WorldModelConfig(num_slots=4, slot_dim=16, width=16, heads=2, head_heads=2,
+                                            image_size=32, cnn_channels=8, support_n=21),
+                     planner=PlannerConfig(num_simulations=4, context=2),
+                     learner=LearnerConfig(batch=4, unroll=2, td_steps=2),
+                     env_steps=24, n_envs=2, min_replay=4, replay_ratio=0.5, eval_every=12, eval_episodes=2,
+                     checkpoint_every=12)
+    return replace(base, **overrides)
+
+
+def to_dict(cfg: RunConfig) -> dict:
+    return asdict(cfg)
+
+
+def load_encoder(path: str):
+    from world_models.slot_encoder import load_encoder as _load
+
+    model, _manifest = _load(path)
+    return model
+
+
+class Trainer:
+    """Runs :class:`RunConfig` into ``out``; ``run()`` returns the final metrics."""
+
+    def __init__(self, cfg: RunConfig, out: str | Path, command: str = "", progress: bool = True) -> None:
+        self.cfg, self.out, self.command, self.progress = cfg, Path(out), command, progress
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        enc = load_encoder(cfg.encoder) if cfg.obs == "slots" else None
+        self.encoder = enc
+        n_ent = cfg.env.n_entities
+        mcfg = cfg.model
+        if cfg.obs == "oracle" and mcfg.num_slots != n_ent:
+            raise ConfigError(f"oracle slots: num_slots={mcfg.num_slots} must equal the task's "
+                             f"{n_ent} entities (robot, goal, target, {cfg.env.distractors} distractors)")
+        if enc is not None and (mcfg.num_slots, mcfg.slot_dim) != (enc.cfg.num_slots, enc.cfg.slot_dim):
+            raise ConfigError(f"world_model.num_slots/slot_dim=({mcfg.num_slots}, {mcfg.slot_dim}) must match the "
+                             f"encoder's ({enc.cfg.num_slots}, {enc.cfg.slot_dim})")
+        self.model = TokenWorldModel(mcfg)
+        self.planner = Planner(self.model, cfg.planner)
+        self.learner = Learner(self.model, cfg.learner, cfg.planner.gamma, cfg.planner.context)
+        self.replay = Replay(cfg.capacity)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.st = {"env_steps": 0, "episodes": 0, "next_eval": 0, "next_ckpt": cfg.checkpoint_every,
+                   "wall_s": 0.0, "train_returns": [], "train_success": []}
+        self.curve: list[dict] = []
+        self.last_stats: dict = {}
+
+    # ------------------------------------------------------------------ persistence
+    def _save_state(self) -> None:
+        blob = {"config": to_dict(self.cfg), "learner": self.learner.state_dict(), "replay": self.replay.episodes,
+                "st": self.st, "curve": self.curve, "rng": self.rng.bit_generator.state,
+                "torch_rng": torch.get_rng_state()}
+        tmp = self.out / (STATE_FILE + ".tmp")
+        torch.save(blob, tmp)
+        tmp.replace(self.out / STATE_FILE)
+
+    def _load_state(self) -> bool:
+        f = self.out / STATE_FILE
+        if not f.is_file():
+            return False
+        blob = torch.load(f, weights_only=False)
+        new = to_dict(self.cfg)
+        diff = sorted(k for k in set(blob["config"]) | set(new)
+                      if k not in RESUMABLE and blob["config"].get(k) != new.get(k))
+        if diff:
+            raise ConfigError(f"{f} was written by a different configuration (differs in {diff}); "
+                             f"use a new --out, or the same settings to resume (only {RESUMABLE} may change)")
+        self.learner.load_state_dict(blob["learner"])
+        for ep in blob["replay"]:
+            self.replay.add(ep)
+        self.st, self.curve = blob["st"], blob["curve"]
+        self.rng.bit_generator.state = blob["rng"]
+        torch.set_rng_state(blob["torch_rng"])
+        return True
+
+    # ------------------------------------------------------------------ acting
+    def _make_envs(self, n: int) -> list[ObjectTaskEnv]:
+        return [ObjectTaskEnv(self.cfg.env) for _ in range(n)]
+
+    def _temperature(self) -> float:
+        frac = self.st["env_steps"] / self.cfg.env_steps
+        return 1.0 if frac < 0.5 else 0.5 if frac < 0.75 else 0.25
+
+    def evaluate(self, envs: list[ObjectTaskEnv], episodes: int) -> dict:
+        """Greedy episodes on the fixed evaluation seeds: success rate, return, root-value error."""
+        cfg, n = self.cfg, len(envs)
+        obs_er = Observer(cfg.obs, n, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
+                          encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
+        rng = np.random.default_rng(12345)
+        succ, rets, v_err, lens = [], [], [], []
+        for start in range(0, episodes, n):
+            rows = list(range(min(n, episodes - start)))
+            obs = [envs[i].reset(seed=EVAL_SEED0 + start + i)[0] for i in rows]
+            hist = History(len(rows), cfg.planner.context, obs_er.state_shape, obs_er.dtype)
+            states = obs_er.observe(obs, np.ones(len(rows), bool), np.array(rows))
+            for i in rows:
+                hist.reset(i, states[i])
+            alive = np.ones(len(rows), bool)
+            rew = [[] for _ in rows]
+            roots = [[] for _ in rows]
+            while alive.any():
+                idx = np.flatnonzero(alive)
+                with torch.no_grad():
+                    out = self.planner.plan(hist, rng, explore=False, rows=idx)
+                new_obs = []
+                for j, i in enumerate(idx):
+                    o, r, term, trunc, info = envs[i].step(int(out.action[j]))
+                    rew[i].append(r)
+                    roots[i].append(float(out.root_value[j]))
+                    if term or trunc:
+                        alive[i] = False
+                        succ.append(bool(info["success"]))
+                    new_obs.append((i, o, out.action[j]))
+                live = [(i, o, a) for i, o, a in new_obs if alive[i]]
+                if live:
+                    st = obs_er.observe([o for _, o, _ in live], np.zeros(len(live), bool), np.array([i for i, _, _ in live]))
+                    for (i, _, a), s in zip(live, st):
+                        hist.push(i, int(a), s)
+            g = cfg.planner.gamma
+            for i in rows:
+                r = np.asarray(rew[i])
+                disc = np.array([sum(g**k * x for k, x in enumerate(r[t:])) for t in range(len(r))])
+                v_err.append(float(np.mean(np.abs(np.asarray(roots[i]) - disc))))
+                rets.append(float(r.sum()))
+                lens.append(len(r))
+        return {"success": float(np.mean(succ)), "return": float(np.mean(rets)), "root_value_abs_err": float(np.mean(v_err)),
+                "episode_len": float(np.mean(lens)), "episodes": len(succ)}
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> dict:
+        cfg = self.cfg
+        resumed = self._load_state()
+        envs = self._make_envs(cfg.n_envs)
+        eval_envs = envs
+        obs_er = Observer(cfg.obs, cfg.n_envs, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
+                          encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
+        hist = History(cfg.n_envs, cfg.planner.context, obs_er.state_shape, obs_er.dtype)
+        buf = [None] * cfg.n_envs
+
+        def start(i: int) -> dict:
+            seed = cfg.seed * 10_000_000 + self.st["episodes"]
+            self.st["episodes"] += 1
+            o, _ = envs[i].reset(seed=seed)
+            return o
+
+        obs0 = [start(i) for i in range(cfg.n_envs)]
+        states = obs_er.observe(obs0, np.ones(cfg.n_envs, bool))
+        for i in range(cfg.n_envs):
+            hist.reset(i, states[i])
+            buf[i] = {"states": [states[i]], "actions": [], "rewards": [], "policies": [], "roots": []}
+        bar = _progress(cfg.env_steps, self.st["env_steps"], self.progress, f"{cfg.model.kind}/{cfg.env.task}")
+        t0, due = time.perf_counter(), 0.0
+        if resumed:
+            print(f"resumed {self.out} at {self.st['env_steps']} env steps, {self.learner.updates} updates",
+                  file=sys.stderr)
+        while self.st["env_steps"] < cfg.env_steps:
+            if self.st["env_steps"] >= self.st["next_eval"]:
+                self._record_eval(eval_envs, envs, obs_er, hist, buf)
+            out = self.planner.plan(hist, self.rng, explore=True, temperature=self._temperature())
+            first = np.zeros(cfg.n_envs, bool)
+            obs_list = []
+            for i, env in enumerate(envs):
+                a = int(out.action[i])
+                o, r, term, trunc, info = env.step(a)
+                b = buf[i]
+                b["actions"].append(a)
+                b["rewards"].append(r)
+                b["policies"].append(out.action_weights[i])
+                b["roots"].append(out.root_value[i])
+                if term or trunc:
+                    b["states"].append(obs_er.observe([o], np.zeros(1, bool), np.array([i]))[0])
+                    self._finish(b, term, info)
+                    o = start(i)
+                    first[i] = True
+                obs_list.append(o)
+            states = obs_er.observe(obs_list, first)
+            for i in range(cfg.n_envs):
+                if first[i]:
+                    hist.reset(i, states[i])
+                    buf[i] = {"states": [states[i]], "actions": [], "rewards": [], "policies": [], "roots": []}
+                else:
+                    hist.push(i, int(out.action[i]), states[i])
+                    buf[i]["states"].append(states[i])
+            self.st["env_steps"] += cfg.n_envs
+            bar(cfg.n_envs)
+            due += cfg.n_envs * cfg.replay_ratio
+            while due >= 1.0 and self.replay.transitions >= cfg.min_replay:
+                batch = self.replay.sample(self.rng, cfg.learner.batch, self.learner.window, cfg.planner.context)
+                self.last_stats = self.learner.update(batch)
+                due -= 1.0
+            if self.replay.transitions < cfg.min_replay:
+                due = 0.0
+            if self.st["env_steps"] >= self.st["next_ckpt"]:
+                self.st["wall_s"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                self._save_state()
+                self.st["next_ckpt"] += cfg.checkpoint_every
+        self._record_eval(eval_envs, envs, obs_er, hist, buf, final=True)
+        self.st["wall_s"] += time.perf_counter() - t0
+        self._save_state()
+        for e in envs:
+            e.close()
+        return self._ship()
+
+    def _finish(self, b: dict, terminated: bool, info: dict) -> None:
+        ep = Episode(states=np.stack(b["states"]), actions=np.asarray(b["actions"], np.int64),
+                     rewards=np.asarray(b["rewards"], np.float32), policies=np.stack(b["policies"]).astype(np.float32),
+                     root_values=np.asarray(b["roots"], np.float32), terminated=bool(terminated))
+        self.replay.add(ep)
+        self.st["train_returns"].append(float(ep.rewards.sum()))
+        self.st["train_success"].append(bool(info["success"]))
+
+    def _record_eval(self, eval_envs, envs, obs_er, hist, buf, final: bool = False) -> None:
+        # Evaluation uses its own envs so training episodes in flight are not disturbed.
+        if not hasattr(self, "_eval_envs"):
+            self._eval_envs = self._make_envs(min(self.cfg.n_envs, self.cfg.eval_episodes))
+        if final and self.curve and self.curve[-1]["env_steps"] == self.st["env_steps"]:
+            return
+        ev = self.evaluate(self._eval_envs, self.cfg.eval_episodes)
+        row = {"env_steps": self.st["env_steps"], "updates": self.learner.updates, **ev,
+               "train_success_recent": float(np.mean(self.st["train_success"][-50:])) if self.st["train_success"] else 0.0,
+               "wall_s": self.st["wall_s"]}
+        row.update({k: v for k, v in self.last_stats.items() if k != "relevance"})
+        if "relevance" in self.last_stats:
+            row["relevance"] = self.last_stats["relevance"]
+        self.curve.append(row)
+        with open(self.out / CURVE_FILE, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.progress:
+            print(f"[{self.cfg.model.kind}] step {row['env_steps']}: success {row['success']:.2f} "
+                  f"return {row['return']:.2f} v_err {row['root_value_abs_err']:.2f}", file=sys.stderr)
+        self.st["next_eval"] = self.st["env_steps"] + self.cfg.eval_every
+
+    def _ship(self) -> dict:
+        from edge.digest import sha256_file
+        from edge.vla.manifest import git_revision
+
+        f = self.out / MODEL_FILE
+        torch.save({"config": to_dict(self.cfg), "model": self.model.state_dict()}, f)
+        metrics = {"final": self.curve[-1] if self.curve else {}, "env_steps": self.st["env_steps"],
+                   "updates": self.learner.updates, "wall_s": self.st["wall_s"],
+                   "train_episodes": len(self.st["train_success"])}
+        files = {MODEL_FILE: sha256_file(f)}
+        if self.cfg.encoder:
+            enc = Path(self.cfg.encoder)
+            ef = enc / "encoder.pt" if enc.is_dir() else enc
+            files["encoder"] = sha256_file(ef) if ef.is_file() else None
+        manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,
+                    "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}
+        (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+        (self.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        return metrics
+
+
+def _progress(total: int, done: int, enabled: bool, desc: str):
+    if not enabled:
+        return lambda n: None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return lambda n: None
+    bar = tqdm(total=total, initial=done, desc=desc, unit="step", file=sys.stderr, mininterval=5.0)
+    return bar.update
