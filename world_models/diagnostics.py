@@ -35,7 +35,8 @@ def _rollouts(cfg, model, encoder, episodes: int, seed0: int) -> list[dict]:
         s = obs_er.observe([o], np.ones(1, bool))
         h = History(1, cfg.planner.context, obs_er.state_shape, obs_er.dtype)
         h.reset(0, s[0])
-        states, actions, segs = [s[0]], [], [o.get("seg")]
+        owners = [_owners(encoder, obs_er, o)] if cfg.obs == "slots" else []
+        states, actions = [s[0]], []
         while True:
             a = int(planner.plan(h, rng, explore=False).action[0])
             o, _, term, trunc, _ = env.step(a)
@@ -43,10 +44,11 @@ def _rollouts(cfg, model, encoder, episodes: int, seed0: int) -> list[dict]:
             h.push(0, a, s[0])
             states.append(s[0])
             actions.append(a)
-            segs.append(o.get("seg"))
+            if cfg.obs == "slots":
+                owners.append(_owners(encoder, obs_er, o))
             if term or trunc:
                 break
-        out.append({"states": np.stack(states), "actions": np.asarray(actions), "segs": segs})
+        out.append({"states": np.stack(states), "actions": np.asarray(actions), "owners": owners})
     env.close()
     return out
 
@@ -103,18 +105,36 @@ def relevance_by_entity(cfg, model, encoder=None, episodes: int = 8, seed0: int 
         rel = model(z, torch.zeros(1, L, dtype=torch.int64), torch.ones(1, L, dtype=torch.bool))["relevance"][0]
         for t in range(L):
             for k in range(rel.shape[1]):
-                name = _entity_of_slot(cfg, encoder, ep, t, k)
+                name = _entity_of_slot(cfg, ep, t, k)
                 if name is not None:
                     sums[name] += rel[t, k].numpy()
                     counts[name] += 1
     return {n: (sums[n] / counts[n]).round(4).tolist() if counts[n] else None for n in ENTITY_NAMES}
 
 
-def _entity_of_slot(cfg, encoder, ep: dict, t: int, k: int) -> str | None:
+@torch.no_grad()
+def _owners(encoder, obs_er: Observer, o: dict) -> list[str | None]:
+    """Per slot, the entity whose pixels its attention mask wins most (None: table/background).
+    Uses the slots the observer just produced as the initialisation, as the rollout does."""
+    from sim.backends.base import SEG_OBJECT0, SEG_ROBOT
+    from world_models.slot_metrics import upsample_masks
+
+    prev = torch.as_tensor(obs_er._prev[:1])
+    _, masks = encoder.encode_masks(o["frame"][None], init_slots=prev)
+    seg = o["seg"]
+    win = upsample_masks(masks.numpy(), seg.shape[0])[0].argmax(0)  # (H, W) slot index per pixel
+    names = {SEG_ROBOT: "robot", SEG_OBJECT0: "target", SEG_OBJECT0 + 1: "distractor", SEG_OBJECT0 + 2: "distractor",
+             SEG_OBJECT0 + 3: "distractor"}
+    out: list[str | None] = []
+    for k in range(masks.shape[1]):
+        counts = {n: int(((win == k) & (seg == sid)).sum()) for sid, n in names.items()}
+        best = max(counts, key=counts.get)
+        out.append(best if counts[best] > 0 else None)
+    return out
+
+
+def _entity_of_slot(cfg, ep: dict, t: int, k: int) -> str | None:
     if cfg.obs == "oracle":
         return ENTITY_NAMES[min(k, 3)]
-    seg = ep["segs"][t]
-    if encoder is None or seg is None or not hasattr(encoder, "masks_for"):
-        return None
-    owner = encoder.masks_for(ep, t)  # (K,) entity name per slot or None
-    return owner[k]
+    owners = ep.get("owners") or []
+    return owners[t][k] if t < len(owners) else None

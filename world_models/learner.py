@@ -1,8 +1,9 @@
 """The world model's training step (UniZero-style, teacher-forced over replayed windows).
 
-A window holds ``context + unroll + 1 + td_steps`` blocks; the learner runs on the first
-``context + unroll + 1`` and the EMA target network on all of them, for the n-step value targets
-and (pixels) the next-latent targets. Per block t of the learner's part:
+A window holds ``context + unroll + 1 + td_steps`` blocks; the EMA target network runs on all of
+them (n-step value targets; pixels: next-latent targets) and the learner on all but the last (whose
+next state is outside the window), so every position a bootstrap value is read from is trained.
+Blocks without a target (padding, a bootstrap state outside the window) are masked. Per block t:
 
 * next state: MSE between the prediction from block t and the stored state t+1 (pixels: the target
   encoder's latent of frame t+1), where an action was taken at t;
@@ -70,7 +71,9 @@ class Learner:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         c, m = self.cfg, self.model
         sup = m.support
-        n_in = self.context + c.unroll + 1
+        # The learner trains on the whole window (every position the target network's bootstrap
+        # values come from is trained); blocks without a target are masked.
+        n_in = self.window - 1
         st = torch.as_tensor(batch["states"])
         acts = torch.as_tensor(batch["actions"])
         valid = torch.as_tensor(batch["valid"])
@@ -96,7 +99,11 @@ class Learner:
         pi_t = torch.as_tensor(batch["policies"][:, :n_in])
         l_pol = (-(pi_t * logp).sum(-1) * w_a).sum() / n_a
         ent = (-(logp.exp() * logp).sum(-1) * w_a).sum() / n_a
-        v_code = sup.two_hot(torch.as_tensor(vt[:, :n_in]))
+        # A bootstrapped target can leave the support (its own value is bounded by it, the rewards
+        # added are not): clamp it, and count how often in the stats (``value_clipped``).
+        vt_in = torch.as_tensor(vt[:, :n_in])
+        n_clip = int((vt_in.abs() > sup.max_scalar).sum())
+        v_code = sup.two_hot(vt_in.clamp(-sup.max_scalar, sup.max_scalar))
         w_v = has_v.float()
         l_val = (-(v_code * torch.log_softmax(out["value_logits"], -1)).sum(-1) * w_v).sum() / w_v.sum().clamp_min(1)
         loss = c.w_obs * l_obs + c.w_rew * l_rew + c.w_val * l_val + c.w_pol * (l_pol - c.entropy * ent)
@@ -110,6 +117,7 @@ class Learner:
         self.updates += 1
         stats = {k: float(v.detach()) for k, v in (("loss", loss), ("obs", l_obs), ("reward", l_rew), ("value", l_val),
                                                    ("policy", l_pol), ("entropy", ent), ("grad_norm", gnorm))}
+        stats["value_clipped"] = n_clip
         if "relevance" in out:
             rel = out["relevance"].detach()  # (B, L, N, 2)
             w = w_a[..., None, None]

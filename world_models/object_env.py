@@ -30,7 +30,7 @@ from edge.config import ConfigError
 TASKS = ("push3", "reach3")
 DEFAULT_MAX_STEPS = {"push3": 60, "reach3": 30}
 N_ACTIONS = 8
-REACH_RADIUS_M = 0.035
+REACH_RADIUS_M = 0.05  # TCP–cube centre (xy); closer than ~4 cm the TCP already pushes the cube
 ORACLE_LAYOUT = ("x", "y", "z", "is_robot", "is_goal", "is_target", "is_distractor", "bias")
 _CENTER_M = np.array([0.53, 0.0, 0.0])
 _SCALE_M = np.array([0.15, 0.2, 0.05])

@@ -59,8 +59,8 @@ class WorldModelConfig:
     head_heads: int = 2  # attention heads of the object-causal policy/value heads
     num_actions: int = 8
     max_blocks: int = 16  # position embeddings: context + unroll + n-step
-    support_lim: float = 5.0  # reward/value support, in h-space
-    support_n: int = 41
+    support_lim: float = 1.5  # reward/value support, in h-space (±5.25 in returns)
+    support_n: int = 61
     image_size: int = 64  # pixels only
     cnn_channels: int = 32  # pixels only: channels of the first conv (doubled twice)
 

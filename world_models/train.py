@@ -3,8 +3,8 @@
 ``edge train world-model --kind comet --task push3 --obs slots --encoder DIR --out runs/wm/comet_s0``
 
 Per round, ``n_envs`` environments each take one action chosen by batched tree search (Dirichlet
-noise at the root, actions sampled from the visit counts at a temperature that falls 1 → 0.5 →
-0.25 over the budget); finished episodes go into the replay; then ``replay_ratio · n_envs``
+noise at the root, actions sampled from the visit counts at temperature 0.5, then 0.25 for
+the second half of the budget; Gumbel search explores through its Gumbel noise instead); finished episodes go into the replay; then ``replay_ratio · n_envs``
 learner updates run. Every ``eval_every`` environment steps, ``eval_episodes`` episodes on the
 fixed evaluation seeds (never used for training; the same for every method and seed) run greedily
 (no noise, most-visited action); the curve is appended to ``curve.jsonl``.
@@ -169,7 +169,7 @@ class Trainer:
 
     def _temperature(self) -> float:
         frac = self.st["env_steps"] / self.cfg.env_steps
-        return 1.0 if frac < 0.5 else 0.5 if frac < 0.75 else 0.25
+        return 0.5 if frac < 0.5 else 0.25
 
     def evaluate(self, envs: list[ObjectTaskEnv], episodes: int) -> dict:
         """Greedy episodes on the fixed evaluation seeds: success rate, return, root-value error."""
@@ -275,7 +275,8 @@ class Trainer:
             bar(cfg.n_envs)
             due += cfg.n_envs * cfg.replay_ratio
             while due >= 1.0 and self.replay.transitions >= cfg.min_replay:
-                batch = self.replay.sample(self.rng, cfg.learner.batch, self.learner.window, cfg.planner.context)
+                batch = self.replay.sample(self.rng, cfg.learner.batch, self.learner.window,
+                                           cfg.planner.context + cfg.learner.unroll)
                 self.last_stats = self.learner.update(batch)
                 due -= 1.0
             if self.replay.transitions < cfg.min_replay:

@@ -48,3 +48,18 @@ def test_bad_comet_flags_exit_2(argv, needle, tmp_path, capsys):
     rc = main(["run", *argv, "--out", str(tmp_path / "r"), "--episodes", "1"])
     assert rc == 2
     assert needle in capsys.readouterr().err
+
+
+def test_slot_diagnostics_assign_slots_to_entities(slot_world_model):
+    from world_models import diagnostics as dg
+    from world_models.policy import load_world_model
+    from world_models.train import load_encoder
+
+    cfg, model, _ = load_world_model(slot_world_model)
+    enc = load_encoder(cfg.encoder)
+    ro = dg._rollouts(cfg, model, enc, 1, 950_000_000)
+    owners = ro[0]["owners"]
+    assert len(owners) == len(ro[0]["states"]) and all(len(o) == cfg.model.num_slots for o in owners)
+    assert all(x in (None, "robot", "target", "distractor") for o in owners for x in o)
+    rel = dg.relevance_by_entity(cfg, model, enc, rollouts=ro)
+    assert rel["goal"] is None  # the goal square is part of the table in the segmentation

@@ -62,3 +62,16 @@ def test_pixels_policy_plans_from_frames(tmp_path):
     a2 = pol.encode({"front": obs["frame"]})  # second decision pushes the first into the history
     assert pol.hist.valid[0].sum() == 2 and pol.hist.actions[0, -2] == a and 0 <= a2 < 8
     env.close()
+
+
+def test_diagnostics_on_a_tiny_model(tmp_path):
+    from world_models import diagnostics as dg
+
+    out = tmp_path / "wm"
+    Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), out, progress=False).run()
+    cfg, model, _ = load_world_model(out)
+    ro = dg._rollouts(cfg, model, None, 2, 950_000_000)
+    err = dg.prediction_error(cfg, model, rollouts=ro, horizons=(1, 3))
+    assert set(err) == {"h1", "h3"} and err["h1"] >= 0 and err["h3"] >= 0
+    rel = dg.relevance_by_entity(cfg, model, rollouts=ro)
+    assert set(rel) == set(dg.ENTITY_NAMES) and all(0 <= p <= 1 for v in rel.values() if v for p in v)
