@@ -12,7 +12,9 @@ Methods (all with the same MCTS, budget and loss weights):
 * ``comet_nofusion`` / ``comet_nocausal`` — the ablations;
 * ``flat_slots`` — the same frozen slots flattened into one token per step (monolithic over slots);
 * ``pixels`` — a CNN encoder trained end to end, one latent token per step (UniZero/MuZero-style);
-* ``oracle`` — COMET over object-state slots (the upper bound; no vision).
+* ``oracle`` — COMET over object-state slots (the upper bound; no vision); ``KIND@oracle`` — an
+  ablation or the flattened monolithic model over the same object-state slots (structure without
+  the encoder's quality).
 
 Report (JSON + one plot per task): normalised score (success rate; a uniform-random policy, also
 measured, scores ≈ 0) per evaluation point, mean over seeds with a bootstrap 95 % band; area
@@ -41,9 +43,14 @@ import numpy as np
 
 from edge.telemetry import machine_info
 
-METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "oracle")
+METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "oracle",
+           "comet_nofusion@oracle", "comet_nocausal@oracle", "flat_slots@oracle")
 MONOLITHIC = "pixels"
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_dir(args: argparse.Namespace, task: str, method: str, seed: int) -> Path:
+    return Path(args.runs) / f"{task}_{method.replace('@', '_at_')}_s{seed}"
 
 
 def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: Path) -> list[str]:
@@ -51,11 +58,12 @@ def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: P
            "--seed", str(seed), "--env-steps", str(args.env_steps), "--no-progress",
            "--set", f"eval_every={args.eval_every}", "--set", f"eval_episodes={args.eval_episodes}",
            "--set", f"checkpoint_every={args.eval_every}", "--set", f"planner.num_simulations={args.simulations}"]
-    if method == "oracle":
+    if method == "oracle" or method.endswith("@oracle"):
         from world_models.object_env import ObjectTaskConfig
 
         n = ObjectTaskConfig(task=task).n_entities
-        cmd += ["--kind", "comet", "--obs", "oracle", "--set", f"model.num_slots={n}"]
+        kind = "comet" if method == "oracle" else method.split("@")[0]
+        cmd += ["--kind", kind, "--obs", "oracle", "--set", f"model.num_slots={n}"]
     elif method == "pixels":
         cmd += ["--kind", "pixels", "--obs", "pixels"]
     else:
@@ -74,17 +82,17 @@ def finished(out: Path, env_steps: int) -> bool:
 
 def launch(args: argparse.Namespace) -> None:
     todo = [(t, m, s) for t in args.tasks for m in args.methods for s in args.seeds
-            if not finished(Path(args.runs) / f"{t}_{m}_s{s}", args.env_steps)]
+            if not finished(run_dir(args, t, m, s), args.env_steps)]
     print(f"{len(todo)} runs to do, {args.jobs} at a time", file=sys.stderr)
     running: list[tuple[subprocess.Popen, str, float]] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo or running:
         while todo and len(running) < args.jobs:
             t, m, s = todo.pop(0)
-            out = Path(args.runs) / f"{t}_{m}_s{s}"
+            out = run_dir(args, t, m, s)
             out.mkdir(parents=True, exist_ok=True)
-            log = open(out / "train.log", "a")
-            p = subprocess.Popen(run_args(m, t, s, args, out), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            with open(out / "train.log", "a") as log:  # the child keeps its own handle
+                p = subprocess.Popen(run_args(m, t, s, args, out), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             running.append((p, out.name, time.time()))
             print(f"started {out.name}", file=sys.stderr)
         time.sleep(5)
@@ -149,7 +157,7 @@ def report(args: argparse.Namespace) -> dict:
     for task in args.tasks:
         rt = {"random_policy_success": random_policy_score(task, args.eval_episodes), "methods": {}}
         for m in args.methods:
-            curves = {s: read_curve(Path(args.runs) / f"{task}_{m}_s{s}") for s in args.seeds}
+            curves = {s: read_curve(run_dir(args, task, m, s)) for s in args.seeds}
             curves = {s: c for s, c in curves.items() if c}
             if not curves:
                 continue
@@ -159,17 +167,17 @@ def report(args: argparse.Namespace) -> dict:
             band = [bootstrap_band(mat[:, j], rng) for j in range(len(common))]
             steps = np.array(common)
             half = steps <= args.env_steps / 2
-            auc = float(np.trapz(mat.mean(0)[half], steps[half]) / max(steps[half][-1], 1)) if half.sum() > 1 else None
+            auc = float(np.trapezoid(mat.mean(0)[half], steps[half]) / max(steps[half][-1], 1)) if half.sum() > 1 else None
             last = {s: c[-1] for s, c in curves.items()}
             entry = {"seeds": sorted(curves), "env_steps": common, "mean": mat.mean(0).round(4).tolist(),
                      "lo": [round(b[0], 4) for b in band], "hi": [round(b[1], 4) for b in band],
                      "per_seed": {str(s): mat[i].round(4).tolist() for i, s in enumerate(curves)},
                      "final_mean": float(mat[:, -1].mean()), "auc_first_half": auc,
-                     "complete": all(finished(Path(args.runs) / f"{task}_{m}_s{s}", args.env_steps) for s in curves),
+                     "complete": all(finished(run_dir(args, task, m, s), args.env_steps) for s in curves),
                      "root_value_abs_err": float(np.mean([r["root_value_abs_err"] for r in last.values()])),
                      "wall_s_per_run": float(np.mean([r.get("wall_s", 0.0) for r in last.values()]))}
             if not args.no_diagnostics and entry["complete"]:
-                entry["diagnostics"] = diagnostics(Path(args.runs) / f"{task}_{m}_s{sorted(curves)[0]}")
+                entry["diagnostics"] = diagnostics(run_dir(args, task, m, min(curves)))
             rt["methods"][m] = entry
         mono = rt["methods"].get(MONOLITHIC)
         if mono:
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the final models' diagnostics")
     args = ap.parse_args(argv)
     if not args.report:
-        if any(m != "oracle" and m != "pixels" for m in args.methods) and not Path(args.encoder).exists():
+        if any(m not in ("oracle", "pixels") and "@" not in m for m in args.methods) and not Path(args.encoder).exists():
             ap.error(f"--encoder {args.encoder}: no slot encoder there (train one with `edge train slot-encoder`)")
         launch(args)
     res = report(args)

@@ -10,7 +10,8 @@ Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``dis
 * ``reach3``: bring the TCP within ``REACH_RADIUS_M`` (xy) of the red cube (the distractors do not
   count). Reward: +1 on success plus ``2·Δ(-|tcp − red|)``.
 
-Observations (dict): ``frame`` (S, S, 3) uint8 from the top-down camera; ``oracle`` (N_ENTITIES, 8)
+Observations (dict): ``frame`` (S, S, 3) uint8 from the top-down camera, the centre 1/``crop`` of
+its view (the workspace; objects ~1.5x larger than in the full view at the same S); ``oracle`` (N_ENTITIES, 8)
 float32 object states (see :data:`ORACLE_LAYOUT`) in a fixed entity order (robot TCP, goal, target,
 distractors...), used by the oracle-slot mode; ``seg`` (S, S) int32 when ``segmentation`` is on
 (``sim.backends.base`` segment ids: background / table, robot, objects). ``info`` carries
@@ -47,13 +48,15 @@ class ObjectTaskConfig:
     max_steps: int = 0  # 0 = the task default (DEFAULT_MAX_STEPS)
     segmentation: bool = False  # add "seg" to observations (for slot-encoder metrics)
     hold_s: float = 0.1  # push3: how long the cube must rest on the goal
+    crop: float = 1.5  # render at round(image_size·crop) and keep the centre (the workspace); 1 = full view
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"task={self.task!r} is not allowed; choose one of {TASKS}")
         if self.sim not in ("mujoco", "pybullet"):
             raise ConfigError(f"sim={self.sim!r} is not allowed; choose mujoco or pybullet")
-        for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000)}.items():
+        for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000),
+                              "crop": (1.0, 3.0)}.items():
             v = getattr(self, key)
             if not lo <= v <= hi:
                 raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
@@ -74,8 +77,9 @@ class ObjectTaskEnv:
         from sim.env import TabletopEnv
 
         self.cfg = config or ObjectTaskConfig()
+        self._full = round(self.cfg.image_size * self.cfg.crop)
         self.env = TabletopEnv(task="push", sim=self.cfg.sim, action_mode="discrete8",
-                               image_size=self.cfg.image_size, segmentation=self.cfg.segmentation,
+                               image_size=self._full, segmentation=self.cfg.segmentation,
                                push_target_color="red", push_distractors=self.cfg.distractors,
                                max_steps=10000, hold_s=self.cfg.hold_s)
         self.t = 0
@@ -133,10 +137,14 @@ class ObjectTaskEnv:
             out[i, 7] = 1.0
         return out
 
+    def _crop(self, img: np.ndarray) -> np.ndarray:
+        o = (self._full - self.cfg.image_size) // 2
+        return np.ascontiguousarray(img[o:o + self.cfg.image_size, o:o + self.cfg.image_size])
+
     def _obs(self, obs: dict, info: dict) -> dict:
-        out = {"frame": obs["front"], "oracle": self.oracle(info)}
+        out = {"frame": self._crop(obs["front"]), "oracle": self.oracle(info)}
         if self.cfg.segmentation:
-            out["seg"] = obs["front_seg"]
+            out["seg"] = self._crop(obs["front_seg"])
         return out
 
     def _info(self, info: dict, success: bool) -> dict:

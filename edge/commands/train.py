@@ -97,16 +97,17 @@ def register(subparsers) -> None:
     wm.set_defaults(func=_train_world_model)
     se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
                        "Slot Attention encoder the world models freeze (resumable)", """
-  edge train slot-encoder --out runs/slots/enc                       # 30k + 2k frames, 7000 steps
+  edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
     se.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
-    se.add_argument("--frames", type=int, default=30000, help="training frames (random policy, seed --seed)")
-    se.add_argument("--eval-frames", type=int, default=2000, help="held-out frames (seed --seed + 1)")
-    se.add_argument("--steps", type=int, default=7000, help="optimiser steps")
+    se.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
+    se.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
+    se.add_argument("--steps", type=int, default=2500, help="optimiser steps")
     se.add_argument("--preset", choices=PRESETS, default="default", help="encoder size (tiny: for tests)")
-    se.add_argument("--seed", type=int, default=1, help="data and training seed")
+    se.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
+    se.add_argument("--seed", type=int, default=0, help="training seed")
     se.add_argument("--batch-size", type=int, default=8)
     se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
     se.set_defaults(func=_train_slot_encoder)
@@ -239,7 +240,8 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
     size = "32" if args.preset == "tiny" else "64"
-    for name, n, seed in (("data_train.npz", args.frames, args.seed), ("data_eval.npz", args.eval_frames, args.seed + 1)):
+    for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
+                          ("data_eval.npz", args.eval_frames, args.data_seed + 1)):
         if not (out / name).is_file():
             rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(out / name),
                                      "--task", args.task, "--image-size", size])

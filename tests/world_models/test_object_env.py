@@ -3,15 +3,20 @@
 import numpy as np
 import pytest
 
-from world_models.object_env import ORACLE_LAYOUT, REACH_RADIUS_M, ObjectTaskConfig, ObjectTaskEnv
+from world_models.object_env import (
+    ORACLE_LAYOUT,
+    REACH_RADIUS_M,
+    ObjectTaskConfig,
+    ObjectTaskEnv,
+)
 from world_models.observer import Observer
 
 
 def test_push3_scene_has_a_red_target_and_two_distractors():
     env = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32, segmentation=True))
-    obs, info = env.reset(seed=5)
+    obs, _ = env.reset(seed=5)
     objs = env.env.scene.objects
-    assert [o.name for o in objs][0] == "red" and not objs[0].distractor
+    assert objs[0].name == "red" and not objs[0].distractor
     assert sum(o.distractor for o in objs) == 2 and "red" not in [o.name for o in objs[1:]]
     assert obs["frame"].shape == (32, 32, 3) and obs["seg"].shape == (32, 32)
     orc = obs["oracle"]
@@ -63,3 +68,30 @@ def test_oracle_observer_is_a_fixed_projection():
     assert a.shape == (1, 5, 16) and np.array_equal(a, b)
     with pytest.raises(ValueError, match="encoder"):
         Observer("slots", 1)
+
+
+def test_frame_is_the_centre_crop_of_the_camera_view():
+    env = ObjectTaskEnv(ObjectTaskConfig(task="reach3", image_size=16, crop=1.5, segmentation=True))
+    obs, _ = env.reset(seed=4)
+    full = env.env.backend.render("front", 24, 24)
+    assert obs["frame"].shape == (16, 16, 3) and np.array_equal(obs["frame"], full[4:20, 4:20])
+    assert obs["seg"].shape == (16, 16)
+    env.close()
+
+
+def test_foreground_weighting_is_plain_mse_when_off():
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig
+
+    torch.manual_seed(0)
+    frames = np.random.default_rng(0).integers(0, 255, (2, 32, 32, 3), dtype=np.uint8)
+    plain = SlotAutoencoder(SlotEncoderConfig.tiny(fg_weight=0))
+    weighted = SlotAutoencoder(SlotEncoderConfig.tiny(fg_weight=10))
+    weighted.load_state_dict(plain.state_dict())
+    x = plain.prepare(frames)
+    slots = plain._encode(x, None)[0]
+    mse = torch.nn.functional.mse_loss(plain.decode(slots)[0], plain.target(x))
+    torch.manual_seed(0)
+    assert torch.allclose(plain.loss(frames)[0], mse)
+    assert not torch.allclose(weighted.loss(frames)[0], mse)

@@ -3,11 +3,17 @@
 import json
 
 import pytest
-import torch
 
 from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
 from world_models.policy import WorldModelPolicy, load_world_model
-from world_models.train import CURVE_FILE, MANIFEST_FILE, MODEL_FILE, STATE_FILE, Trainer, tiny
+from world_models.train import (
+    CURVE_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    STATE_FILE,
+    Trainer,
+    tiny,
+)
 
 
 def test_tiny_train_then_resume_continues(tmp_path):
@@ -34,7 +40,7 @@ def test_tiny_train_then_resume_continues(tmp_path):
 def test_shipped_model_round_trip_and_tamper(tmp_path):
     out = tmp_path / "wm"
     Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), out, progress=False).run()
-    cfg, model, manifest = load_world_model(out)
+    cfg, _, manifest = load_world_model(out)
     assert manifest["files"][MODEL_FILE] and cfg.model.kind == "comet"
     with open(out / MODEL_FILE, "ab") as f:
         f.write(b"x")

@@ -1,0 +1,79 @@
+"""benchmarks/comet_vs_monolithic.py: run commands, resumption, and the report's arithmetic on known curves."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+SPEC = importlib.util.spec_from_file_location(
+    "comet_vs_monolithic", Path(__file__).resolve().parents[2] / "benchmarks" / "comet_vs_monolithic.py")
+cvm = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(cvm)
+
+
+def _args(tmp_path, **kw):
+    argv = ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--tasks", "reach3", "--seeds", "0", "1",
+            "--env-steps", "300", "--eval-every", "100", "--report", "--no-diagnostics"]
+    ap_args = cvm.argparse.Namespace(**{**vars(_parse(argv)), **kw})
+    return ap_args
+
+
+def _parse(argv):
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    for a, d in (("--runs", None), ("--out", None), ("--encoder", "enc")):
+        ap.add_argument(a, default=d)
+    ap.add_argument("--tasks", nargs="+")
+    ap.add_argument("--methods", nargs="+", default=["comet", "pixels"])
+    ap.add_argument("--seeds", nargs="+", type=int)
+    for a in ("--env-steps", "--eval-every"):
+        ap.add_argument(a, type=int)
+    ap.add_argument("--eval-episodes", type=int, default=4)
+    ap.add_argument("--simulations", type=int, default=4)
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--report", action="store_true")
+    ap.add_argument("--no-diagnostics", action="store_true")
+    return ap.parse_args(argv)
+
+
+def _write_run(d: Path, successes, final_steps=300):
+    d.mkdir(parents=True)
+    rows = [{"env_steps": 100 * i, "success": s, "root_value_abs_err": 0.1, "wall_s": 1.0} for i, s in enumerate(successes)]
+    (d / "curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "metrics.json").write_text(json.dumps({"env_steps": final_steps}))
+
+
+def test_run_commands_pick_obs_and_resume(tmp_path):
+    args = _args(tmp_path)
+    out = tmp_path / "r"
+    out.mkdir()
+    cmd = cvm.run_args("comet", "reach3", 1, args, out)
+    assert cmd[1:3] == ["train", "world-model"] and "--encoder" in cmd and "--resume" not in cmd
+    assert cvm.run_args("pixels", "reach3", 1, args, out)[-4:] == ["--kind", "pixels", "--obs", "pixels"]
+    orc = cvm.run_args("flat_slots@oracle", "reach3", 1, args, out)
+    assert "flat_slots" in orc and "oracle" in orc and "model.num_slots=5" in orc and "--encoder" not in orc
+    (out / "train_state.pt").write_bytes(b"")
+    assert cvm.run_args("comet", "reach3", 1, args, out)[-1] == "--resume"
+    assert cvm.run_dir(args, "reach3", "flat_slots@oracle", 2).name == "reach3_flat_slots_at_oracle_s2"
+
+
+def test_report_known_curves(tmp_path, monkeypatch):
+    args = _args(tmp_path)
+    monkeypatch.setattr(cvm, "random_policy_score", lambda task, n: 0.0)
+    runs = Path(args.runs)
+    _write_run(runs / "reach3_pixels_s0", [0.0, 0.1, 0.3, 0.5])
+    _write_run(runs / "reach3_pixels_s1", [0.0, 0.1, 0.3, 0.5])
+    _write_run(runs / "reach3_comet_s0", [0.0, 0.4, 0.5, 0.6])
+    _write_run(runs / "reach3_comet_s1", [0.0, 0.4, 0.5, 0.6], final_steps=200)  # unfinished
+    res = cvm.report(args)["tasks"]["reach3"]
+    px, co = res["methods"]["pixels"], res["methods"]["comet"]
+    assert res["level_80pct_of_monolithic_final"] == 0.4
+    assert px["steps_to_level"] == 300 and co["steps_to_level"] == 100
+    assert res["comet_over_monolithic_steps"] == 100 / 300
+    assert px["complete"] and not co["complete"]
+    # AUC over the first half of the budget (steps 0..100 of 300 -> the first two points)
+    assert np.isclose(co["auc_first_half"], (0.0 + 0.4) / 2)
+    assert (Path(args.out) / "comet_vs_monolithic.json").is_file()
