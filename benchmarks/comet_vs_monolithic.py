@@ -161,6 +161,12 @@ def report(args: argparse.Namespace) -> dict:
             curves = {s: c for s, c in curves.items() if c}
             if not curves:
                 continue
+            # seeds that reached the budget; a run still in progress is listed, not averaged in
+            # (its shorter curve would truncate every seed's to the common points)
+            done = {s: c for s, c in curves.items() if c[-1]["env_steps"] >= args.env_steps}
+            partial = {str(s): {"env_steps": c[-1]["env_steps"], "success": c[-1]["success"]}
+                       for s, c in curves.items() if s not in done}
+            curves = done or curves
             common = sorted(set.intersection(*({r["env_steps"] for r in c} for c in curves.values())))
             mat = np.array([[next(r["success"] for r in c if r["env_steps"] == st) for st in common]
                             for c in curves.values()])  # (seeds, points)
@@ -174,6 +180,7 @@ def report(args: argparse.Namespace) -> dict:
                      "per_seed": {str(s): mat[i].round(4).tolist() for i, s in enumerate(curves)},
                      "final_mean": float(mat[:, -1].mean()), "auc_first_half": auc,
                      "complete": all(finished(run_dir(args, task, m, s), args.env_steps) for s in curves),
+                     "unfinished_seeds": partial,
                      "root_value_abs_err": float(np.mean([r["root_value_abs_err"] for r in last.values()])),
                      "wall_s_per_run": float(np.mean([r.get("wall_s", 0.0) for r in last.values()]))}
             if not args.no_diagnostics and entry["complete"]:

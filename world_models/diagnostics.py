@@ -99,15 +99,22 @@ def relevance_by_entity(cfg, model, encoder=None, episodes: int = 8, seed0: int 
     eps = rollouts or _rollouts(cfg, model, encoder, episodes, seed0)
     sums = {n: np.zeros(2) for n in ENTITY_NAMES}
     counts = dict.fromkeys(ENTITY_NAMES, 0)
+    c = cfg.planner.context
     for ep in eps:
-        z = planner.to_z(torch.as_tensor(ep["states"]).unsqueeze(0))
-        L = z.shape[1]
-        rel = model(z, torch.zeros(1, L, dtype=torch.int64), torch.ones(1, L, dtype=torch.bool))["relevance"][0]
-        for t in range(L):
-            for k in range(rel.shape[1]):
+        z = planner.to_z(torch.as_tensor(ep["states"]).unsqueeze(0))[0]  # (T+1, N, Dz)
+        for t in range(len(z)):  # the acting window ending at t: what the heads saw when deciding
+            lo = max(0, t - c)
+            n = t - lo + 1
+            win = torch.zeros(1, c + 1, *z.shape[1:])
+            act = torch.zeros(1, c + 1, dtype=torch.int64)
+            val = torch.zeros(1, c + 1, dtype=torch.bool)
+            win[0, -n:], val[0, -n:] = z[lo:t + 1], True
+            act[0, -n:-1] = torch.as_tensor(ep["actions"][lo:t])
+            rel = model(win, act, val, heads="last")["relevance"][0, -1]  # (N, 2)
+            for k in range(rel.shape[0]):
                 name = _entity_of_slot(cfg, ep, t, k)
                 if name is not None:
-                    sums[name] += rel[t, k].numpy()
+                    sums[name] += rel[k].numpy()
                     counts[name] += 1
     return {n: (sums[n] / counts[n]).round(4).tolist() if counts[n] else None for n in ENTITY_NAMES}
 

@@ -9,6 +9,9 @@ from edge.cli import add_subparser
 from edge.commands._sim_args import TASKS
 from edge.resources import config_dir
 
+# world_models.token_model.KINDS (literal here so that parsing the command line does not import torch)
+WM_KINDS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels")
+
 PRESETS_DIR = config_dir("train")
 PRESETS = ("tiny", "default")
 
@@ -82,18 +85,17 @@ def register(subparsers) -> None:
     wm.add_argument("--out", required=True, help="run directory: model.pt, manifest.json, curve.jsonl, train_state.pt")
     wm.add_argument("--preset", choices=PRESETS, default="default",
                     help="settings from configs/train/wm_<preset>.yaml (tiny: seconds, for tests)")
-    wm.add_argument("--config", metavar="YAML", help="a YAML settings file instead of --preset")
-    wm.add_argument("--kind", default=None, help="world model: comet, comet_nofusion, comet_nocausal, "
-                    "flat_slots, pixels (default: the preset's)")
-    wm.add_argument("--task", default=None, help="object task: push3 or reach3 (default: the preset's)")
-    wm.add_argument("--obs", default=None, help="oracle, slots or pixels (default: the preset's)")
-    wm.add_argument("--encoder", default=None, metavar="DIR", help="--obs slots: the frozen slot encoder")
-    wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget")
-    wm.add_argument("--seed", type=int, default=None, help="training seed")
+    wm.add_argument("--config", metavar="YAML", help="a YAML settings file instead of --preset (default: none)")
+    wm.add_argument("--kind", default=None, choices=WM_KINDS, help="world model (default: the preset's)")
+    wm.add_argument("--task", default=None, choices=("push3", "reach3"), help="object task: push3 or reach3 (default: the preset's)")
+    wm.add_argument("--obs", default=None, choices=("oracle", "slots", "pixels"), help="oracle, slots or pixels (default: the preset's)")
+    wm.add_argument("--encoder", default=None, metavar="DIR", help="--obs slots: the frozen slot encoder (default: the shipped slots_push3)")
+    wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget (default: the preset's)")
+    wm.add_argument("--seed", type=int, default=None, help="training seed (default: the preset's)")
     wm.add_argument("--resume", action="store_true", help="continue the run in --out (a larger --env-steps extends it)")
     wm.add_argument("--no-progress", action="store_true", help="no progress bar")
     wm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override any setting (repeatable), e.g. --set planner.num_simulations=8")
+                    help="override any setting (repeatable; default: none), e.g. --set planner.num_simulations=8")
     wm.set_defaults(func=_train_world_model)
     se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
                        "Slot Attention encoder the world models freeze (resumable)", """
@@ -108,7 +110,7 @@ def register(subparsers) -> None:
     se.add_argument("--preset", choices=PRESETS, default="default", help="encoder size (tiny: for tests)")
     se.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
     se.add_argument("--seed", type=int, default=0, help="training seed")
-    se.add_argument("--batch-size", type=int, default=8)
+    se.add_argument("--batch-size", type=int, default=8, help="sequences per optimiser step")
     se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
     se.set_defaults(func=_train_slot_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
@@ -127,7 +129,6 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 def _train_vla(args: argparse.Namespace) -> int:
     import logging
-
     import zipfile
     import zlib
 

@@ -77,3 +77,14 @@ def test_report_known_curves(tmp_path, monkeypatch):
     # AUC over the first half of the budget (steps 0..100 of 300 -> the first two points)
     assert np.isclose(co["auc_first_half"], (0.0 + 0.4) / 2)
     assert (Path(args.out) / "comet_vs_monolithic.json").is_file()
+
+
+def test_an_unfinished_seed_is_listed_not_averaged(tmp_path, monkeypatch):
+    args = _args(tmp_path, methods=["pixels"])
+    monkeypatch.setattr(cvm, "random_policy_score", lambda task, n: 0.0)
+    runs = Path(args.runs)
+    _write_run(runs / "reach3_pixels_s0", [0.0, 0.1, 0.3, 0.5])
+    _write_run(runs / "reach3_pixels_s1", [0.0, 0.3], final_steps=100)
+    px = cvm.report(args)["tasks"]["reach3"]["methods"]["pixels"]
+    assert px["seeds"] == [0] and px["env_steps"] == [0, 100, 200, 300] and px["final_mean"] == 0.5
+    assert px["unfinished_seeds"] == {"1": {"env_steps": 100, "success": 0.3}}
