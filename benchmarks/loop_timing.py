@@ -177,7 +177,7 @@ def set_scheduling(kind: str, priority: int) -> bool:
 
 def run_case(
     rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
-    spin_s: float = 0.0, slack_work: bool = True,
+    spin_s: float = 0.0, slack_work: bool = True, affinity: str = "none",
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
@@ -187,12 +187,17 @@ def run_case(
     policy.sample(policy.encode(cam.observe(arm.read_state())), np.zeros((H, 5), np.float32), 2)  # warm
     mode = {"async": "thread", "process": "process", "sync": "inline"}[execution]
     factory = functools.partial(MLPDenoiser, H, rate_hz, hidden) if mode == "process" else None
-    worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode), policy_factory=factory)
-    run_dir = out_dir / f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}"
+    # split: the loop thread on the first CPU, a worker process on the others
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    split = affinity == "split" and len(cpus) > 1
+    worker_cpus = ",".join(map(str, cpus[1:])) if split and mode == "process" else ""
+    worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode, process_cpus=worker_cpus),
+                             policy_factory=factory)
+    run_dir = out_dir / f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}_{affinity}_{spin_s}"
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
         LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
-                   slack_work=slack_work),
+                   slack_work=slack_work, cpus=str(cpus[0]) if split else ""),
         clock,
         arm,
         cam,
@@ -282,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slack-work", nargs="+", default=["on", "off"], choices=("on", "off"),
                     help="LoopConfig.slack_work for async/process (on = merge arriving chunks and send "
                     "process queries between ticks; off = the baseline that does both on the tick)")
+    ap.add_argument("--spin-us", type=float, nargs="+", default=[0.0],
+                    help="hybrid wait: sleep until this long before each deadline, then spin (0 = pure "
+                         "sleep; one case per value; default: 0)")
+    ap.add_argument("--affinity", nargs="+", default=["none"], choices=("none", "split"),
+                    help="none = OS placement; split = loop thread on the first CPU, a worker process on "
+                         "the others (loop.cpus / inference.process_cpus); one case per value (default: none)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch
@@ -294,17 +305,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                cases = [(e, w == "on") for e in args.executions for w in args.slack_work
+                cases = [(e, w == "on", sp, af) for e in args.executions for w in args.slack_work
+                         for sp in args.spin_us for af in args.affinity
                          if e != "sync" or w == args.slack_work[0]]  # sync has no slack work
-                for execution, slack in cases:
+                for execution, slack, spin_us, aff in cases:
                     r = run_case(
                         rate, execution, max(args.seconds, 200.0 / rate), args.warmup, args.hidden, args.steps,
-                        Path(tmp) / sched, slack_work=slack,
+                        Path(tmp) / sched, spin_s=spin_us * 1e-6, slack_work=slack, affinity=aff,
                     )
                     r["sched"], r["slack_work"] = sched, slack and execution != "sync"
+                    r["spin_us"], r["affinity"] = spin_us, aff
                     results.append(r)
                     print(
                         f"{sched:7s} {rate:5.0f} Hz {execution:7s} slack {'on ' if r['slack_work'] else 'off'} "
+                        f"spin {spin_us:4.0f} us aff {aff:5s}"
                         f" overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
                         f"command p99 {r['command_latency_p99_ms']:.3f} ms  busy p99 "

@@ -1,80 +1,218 @@
-"""Simulator speed, side by side for MuJoCo and PyBullet (issue 2 targets on a 2-core CPU: MuJoCo
->= 500 control steps/s without rendering and >= 500 frames/s at 96x96).
+"""Simulator speed, side by side: MuJoCo and PyBullet through the project's env, and peer
+simulators (panda-gym, robosuite) in their own virtualenvs, interleaved in the same minutes.
 
-    python benchmarks/sim_speed.py [--out benchmarks/results/sim_speed.json] [--episodes 10]
+    python benchmarks/sim_speed.py                                   # the project's sims only
+    python benchmarks/sim_speed.py --peer panda-gym=/tmp/pg/bin/python --peer robosuite=/tmp/rs/bin/python
+
+Each peer runs its speed script from ``--anchors`` (``../shared/anchors/`` next to the
+repository, or ``$EDGE_ANCHORS``; see its README for the virtualenvs) in a subprocess. The rounds
+alternate project / peer / project ..., so the machine's load hits both; the JSON stores every
+round, the medians, the ratios per round (the figure to read: absolute rates on a shared machine
+move by 2x between hours) and the load average before and after.
+
+Targets (issue 23): MuJoCo control steps/s without rendering >= 2x panda-gym PandaStack;
+with the VLA's cameras (front + wrist, 96x96) >= 300 steps/s; PyBullet >= panda-gym.
 """
+
+from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
+import re
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import sim  # noqa: E402
-from sim.rollout import expert_episode  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import sim
+from edge.telemetry import machine_info
+from sim.rollout import expert_episode
+
+PEER_SCRIPTS = {"panda-gym": "panda_gym_speed.py", "robosuite": "robosuite_speed.py"}
+# a peer script's figures: "<label> control steps/s ...: 497" / "render 96x96 Tiny fps: 20.0"
+_FIGURE = re.compile(r"^(?P<label>[^:\n]*(?:steps/s|fps)[^:\n]*):\s*(?P<value>[0-9.]+)", re.MULTILINE)
 
 
-def rate(fn, n: int) -> float:
-    fn()  # warm-up
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return n / (time.perf_counter() - t)
+def rate(fn, n: int, repeats: int = 3) -> float:
+    """Best of ``repeats`` timings of ``n`` calls (calls per second); one warm-up call first."""
+    fn()
+    best = 0.0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = max(best, n / (time.perf_counter() - t))
+    return best
 
 
-def measure(sim_name: str, episodes: int) -> dict:
+def _stepper(env, n: int):
+    """A closure stepping ``env`` with small random end-effector actions (reset on episode end)."""
+    rng = np.random.default_rng(0)
+    acts = rng.uniform(-0.005, 0.005, (n, 5)).astype(np.float32)
+    acts[:, 4] = 0.0
+    i = 0
+
+    def step():
+        nonlocal i
+        _, _, term, trunc, _ = env.step(acts[i % n])
+        i += 1
+        if term or trunc:
+            env.reset(seed=i)
+    return step
+
+
+def measure_project(sim_name: str, quick: bool = False) -> dict:
+    """Control steps/s of the project's stack env: no images, the VLA's two 96x96 cameras, one camera."""
+    n = 200 if quick else 1000
     env = sim.make_env("stack", sim=sim_name, render_images=False)
     env.reset(seed=0)
-    b = env.backend
-    rng = np.random.default_rng(0)
-    acts = rng.uniform(-0.005, 0.005, (4000, 5)).astype(np.float32)
-    acts[:, 4] = 0.0
-    it = iter(acts)
-    out = {
-        "physics_steps_per_s": rate(lambda: b.step(1), 5000),
-        "control_steps_per_s_no_render": rate(lambda: env.step(next(it)), 1000),
-        "substeps_per_control_step": env.n_substeps,
-    }
-    for size in (96, 224):
-        out[f"render_fps_{size}"] = rate(lambda: b.render("front", size, size), 300 if size == 96 else 100)
-    env_r = sim.make_env("stack", sim=sim_name)
-    env_r.reset(seed=0)
-    it2 = iter(acts)
-    out["control_steps_per_s_with_96px_render"] = rate(lambda: env_r.step(next(it2)), 300)
-    t = time.perf_counter()
-    succ = sum(expert_episode(env, 500 + i, keep_frames=False)["success"] for i in range(episodes))
-    out["expert_episodes_per_min"] = 60 * episodes / (time.perf_counter() - t)
-    out["expert_episodes_measured"] = episodes
-    out["expert_successes"] = succ
+    b = env.unwrapped.backend
+    out = {"physics_control_steps_per_s": rate(lambda: b.step(env.unwrapped.n_substeps), n),
+           "control_steps_per_s_no_render": rate(_stepper(env, 4 * n), n),
+           "substeps_per_control_step": env.unwrapped.n_substeps}
     env.close()
-    env_r.close()
+    for cams, key in ((True, "control_steps_per_s_front_wrist_96px"), (False, "control_steps_per_s_front_96px")):
+        env = sim.make_env("stack", sim=sim_name, wrist_camera=cams)
+        env.reset(seed=0)
+        out[key] = rate(_stepper(env, n), max(20, n // 10))
+        if cams:
+            backend = env.unwrapped.backend
+            out["render_fps_96"] = rate(lambda: backend.render("front", 96, 96), max(20, n // 5))  # noqa: B023
+        env.close()
     return out
 
 
+def measure_expert(sim_name: str, episodes: int) -> dict:
+    env = sim.make_env("stack", sim=sim_name, render_images=False)
+    t = time.perf_counter()
+    succ = sum(expert_episode(env, 500 + i, keep_frames=False)["success"] for i in range(episodes))
+    env.close()
+    return {"expert_episodes_per_min": 60 * episodes / (time.perf_counter() - t),
+            "expert_episodes": episodes, "expert_successes": int(succ)}
+
+
+def run_peer(python: str, script: Path, timeout_s: float = 900) -> dict:
+    """Run a peer's speed script; its figures keyed by their printed labels."""
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    t = time.perf_counter()
+    r = subprocess.run([python, script.name], cwd=script.parent, capture_output=True, text=True,
+                       timeout=timeout_s, env=env, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"{python} {script}: exit {r.returncode}\n{r.stderr[-2000:]}")
+    figs = {m["label"].strip(): float(m["value"]) for m in _FIGURE.finditer(r.stdout)}
+    if not figs:
+        raise RuntimeError(f"{python} {script}: printed no 'steps/s' or 'fps' figure:\n{r.stdout[-1000:]}")
+    return {**figs, "wall_s": time.perf_counter() - t}
+
+
+def peer_version(python: str, package: str) -> str:
+    r = subprocess.run([python, "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+                       capture_output=True, text=True, check=False)
+    return r.stdout.strip() or "unknown"
+
+
+def _parse_peers(specs: list[str], anchors: Path) -> dict[str, tuple[str, Path]]:
+    peers = {}
+    for spec in specs:
+        name, sep, python = spec.partition("=")
+        if not sep or name not in PEER_SCRIPTS:
+            sys.exit(f"--peer {spec!r}: expected NAME=PYTHON with NAME one of {sorted(PEER_SCRIPTS)}")
+        if not Path(python).is_file():
+            sys.exit(f"--peer {spec!r}: {python} is not a file; create the peer's virtualenv (see "
+                     f"{anchors / 'README.md'})")
+        script = anchors / PEER_SCRIPTS[name]
+        if not script.is_file():
+            sys.exit(f"--peer {name}: {script} not found; pass --anchors DIR (the peer speed scripts)")
+        peers[name] = (python, script)
+    return peers
+
+
+def summarise(rounds: list[dict], peers: dict) -> dict:
+    """Medians over rounds, and the ratios per round (project figure / peer figure, same round)."""
+    med = {}
+    for part in rounds[0]:
+        med[part] = {k: statistics.median(r[part][k] for r in rounds)
+                     for k, v in rounds[0][part].items() if isinstance(v, float)}
+    ratios = {}
+    pairs = [("mujoco", "control_steps_per_s_no_render"), ("pybullet", "control_steps_per_s_no_render")]
+    for name in peers:
+        label = next((k for k in rounds[0][name] if "steps/s" in k and "render" in k and "no render" in k), None)
+        if label is None:
+            continue
+        for sim_name, key in pairs:
+            if sim_name not in rounds[0]:
+                continue
+            per_round = [r[sim_name][key] / r[name][label] for r in rounds]
+            ratios[f"{sim_name}_no_render_over_{name}"] = {"per_round": per_round,
+                                                          "median": statistics.median(per_round)}
+    return {"median": med, "ratios": ratios}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="benchmarks/results/sim_speed.json", help="JSON written (default: %(default)s)")
+    ap.add_argument("--peer", action="append", default=[], metavar="NAME=PYTHON",
+                    help=f"a peer and its virtualenv's python (repeatable; default: none); NAME: {sorted(PEER_SCRIPTS)}")
+    ap.add_argument("--anchors", type=Path,
+                    default=Path(os.environ.get("EDGE_ANCHORS", ROOT.parent / "shared" / "anchors")),
+                    help="directory of the peer speed scripts (default: $EDGE_ANCHORS or ../shared/anchors)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds project/peers (default: %(default)s)")
+    ap.add_argument("--sims", nargs="+", default=["mujoco", "pybullet"], choices=("mujoco", "pybullet"),
+                    help="project simulators measured (default: both)")
+    ap.add_argument("--episodes", type=int, default=10, help="expert episodes per sim, once (default: %(default)s)")
+    ap.add_argument("--quick", action="store_true", help="fewer steps per figure (a smoke run)")
+    a = ap.parse_args(argv)
+    if a.rounds < 1:
+        sys.exit(f"--rounds {a.rounds}: must be >= 1")
+    peers = _parse_peers(a.peer, a.anchors)
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=False).stdout.strip()
+    res = {"machine": machine_info(), "command": " ".join(["python", *sys.argv]), "git_revision": rev,
+           "load_avg_before": os.getloadavg(),
+           "versions": {"peers": {n: peer_version(p, n if n != "panda-gym" else "panda_gym")
+                                  for n, (p, _) in peers.items()}},
+           "renderers": {"mujoco": f"MUJOCO_GL={os.environ['MUJOCO_GL']}, collision meshes as the render model, "
+                                   "no shadows/reflections/MSAA",
+                         "pybullet": "TinyRenderer (DIRECT), collision meshes as the render model"}}
+    rounds = []
+    for i in range(a.rounds):
+        rnd = {}
+        for s in a.sims:
+            rnd[s] = measure_project(s, a.quick)
+            print(f"round {i + 1} {s}: " + ", ".join(f"{k} {v:.0f}" for k, v in rnd[s].items()), flush=True)
+        for name, (python, script) in peers.items():
+            rnd[name] = run_peer(python, script)
+            print(f"round {i + 1} {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in rnd[name].items()), flush=True)
+        rounds.append(rnd)
+    res["rounds"] = rounds
+    res.update(summarise(rounds, peers))
+    res["expert"] = {s: measure_expert(s, a.episodes) for s in a.sims} if a.episodes else {}
+    res["load_avg_after"] = os.getloadavg()
+    med = res["median"]
+    t = {}
+    if "mujoco" in med:
+        t["mujoco_front_wrist_96px>=300"] = med["mujoco"]["control_steps_per_s_front_wrist_96px"] >= 300
+    for key, want, name in (("mujoco_no_render_over_panda-gym", 2.0, "mujoco_no_render>=2x_panda-gym"),
+                            ("pybullet_no_render_over_panda-gym", 1.0, "pybullet_no_render>=panda-gym")):
+        if key in res["ratios"]:
+            t[name] = res["ratios"][key]["median"] >= want
+    res["targets"] = t
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(json.dumps({"ratios": {k: round(v["median"], 2) for k, v in res["ratios"].items()}, "targets": t}))
+    print(f"wrote {out}")
+    return 0
+
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/results/sim_speed.json")
-    ap.add_argument("--episodes", type=int, default=10)
-    a = ap.parse_args()
-    res = {"machine": {"platform": platform.platform(), "python": sys.version.split()[0],
-                       "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                       "load_avg_at_start": os.getloadavg()},
-           "command": " ".join([sys.executable.split("/")[-1], *sys.argv]),
-           "mujoco_renderer": f"MUJOCO_GL={os.environ['MUJOCO_GL']}, collision-hull render model, no shadows/reflections/MSAA",
-           "pybullet_renderer": "TinyRenderer (DIRECT), collision-hull render model"}
-    for s in ("mujoco", "pybullet"):
-        res[s] = measure(s, a.episodes)
-        print(s, json.dumps(res[s], indent=1), flush=True)
-    res["ratio_mujoco_over_pybullet"] = {k: res["mujoco"][k] / res["pybullet"][k] for k in res["mujoco"]
-                                         if isinstance(res["mujoco"][k], float) and res["pybullet"].get(k)}
-    res["targets"] = {"mujoco_control_steps_per_s_no_render>=500": res["mujoco"]["control_steps_per_s_no_render"] >= 500,
-                      "mujoco_render_fps_96>=500": res["mujoco"]["render_fps_96"] >= 500}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2))
-    print(json.dumps(res["targets"]))
+    sys.exit(main())

@@ -19,6 +19,7 @@ is timed "as if on an Orin Nano" (the scene locator, once per episode, is not ch
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,39 @@ import numpy as np
 
 from edge.config import ConfigError, cfg, check_fields
 from edge.profiler.device_model import DEVICES
+
+
+def parse_cpus(text: str, key: str) -> frozenset[int]:
+    """CPU list ``"0"``, ``"1,3"`` or ``"1-3"`` -> a set; ``""`` -> empty (leave affinity as is).
+
+    The CPUs must be ones this process may run on (``os.sched_getaffinity``); the error names
+    ``key``, the value and the allowed CPUs."""
+    text = text.strip()
+    if not text:
+        return frozenset()
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+    except ValueError:
+        raise ConfigError(f"{key}={text!r} is not a CPU list; write e.g. '0', '1,3' or '1-3'") from None
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    if not cpus or not cpus <= allowed:
+        raise ConfigError(f"{key}={text!r}: CPUs {sorted(cpus - allowed) or '(none)'} are not available; "
+                          f"this process may use {sorted(allowed)}")
+    return frozenset(cpus)
+
+
+def pin_current_thread(cpus: frozenset[int]) -> frozenset[int] | None:
+    """Restrict the calling thread (Linux: ``sched_setaffinity(0)`` acts per thread) to ``cpus``;
+    returns the previous set to restore, or None when nothing was changed."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    old = frozenset(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cpus)
+    return old
+
 
 #: the model whose work the ``device`` latency model counts when no checkpoint is named
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "vla" / "checkpoints" / "stack"

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from edge.action_queue import ActionQueue, QueueConfig
-from edge.clock import steps_for
+from edge.clock import parse_cpus, pin_current_thread, steps_for
 from edge.config import ConfigError, cfg, check_fields
 from edge.contracts import (
     Clock,
@@ -101,9 +101,12 @@ class LoopConfig:
         0.001, "slack_work: no merging later than this before the next deadline (a chunk arriving "
         "then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
     )
+    cpus: str = cfg("", "real clock only: CPUs the loop thread runs on from start() to close(), "
+                    "e.g. '0' (empty = leave as is); pair with inference.process_cpus on the others")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        parse_cpus(self.cpus, "loop.cpus")
 
 
 def _restore_gc(enabled: bool) -> None:
@@ -173,6 +176,7 @@ class ControlLoop:
         self._estop_reason: str | None = None
         self._estop_lock = threading.Lock()
         self._old_switch: float | None = None
+        self._old_cpus: frozenset[int] | None = None
         self._gc_was_enabled: bool | None = None  # set while the loop holds the collector off
         self._started = False
         self._reset_episode_state()
@@ -184,6 +188,8 @@ class ControlLoop:
             self.driver.connect()
         if self.driver.state is not DriverState.ACTIVE:
             self.driver.activate()
+        if not self.clock.is_virtual and self._old_cpus is None:
+            self._old_cpus = pin_current_thread(parse_cpus(self.config.cpus, "loop.cpus"))
         if not self.clock.is_virtual and self.config.gil_switch_interval_s > 0:
             self._old_switch = sys.getswitchinterval()
             sys.setswitchinterval(self.config.gil_switch_interval_s)
@@ -267,6 +273,9 @@ class ControlLoop:
         if self._old_switch is not None:
             sys.setswitchinterval(self._old_switch)
             self._old_switch = None
+        if self._old_cpus is not None:
+            pin_current_thread(self._old_cpus)
+            self._old_cpus = None
         if self._gc_was_enabled is not None:
             self._gc_restore()
             self._gc_was_enabled = None

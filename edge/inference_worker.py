@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from edge.action_queue import guided_sample, rtc_weights
-from edge.clock import LatencyConfig, LatencyModel, make_latency_model
+from edge.clock import LatencyConfig, LatencyModel, make_latency_model, parse_cpus, pin_current_thread
 from edge.config import cfg, check_fields
 from edge.contracts import (
     ActionChunk,
@@ -93,9 +93,13 @@ class WorkerConfig:
                             "without this, a query woken on the loop's core preempts the loop for a "
                             "scheduler slice (measured 4 ms inside the submit at 20 Hz on a busy "
                             "2-core machine)", range=(0, 19))
+    process_cpus: str = cfg("", "process mode: CPUs the worker process runs on, e.g. '1' or '1-3' "
+                            "(empty = all the parent may use). With the control loop pinned to "
+                            "other CPUs (loop.cpus), inference never runs on the loop's core")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        parse_cpus(self.process_cpus, "inference.process_cpus")
 
 
 @dataclass(frozen=True)
@@ -439,6 +443,7 @@ def _process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Sche
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle
         _deprioritise(config.process_nice)
+        pin_current_thread(parse_cpus(config.process_cpus, "inference.process_cpus"))
         policy = factory()
         if "torch" in sys.modules:  # only if the policy uses it
             sys.modules["torch"].set_num_threads(config.torch_threads)

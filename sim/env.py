@@ -166,6 +166,7 @@ class TabletopEnv(gym.Env):
             self.action_space = gym.spaces.Discrete(8)
         self.scene = None
         self.spec_task: TaskSpec | None = None
+        self._fk_memo: tuple[bytes, tuple] | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -229,6 +230,17 @@ class TabletopEnv(gym.Env):
     def _gripper_width_target(cmd: float) -> float:
         return (1.0 - float(cmd)) * rm.GRIPPER_MAX_WIDTH_M
 
+    def _fk(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`sim.robot_model.fk` of the measured joints, memoised: the observation after a
+        step and the next step's IK read the same state (results are read-only)."""
+        key = q.tobytes()
+        if self._fk_memo is None or self._fk_memo[0] != key:
+            out = rm.fk(q)
+            for a in out:
+                a.flags.writeable = False
+            self._fk_memo = (key, out)
+        return self._fk_memo[1]
+
     def _parse_action(self, action) -> tuple[np.ndarray, bool]:
         if self.cfg.action_mode == "discrete8":
             if np.ndim(action) != 0 or int(action) != action or not 0 <= int(action) < 8:
@@ -258,7 +270,7 @@ class TabletopEnv(gym.Env):
             self.clip_counts["workspace"] += int(np.any(lim != new))
             # Keep the target within 6 cm of the real TCP so a blocked arm does not wind up.
             q, _ = self.backend.arm_state()
-            fk_q = rm.fk(q)
+            fk_q = self._fk(q)
             p = fk_q[0]
             off = lim - p
             n = np.linalg.norm(off)
@@ -277,12 +289,12 @@ class TabletopEnv(gym.Env):
     def tcp_pose(self) -> tuple[np.ndarray, float]:
         """Measured TCP position (3,) m and yaw rad."""
         q, _ = self.backend.arm_state()
-        p, R, _ = rm.fk(q)
-        return p, rm.tcp_yaw(R)
+        p, R, _ = self._fk(q)
+        return p.copy(), rm.tcp_yaw(R)
 
     def _observe(self) -> dict:
         q, qd = self.backend.arm_state()
-        p, R, _ = rm.fk(q)
+        p, R, _ = self._fk(q)
         proprio = np.concatenate([q, qd, [self.backend.gripper_width()], p, _rot_to_quat(R)]).astype(np.float32)
         s = self.cfg.image_size
         names = ("front", "wrist") if self.cfg.wrist_camera else ("front",)

@@ -1,9 +1,9 @@
 """MuJoCo backend: the Panda URDF from pybullet_data compiled through ``mujoco.MjSpec``.
 
-Compiling the meshes costs ~0.5 s, so the world is compiled once with a fixed number of object
-*slots* (free boxes) and one goal-patch slot; ``build(scene)`` then writes sizes, masses, inertias,
-frictions, colours, camera and light poses into the compiled model in place (microseconds).
-Unused slots are parked far outside the workspace with collisions disabled and alpha 0.
+Compiling the meshes costs ~0.5 s, so the world is compiled once per number of objects, with
+that many object *slots* (free boxes) and two goal-patch slots; ``build(scene)`` then writes
+sizes, masses, inertias, frictions, colours, camera and light poses into the compiled model in
+place (microseconds). Unused goal slots are parked far outside the workspace with alpha 0.
 
 Rendering: offscreen ``mujoco.Renderer`` (set ``MUJOCO_GL=egl`` or ``osmesa`` for headless use)
 with shadows and reflections off, one renderer per image size.
@@ -17,13 +17,19 @@ import re
 import numpy as np
 
 from sim.backends.base import SEG_BACKGROUND, SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
-from sim.robot_model import ARM_JOINTS, FINGER_JOINTS, GRIPPER_MAX_WIDTH_M, load_joints, urdf_path
+from sim.robot_model import (
+    ARM_JOINTS,
+    FINGER_JOINTS,
+    GRIPPER_MAX_WIDTH_M,
+    load_joints,
+    urdf_path,
+)
 from sim.scene import Scene, look_at
 
 # MuJoCo picks its GL backend when it is first imported: headless EGL unless the user chose.
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-N_OBJECT_SLOTS = 6
+MAX_OBJECTS = 6
 N_GOAL_SLOTS = 2
 PARK_Z_M = -5.0
 TABLE_HALF_M = (0.6, 0.6, 0.1)  # thick, so a cube pressed down cannot tunnel through
@@ -82,15 +88,34 @@ class MuJoCoBackend:
         if not visual_meshes:
             self._vopt.geomgroup[:] = 0
             self._vopt.geomgroup[0] = 1  # URDF collision geoms (group 0) + table/objects
-        self.model = self._compile()
-        self.data = mujoco.MjData(self.model)
-        m = self.model
+        self._models: dict[int, object] = {}  # compiled worlds by number of object slots
+        self._renderers: dict[tuple[int, int, int, bool], object] = {}  # (slots, h, w, seg)
+        w = mujoco.mjtWarning
+        self._bad_warnings = np.array([int(w.mjWARN_BADQACC), int(w.mjWARN_BADQVEL), int(w.mjWARN_BADQPOS)])
+        self.n_slots = -1  # no world until build(scene) compiles one for the scene's objects
+        self.model = self.data = None
+        self._names: dict[str, int] = {}
+        self.scene: Scene | None = None
+
+    # ------------------------------------------------------------------ model
+    def _load(self, n_slots: int) -> None:
+        """Switch to the world compiled with ``n_slots`` object slots (compiled once per count).
+
+        Each free body costs every physics substep even when parked (stack: 45 DOFs with six
+        slots, 21 with two; ~15 % of a control step), so the world holds exactly the scene's
+        objects."""
+        mujoco = self._mj
+        if n_slots not in self._models:
+            self._models[n_slots] = self._compile(n_slots)
+        self.n_slots = n_slots  # renderers are bound to one model: kept per slot count (_renderer)
+        self.model = m = self._models[n_slots]
+        self.data = mujoco.MjData(m)
         self._arm_qadr = np.array([m.jnt_qposadr[m.joint(n).id] for n in ARM_JOINTS])
         self._arm_dadr = np.array([m.jnt_dofadr[m.joint(n).id] for n in ARM_JOINTS])
         self._fing_qadr = np.array([m.jnt_qposadr[m.joint(n).id] for n in FINGER_JOINTS])
         self._fing_dadr = np.array([m.jnt_dofadr[m.joint(n).id] for n in FINGER_JOINTS])
-        self._slot_body = [m.body(f"obj{i}").id for i in range(N_OBJECT_SLOTS)]
-        self._slot_geom = [m.geom(f"obj{i}_geom").id for i in range(N_OBJECT_SLOTS)]
+        self._slot_body = [m.body(f"obj{i}").id for i in range(n_slots)]
+        self._slot_geom = [m.geom(f"obj{i}_geom").id for i in range(n_slots)]
         self._slot_qadr = [m.jnt_qposadr[m.body_jntadr[b]] for b in self._slot_body]
         self._slot_dadr = [m.jnt_dofadr[m.body_jntadr[b]] for b in self._slot_body]
         self._goal_geom = [m.geom(f"goal{i}").id for i in range(N_GOAL_SLOTS)]
@@ -104,12 +129,8 @@ class MuJoCoBackend:
         self._seg_lut[m.geom("table").id] = SEG_TABLE
         for g in self._goal_geom:
             self._seg_lut[g] = SEG_TABLE
-        self._renderers: dict[tuple[int, int, bool], object] = {}
-        self._names: dict[str, int] = {}
-        self.scene: Scene | None = None
 
-    # ------------------------------------------------------------------ model
-    def _compile(self):
+    def _compile(self, n_slots: int):
         mujoco = self._mj
         spec = _robot_spec()
         spec.option.timestep = self.physics_dt_s
@@ -171,8 +192,8 @@ class MuJoCoBackend:
             g = world.add_geom(name=f"goal{i}", type=mujoco.mjtGeom.mjGEOM_BOX,
                                size=[0.05, 0.05, 0.0005], pos=[0.0, 0.0, PARK_Z_M])
             g.contype, g.conaffinity = 0, 0
-        for i in range(N_OBJECT_SLOTS):
-            b = world.add_body(name=f"obj{i}", pos=[2.0 + i, 0.0, PARK_Z_M])
+        for i in range(n_slots):
+            b = world.add_body(name=f"obj{i}", pos=[2.0 + i, 0.0, 0.5])
             b.add_freejoint(name=f"obj{i}_free")
             g = b.add_geom(name=f"obj{i}_geom", type=mujoco.mjtGeom.mjGEOM_BOX,
                            size=[0.02, 0.02, 0.02], mass=0.1)
@@ -190,38 +211,31 @@ class MuJoCoBackend:
 
     # ------------------------------------------------------------------ build
     def build(self, scene: Scene) -> None:
-        mj, m, d = self._mj, self.model, self.data
-        if len(scene.objects) > N_OBJECT_SLOTS or len(scene.goals) > N_GOAL_SLOTS:
+        if len(scene.objects) > MAX_OBJECTS or len(scene.goals) > N_GOAL_SLOTS:
             raise ValueError(f"scene has {len(scene.objects)} objects / {len(scene.goals)} goals; "
-                             f"the MuJoCo backend supports {N_OBJECT_SLOTS} / {N_GOAL_SLOTS}")
+                             f"the MuJoCo backend supports {MAX_OBJECTS} / {N_GOAL_SLOTS}")
+        if len(scene.objects) != self.n_slots:
+            self._load(len(scene.objects))
+        mj, m, d = self._mj, self.model, self.data
         self.scene = scene
         self._names = {obj.name: i for i, obj in enumerate(scene.objects)}
         mj.mj_resetData(m, d)
-        for i in range(N_OBJECT_SLOTS):
+        for i, o in enumerate(scene.objects):
             g, b = self._slot_geom[i], self._slot_body[i]
             qa, da = self._slot_qadr[i], self._slot_dadr[i]
-            if i < len(scene.objects):
-                o = scene.objects[i]
-                hx, hy, hz = o.half_size_m
-                m.geom_size[g] = (hx, hy, hz)
-                m.geom_rbound[g] = float(np.linalg.norm(o.half_size_m))
-                m.geom_aabb[g] = (0.0, 0.0, 0.0, hx, hy, hz)  # collision uses it; keep in sync
-                m.geom_rgba[g] = o.rgba
-                m.geom_friction[g] = (o.friction, 0.01, 0.001)
-                m.geom_contype[g] = m.geom_conaffinity[g] = 1
-                m.body_mass[b] = o.mass_kg
-                m.body_inertia[b] = (o.mass_kg / 3.0) * np.array(
-                    [hy**2 + hz**2, hx**2 + hz**2, hx**2 + hy**2])
-                d.qpos[qa:qa + 3] = o.pos_m
-                d.qpos[qa + 3:qa + 7] = _quat_from_yaw(o.yaw_rad)
-                self._seg_lut[g] = SEG_OBJECT0 + i
-            else:
-                m.geom_contype[g] = m.geom_conaffinity[g] = 0
-                m.geom_rgba[g] = (0, 0, 0, 0)
-                d.qpos[qa:qa + 3] = (2.0 + i, 0.0, PARK_Z_M)
-                d.qpos[qa + 3:qa + 7] = (1, 0, 0, 0)
-                self._seg_lut[g] = SEG_BACKGROUND
+            hx, hy, hz = o.half_size_m
+            m.geom_size[g] = (hx, hy, hz)
+            m.geom_rbound[g] = float(np.linalg.norm(o.half_size_m))
+            m.geom_aabb[g] = (0.0, 0.0, 0.0, hx, hy, hz)  # collision uses it; keep in sync
+            m.geom_rgba[g] = o.rgba
+            m.geom_friction[g] = (o.friction, 0.01, 0.001)
+            m.body_mass[b] = o.mass_kg
+            m.body_inertia[b] = (o.mass_kg / 3.0) * np.array(
+                [hy**2 + hz**2, hx**2 + hz**2, hx**2 + hy**2])
+            d.qpos[qa:qa + 3] = o.pos_m
+            d.qpos[qa + 3:qa + 7] = _quat_from_yaw(o.yaw_rad)
             d.qvel[da:da + 6] = 0.0
+            self._seg_lut[g] = SEG_OBJECT0 + i
         for i, g in enumerate(self._goal_geom):
             if i < len(scene.goals):
                 gp = scene.goals[i]
@@ -278,10 +292,8 @@ class MuJoCoBackend:
     def diverged(self) -> bool:
         """True once MuJoCo flagged NaN/huge values this episode (it then silently resets the
         state, so the env must end the episode and say so)."""
-        w = self.data.warning
-        bad = (self._mj.mjtWarning.mjWARN_BADQACC, self._mj.mjtWarning.mjWARN_BADQVEL,
-               self._mj.mjtWarning.mjWARN_BADQPOS)
-        return any(w[int(b)].number > 0 for b in bad)
+        counts = self.data.warning.number  # one count per mjtWarning
+        return bool(counts[self._bad_warnings].any())
 
     # ------------------------------------------------------------------ state
     def arm_state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -317,7 +329,7 @@ class MuJoCoBackend:
 
     # ------------------------------------------------------------------ rendering
     def _renderer(self, height: int, width: int, seg: bool):
-        key = (height, width, seg)
+        key = (self.n_slots, height, width, seg)
         r = self._renderers.get(key)
         if r is None:
             r = self._mj.Renderer(self.model, height=height, width=width)

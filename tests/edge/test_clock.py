@@ -70,3 +70,41 @@ def test_steps_for():
     assert steps_for(0.3 * 0.05 * 10 / 3, 0.05) == 1
     assert steps_for(0.051, 0.05) == 2
     assert time.monotonic() > 0
+
+
+def test_cpu_lists_parse_and_name_the_key_on_error():
+    import os
+
+    from edge.clock import parse_cpus
+
+    allowed = sorted(os.sched_getaffinity(0))
+    assert parse_cpus("", "loop.cpus") == frozenset()
+    assert parse_cpus(str(allowed[0]), "loop.cpus") == {allowed[0]}
+    assert parse_cpus(f"{allowed[0]}-{allowed[-1]}", "loop.cpus") == set(allowed)
+    for bad, words in (("a", "not a CPU list"), ("1-", "not a CPU list"), (str(max(allowed) + 1), "not available")):
+        with pytest.raises(ConfigError, match=words) as err:
+            parse_cpus(bad, "inference.process_cpus")
+        assert "inference.process_cpus" in str(err.value)
+
+
+def test_pinning_a_thread_leaves_the_others_alone():
+    import os
+    import threading
+
+    from edge.clock import pin_current_thread
+
+    allowed = frozenset(os.sched_getaffinity(0))
+    seen = {}
+
+    def pinned():
+        old = pin_current_thread(frozenset({min(allowed)}))
+        seen["inside"] = os.sched_getaffinity(0)
+        pin_current_thread(old)
+        seen["restored"] = os.sched_getaffinity(0)
+
+    t = threading.Thread(target=pinned)
+    t.start()
+    t.join()
+    assert seen["inside"] == {min(allowed)} and seen["restored"] == allowed
+    assert os.sched_getaffinity(0) == allowed  # the calling thread was never pinned
+    assert pin_current_thread(frozenset()) is None

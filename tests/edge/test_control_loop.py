@@ -429,3 +429,32 @@ def test_time_spent_between_episodes_is_not_an_overrun():
     assert loop.overruns == 0
     ep = loop.end_episode()
     assert ep["overruns"] == 0 and ep["ticks"] == 4
+
+
+def test_loop_thread_runs_on_its_cpus_and_gets_its_affinity_back(tmp_path):
+    import os
+
+    from edge.clock import RealClock
+
+    allowed = frozenset(os.sched_getaffinity(0))
+    cpu = min(allowed)
+    clock = RealClock()
+    seen = []
+
+    class Driver(FakeDriver):
+        def read_state(self):
+            seen.append(frozenset(os.sched_getaffinity(0)))
+            return super().read_state()
+
+    worker = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock, WorkerConfig(mode="inline"))
+    loop = ControlLoop(LoopConfig(rate_hz=SPEC.control_rate_hz, cpus=str(cpu)), clock, Driver(clock, SPEC),
+                       FakeObserver(), worker, SafetySupervisor(SPEC), QueueConfig(seam="rtc"))
+    loop.start()
+    try:
+        loop.run(3)
+    finally:
+        loop.close()
+    assert seen and all(s == {cpu} for s in seen[1:])
+    assert frozenset(os.sched_getaffinity(0)) == allowed
+    with pytest.raises(ConfigError, match="loop.cpus"):
+        LoopConfig(cpus="9999")

@@ -119,3 +119,19 @@ def test_realism_hooks_delay_and_freeze():
     assert np.linalg.norm(env.tcp_pose()[0] - p0) > 0.03
     np.testing.assert_array_equal(obs["front"], obs0["front"])  # frozen camera
     assert env.realism.counts["frozen_frames"] > 0
+
+
+def test_measured_kinematics_are_memoised_but_never_shared_mutably():
+    env = sim.make_env("stack", sim="mujoco", render_images=False)
+    obs, _ = env.reset(seed=3)
+    u = env.unwrapped
+    p, _ = u.tcp_pose()
+    p[:] = 0.0  # a caller's copy: must not leak into the env's next observation or IK
+    np.testing.assert_allclose(obs["proprio"][15:18], u.tcp_pose()[0], atol=1e-6)
+    q, _ = u.backend.arm_state()
+    np.testing.assert_allclose(u._fk(q)[0], sim.robot_model.fk(q)[0], atol=0)
+    obs, *_ = env.step(np.array([0.01, 0, 0, 0, 0], np.float32))
+    q2, _ = u.backend.arm_state()
+    assert not np.array_equal(q, q2)
+    np.testing.assert_allclose(obs["proprio"][15:18], sim.robot_model.fk(q2)[0], atol=1e-6)
+    env.close()
