@@ -79,9 +79,18 @@ class SessionConfig:
     max_steps: int = cfg(0, "control steps per episode (0 = the task's default)", range=(0, 100000))
     record_ticks: bool = cfg(True, "write one telemetry line per tick")
     video_episodes: int = cfg(1, "save a GIF of the first N episodes", range=(0, 1000))
+    loop_cpus: str = cfg("", "real clock: CPUs the control-loop thread runs on, e.g. '0' or '0,2' "
+                         "(a string: --set \"loop_cpus='0'\"; empty = leave as is); with "
+                         "inference_cpus on the others, inference never shares the loop's core")
+    inference_cpus: str = cfg("", "inference=process: CPUs the worker process runs on, e.g. '1' "
+                              "(empty = inherit)")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        from edge.clock import parse_cpus
+
+        parse_cpus(self.loop_cpus, "loop_cpus")
+        parse_cpus(self.inference_cpus, "inference_cpus")
 
 
 @dataclass
@@ -354,7 +363,8 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
     loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, inference=cfg_.inference,
                      latency=lat, seed=cfg_.seed, noise_temperature=cfg_.noise_temperature,
                      rtc_soft_steps=cfg_.rtc_soft_steps, execution=cfg_.execution, seam=cfg_.seam,
-                     record_ticks=cfg_.record_ticks, policy_factory=factory)
+                     record_ticks=cfg_.record_ticks, policy_factory=factory,
+                     loop_cpus=cfg_.loop_cpus, inference_cpus=cfg_.inference_cpus)
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 

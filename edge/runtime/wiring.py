@@ -13,7 +13,8 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
               recorder: Any = None, *, inference: str = "auto", latency: Any = None, seed: int = 0,
               noise_temperature: float = 0.5, rtc_soft_steps: int = -1, execution: str = "async",
               seam: str = "replace", record_ticks: bool = True,
-              policy_factory: Callable[[], Any] | None = None) -> Any:
+              policy_factory: Callable[[], Any] | None = None, loop_cpus: str = "",
+              inference_cpus: str = "") -> Any:
     """-> a ControlLoop (not started). ``latency``: an ``edge.clock.LatencyConfig`` (None = measured)."""
     from edge.action_queue import QueueConfig
     from edge.clock import LatencyConfig
@@ -23,9 +24,10 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
 
     worker = InferenceWorker(policy, scheduler, clock,
                              WorkerConfig(mode=inference, latency=latency or LatencyConfig(), seed=seed,
-                                          rtc_soft_steps=rtc_soft_steps, noise_temperature=noise_temperature),
+                                          rtc_soft_steps=rtc_soft_steps, noise_temperature=noise_temperature,
+                                          process_cpus=inference_cpus),
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=execution,
-                                  record_ticks=record_ticks and recorder is not None),
+                                  record_ticks=record_ticks and recorder is not None, cpus=loop_cpus),
                        clock, driver, observer, worker, SafetySupervisor(robot, SafetyConfig()),
                        QueueConfig(seam=seam), recorder)
