@@ -1,0 +1,58 @@
+"""benchmarks/sim_speed.py: peers run as subprocesses, their printed figures parsed, ratios per round."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SPEC = importlib.util.spec_from_file_location(
+    "sim_speed", Path(__file__).resolve().parents[2] / "benchmarks" / "sim_speed.py")
+sim_speed = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(sim_speed)
+
+
+def _fake_peer(tmp_path, rate: float) -> Path:
+    script = tmp_path / sim_speed.PEER_SCRIPTS["panda-gym"]
+    script.write_text("print('argv[0]=--background_color_red=0.87')\n"
+                      f"print('panda-gym PandaStack-v3 control steps/s (no render): {rate:.0f}')\n"
+                      "print('render 96x96 Tiny fps: 20.5 (96, 96, 3)')\n")
+    return script
+
+
+def test_peer_figures_are_parsed_from_their_output(tmp_path):
+    figs = sim_speed.run_peer(sys.executable, _fake_peer(tmp_path, 500))
+    assert figs["panda-gym PandaStack-v3 control steps/s (no render)"] == 500.0
+    assert figs["render 96x96 Tiny fps"] == 20.5
+    assert not any("argv" in k for k in figs)
+
+
+def test_a_peer_that_prints_nothing_or_fails_is_an_error(tmp_path):
+    script = tmp_path / "p.py"
+    script.write_text("print('hello')\n")
+    with pytest.raises(RuntimeError, match="no 'steps/s'"):
+        sim_speed.run_peer(sys.executable, script)
+    script.write_text("raise SystemExit(3)\n")
+    with pytest.raises(RuntimeError, match="exit 3"):
+        sim_speed.run_peer(sys.executable, script)
+
+
+def test_ratios_are_taken_within_each_round(tmp_path):
+    label = "panda-gym PandaStack-v3 control steps/s (no render)"
+    rounds = [{"mujoco": {"control_steps_per_s_no_render": m}, "panda-gym": {label: p}}
+              for m, p in ((1000.0, 500.0), (600.0, 400.0), (900.0, 300.0))]
+    out = sim_speed.summarise(rounds, {"panda-gym": None})
+    r = out["ratios"]["mujoco_no_render_over_panda-gym"]
+    assert r["per_round"] == [2.0, 1.5, 3.0] and r["median"] == 2.0
+    assert out["median"]["mujoco"]["control_steps_per_s_no_render"] == 900.0
+
+
+def test_bad_peer_arguments_name_the_flag(tmp_path):
+    with pytest.raises(SystemExit, match="NAME=PYTHON"):
+        sim_speed._parse_peers(["pandagym"], tmp_path)
+    with pytest.raises(SystemExit, match="is not a file"):
+        sim_speed._parse_peers(["panda-gym=/nonexistent/python"], tmp_path)
+    with pytest.raises(SystemExit, match="--anchors"):
+        sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
+    _fake_peer(tmp_path, 1)
+    assert sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)["panda-gym"][0] == sys.executable
