@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -86,6 +87,23 @@ def launch(args: argparse.Namespace) -> None:
     print(f"{len(todo)} runs to do, {args.jobs} at a time", file=sys.stderr)
     running: list[tuple[subprocess.Popen, str, float]] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # a stopped benchmark stops its training runs too (they checkpoint: rerun to resume them)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        _launch_loop(args, todo, running, env)
+    finally:
+        for p, name, _ in running:
+            if p.poll() is None:
+                p.terminate()
+                print(f"{name}: stopped (resumable)", file=sys.stderr)
+        for p, _, _ in running:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict) -> None:
     while todo or running:
         while todo and len(running) < args.jobs:
             t, m, s = todo.pop(0)

@@ -88,3 +88,38 @@ def test_an_unfinished_seed_is_listed_not_averaged(tmp_path, monkeypatch):
     px = cvm.report(args)["tasks"]["reach3"]["methods"]["pixels"]
     assert px["seeds"] == [0] and px["env_steps"] == [0, 100, 200, 300] and px["final_mean"] == 0.5
     assert px["unfinished_seeds"] == {"1": {"env_steps": 100, "success": 0.3}}
+
+
+def test_a_stopped_benchmark_stops_its_training_runs(tmp_path, monkeypatch):
+    import signal
+    import sys
+
+    import pytest
+
+    started = []
+
+    def fake_args(m, t, s, args, out):
+        started.append(out)
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    real_sleep = cvm.time.sleep
+
+    def interrupt(dt):  # the launcher's first wait is interrupted (Ctrl-C); later sleeps are real
+        if not getattr(interrupt, "done", False):
+            interrupt.done = True
+            raise KeyboardInterrupt
+        real_sleep(dt)
+
+    old = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cvm, "run_args", fake_args)
+    monkeypatch.setattr(cvm.time, "sleep", interrupt)
+    procs = []
+    real_popen = cvm.subprocess.Popen
+    monkeypatch.setattr(cvm.subprocess, "Popen", lambda *a, **k: procs.append(real_popen(*a, **k)) or procs[-1])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cvm.launch(_args(tmp_path, jobs=2, methods=["comet"]))
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert len(started) == 2 and len(procs) == 2
+    assert all(p.poll() is not None for p in procs)  # terminated, not orphaned
