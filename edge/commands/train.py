@@ -212,6 +212,15 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.obs == "pixels" and args.kind is None:
         sets.append("model.kind=pixels")
     config = layer_config(RunConfig(), preset, sets)
+    if config.obs == "slots" and not Path(config.encoder).is_absolute() and not Path(config.encoder).exists():
+        import dataclasses
+
+        import world_models
+
+        # the presets name the shipped encoder as world_models/checkpoints/...: inside the package
+        installed = Path(world_models.__file__).resolve().parent.parent / config.encoder
+        if installed.exists():
+            config = dataclasses.replace(config, encoder=str(installed))
     if config.obs == "slots" and not Path(config.encoder).exists():
         raise EdgeError(f"encoder={config.encoder}: no slot encoder there; train one with "
                         "`edge train slot-encoder` or pass --encoder DIR")

@@ -81,3 +81,18 @@ def test_diagnostics_on_a_tiny_model(tmp_path):
     assert set(err) == {"h1", "h3"} and err["h1"] >= 0 and err["h3"] >= 0
     rel = dg.relevance_by_entity(cfg, model, rollouts=ro)
     assert set(rel) == set(dg.ENTITY_NAMES) and all(0 <= p <= 1 for v in rel.values() if v for p in v)
+
+
+def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, monkeypatch):
+    import json
+
+    from edge.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the preset names world_models/checkpoints/slots_push3
+    out = tmp_path / "wm"
+    assert main(["train", "world-model", "--out", str(out), "--env-steps", "8", "--set", "eval_episodes=1",
+                 "--set", "eval_every=8", "--set", "planner.num_simulations=2", "--no-progress"]) == 0
+    enc = json.loads((out / "manifest.json").read_text())["config"]["encoder"]
+    from pathlib import Path
+
+    assert enc.endswith("world_models/checkpoints/slots_push3") and Path(enc).is_absolute() and Path(enc).is_dir()
