@@ -88,10 +88,12 @@ def launch(args: argparse.Namespace) -> None:
     running: list[tuple[subprocess.Popen, str, float]] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # a stopped benchmark stops its training runs too (they checkpoint: rerun to resume them)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    old_term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         _launch_loop(args, todo, running, env)
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
         for p, name, _ in running:
             if p.poll() is None:
                 p.terminate()
@@ -101,6 +103,8 @@ def launch(args: argparse.Namespace) -> None:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
 
 
 def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict) -> None:

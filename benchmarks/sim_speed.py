@@ -126,6 +126,7 @@ def _parse_peers(specs: list[str], anchors: Path) -> dict[str, tuple[str, Path]]
         name, sep, python = spec.partition("=")
         if not sep or name not in PEER_SCRIPTS:
             sys.exit(f"--peer {spec!r}: expected NAME=PYTHON with NAME one of {sorted(PEER_SCRIPTS)}")
+        python = os.path.abspath(python)  # the peer runs from its script's directory
         if not Path(python).is_file():
             sys.exit(f"--peer {spec!r}: {python} is not a file; create the peer's virtualenv (see "
                      f"{anchors / 'README.md'})")

@@ -36,6 +36,8 @@ def parse_cpus(text: str, key: str) -> frozenset[int]:
 
     The CPUs must be ones this process may run on (``os.sched_getaffinity``); the error names
     ``key``, the value and the allowed CPUs."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{key}={text!r} must be a string CPU list, e.g. '0', '1,3' or '1-3'")
     text = text.strip()
     if not text:
         return frozenset()

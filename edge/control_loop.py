@@ -265,22 +265,24 @@ class ControlLoop:
     def close(self, close_driver: bool = True) -> None:
         """Stop the worker; hold and close the driver (unless ``close_driver`` is False, e.g. when
         the same driver is reused); flush the recorder (closing it is the caller's job)."""
-        self.worker.close()
-        if close_driver and self.driver.state is DriverState.ACTIVE:
-            self.driver.hold()
-        if close_driver and self.driver.state is not DriverState.DISCONNECTED:
-            self.driver.close()
-        if self._old_switch is not None:
-            sys.setswitchinterval(self._old_switch)
-            self._old_switch = None
-        if self._old_cpus is not None:
-            pin_current_thread(self._old_cpus)
-            self._old_cpus = None
-        if self._gc_was_enabled is not None:
-            self._gc_restore()
-            self._gc_was_enabled = None
-        if self.recorder is not None and not self.recorder.closed:
-            self.recorder.flush()
+        try:
+            self.worker.close()
+            if close_driver and self.driver.state is DriverState.ACTIVE:
+                self.driver.hold()
+            if close_driver and self.driver.state is not DriverState.DISCONNECTED:
+                self.driver.close()
+        finally:  # the process-wide settings come back even if stopping the worker or driver fails
+            if self._old_switch is not None:
+                sys.setswitchinterval(self._old_switch)
+                self._old_switch = None
+            if self._old_cpus is not None:
+                pin_current_thread(self._old_cpus)
+                self._old_cpus = None
+            if self._gc_was_enabled is not None:
+                self._gc_restore()
+                self._gc_was_enabled = None
+            if self.recorder is not None and not self.recorder.closed:
+                self.recorder.flush()
 
     # ------------------------------------------------------------------ running
     def run(self, max_ticks: int, stop_when: Callable[[TickRecord], bool] | None = None) -> LoopResult:

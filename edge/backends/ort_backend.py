@@ -100,7 +100,8 @@ class OrtBackend(Backend):
     def _session_options(self, threads: int, inter_op: int, spinning: bool, level: str):
         ort = self._ort
         so = ort.SessionOptions()
-        so.intra_op_num_threads = threads if threads > 0 else (os.cpu_count() or 1)
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        so.intra_op_num_threads = threads if threads > 0 else usable  # all CPUs this process may use
         so.inter_op_num_threads = max(inter_op, 1)
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = {

@@ -108,3 +108,10 @@ def test_pinning_a_thread_leaves_the_others_alone():
     assert seen["inside"] == {min(allowed)} and seen["restored"] == allowed
     assert os.sched_getaffinity(0) == allowed  # the calling thread was never pinned
     assert pin_current_thread(frozenset()) is None
+
+
+def test_a_cpu_list_must_be_a_string():
+    from edge.clock import parse_cpus
+
+    with pytest.raises(ConfigError, match="loop.cpus=0 must be a string"):
+        parse_cpus(0, "loop.cpus")
