@@ -10,8 +10,10 @@ export PYOPENGL_PLATFORM ?= egl
 $(BIN)/edge: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# CPU build of torch first, so that no multi-GB CUDA build is pulled in on CPU machines.
-	$(BIN)/pip install -q "torch==2.13.0" || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	# CPU build of torch first, so that no multi-GB CUDA build is pulled in: PyTorch's CPU index
+	# (PyPI's Linux torch is the CUDA build); where that index is unreachable, pip's configured sources.
+	$(BIN)/pip install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu --timeout 15 --retries 1 \
+		|| $(BIN)/pip install -q "torch==2.13.0"
 	# the tested stack (constraints.txt): physics and inference versions change measured success rates
 	$(BIN)/pip install -q -c constraints.txt -e ".[test]"
 	touch $(BIN)/edge

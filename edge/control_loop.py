@@ -495,6 +495,11 @@ class ControlLoop:
             seam=self.queue_config.seam,
         ).to_json()
 
+    def reset_latency_stats(self) -> None:
+        """Forget the measured latency window (e.g. the device or its latency model changed)."""
+        self._latencies.clear()
+        self._latency_cache = None
+
     def _latency_stats(self) -> tuple[float, float]:
         if self._latency_cache is None:  # recomputed only when a new latency arrives
             if not self._latencies:

@@ -128,3 +128,37 @@ def test_edge_run_one_episode_from_the_installed_copy(installed):
     assert "success_rate" in res.stdout
     assert tree(ckpt) == before  # the onnxruntime export went to EDGE_CACHE_DIR, not the package
     assert list((Path(env["EDGE_CACHE_DIR"]) / "onnx").glob("*/metadata.json"))
+
+
+def test_built_wheel_in_a_fresh_venv_runs_the_shipped_vla(installed, tmp_path):
+    """The user's path without the checkout's .venv: a new venv from the base interpreter, torch's CPU
+    build first (as ``make setup``), then the wheel with its dependencies resolved by pip under the
+    tested constraints; ``edge run`` from outside the repository runs the packaged VLA."""
+    site, _, cwd = installed
+    wheel = next((site.parent / "dist").glob("edge_runtime-*.whl"))
+    venv = tmp_path / "fresh"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    torch = subprocess.run([*pip, "torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu",
+                            "--timeout", "15", "--retries", "1"], capture_output=True, text=True, timeout=1200)
+    if torch.returncode != 0:  # PyTorch's CPU index unreachable: pip's configured sources (as make setup)
+        subprocess.run([*pip, "torch==2.13.0"], check=True, timeout=1200)
+    subprocess.run([*pip, "-c", str(ROOT / "constraints.txt"), str(wheel)], check=True, timeout=1800)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(EDGE_CACHE_DIR=str(tmp_path / "cache"), MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"),
+               PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+    where = run([str(venv / "bin" / "python"), "-c", "import edge, torch; print(edge.__file__); print(torch.__version__)"],
+                env, cwd)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.split()[0]).is_relative_to(venv), where.stdout  # not the checkout
+    out = tmp_path / "run"
+    res = run([str(venv / "bin" / "edge"), "run", "--episodes", "1", "--out", str(out)], env, cwd, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["policy"]["kind"] == "vla", meta["policy"]
+    assert Path(meta["policy"]["model_pt"]).is_relative_to(venv), meta["policy"]["model_pt"]
+    assert meta["policy"]["model_sha256"] == json.loads(
+        (ROOT / "edge/vla/checkpoints/stack/manifest.json").read_text())["files"]["model.pt"]
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 1 and episodes[0]["queries"] > 0

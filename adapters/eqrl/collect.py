@@ -33,7 +33,8 @@ def _worker(conn: Any, session: dict, threads: int) -> None:
             if kind == "close":
                 break
             if kind == "reset":
-                obs, info = env.reset(seed=arg)
+                seed, options = arg if isinstance(arg, tuple) else (arg, None)
+                obs, info = env.reset(seed=seed, options=options)
                 conn.send(("obs", (obs, info["seed"])))
             elif kind == "step":
                 obs, r, term, trunc, info = env.step(arg)

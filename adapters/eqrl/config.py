@@ -84,8 +84,16 @@ class EqrlConfig:
     noise_temperature: float = cfg(0.5, "the session's noise temperature (used by noise-free arms)",
                                    range=(0.0, 4.0))
     threads: int = cfg(1, "torch threads of the learner", range=(1, 64))
+    query_mode: str = cfg("sync", "how the training episodes query the VLA: sync (wait for each chunk) "
+                          "or async (execution continues while a query computes; needed for latency)",
+                          choices=("sync", "async"))
+    train_latency_ms: str = cfg("0", "constant inference latency charged per query on the virtual "
+                                "clock, in ms: one value, or a comma-separated list drawn per training "
+                                "episode (uniformly, from the episode's seed), e.g. '0,100,200,300,400'")
 
     def __post_init__(self) -> None:
+        if isinstance(self.train_latency_ms, (int, float)) and not isinstance(self.train_latency_ms, bool):
+            self.train_latency_ms = str(self.train_latency_ms)  # --set train_latency_ms=300 parses as a number
         check_fields(self)
         if not self.k_min <= self.k_max:
             raise ConfigError(f"eqrl: need k_min <= k_max (got {self.k_min}, {self.k_max})")
@@ -99,5 +107,30 @@ class EqrlConfig:
             if not self.c_min <= getattr(self, name) <= self.c_max:
                 raise ConfigError(f"eqrl: {name}={getattr(self, name)} outside [c_min, c_max] = "
                                   f"[{self.c_min}, {self.c_max}]")
+        lat = self.latencies_ms()
+        if any(v > 0 for v in lat) and self.query_mode != "async":
+            raise ConfigError(f"eqrl: train_latency_ms={self.train_latency_ms!r} needs query_mode=async "
+                              "(sync queries never overlap execution)")
         if self.budget_lo > self.budget_hi:
             raise ConfigError(f"eqrl: budget_lo={self.budget_lo} > budget_hi={self.budget_hi}")
+
+    def latencies_ms(self) -> list[float]:
+        """``train_latency_ms`` as numbers (validated: each in [0, 10000] ms)."""
+        out = []
+        for part in str(self.train_latency_ms).split(","):
+            try:
+                v = float(part)
+            except ValueError:
+                raise ConfigError(f"eqrl: train_latency_ms={self.train_latency_ms!r}: {part.strip()!r} is "
+                                  "not a number (give ms, e.g. '0' or '0,100,300')") from None
+            if not 0.0 <= v <= 10_000.0:
+                raise ConfigError(f"eqrl: train_latency_ms={self.train_latency_ms!r}: {v} outside [0, 10000] ms")
+            out.append(v)
+        return out
+
+    def episode_latency_ms(self, seed: int) -> float:
+        """The latency of the training episode ``seed`` (deterministic: resume draws the same)."""
+        import numpy as np
+
+        lat = self.latencies_ms()
+        return lat[0] if len(lat) == 1 else float(lat[int(np.random.default_rng([self.seed, seed]).integers(len(lat)))])

@@ -69,9 +69,9 @@ class AdapterTrainer:
     def __init__(self, cfg: EqrlConfig, out: str | Path, checkpoint: str, session: dict | None = None,
                  resume: bool = False, progress: bool = True, command: str | None = None) -> None:
         self.cfg, self.out, self.checkpoint = cfg, Path(out), str(checkpoint)
-        self.session = {"task": "stack", "checkpoint": self.checkpoint, "execution": "sync",
-                        "latency": "constant", "latency_ms": 0.0, "noise_temperature": cfg.noise_temperature,
-                        **(session or {})}
+        self.session = {"task": "stack", "checkpoint": self.checkpoint, "execution": cfg.query_mode,
+                        "latency": "constant", "latency_ms": cfg.latencies_ms()[0],
+                        "noise_temperature": cfg.noise_temperature, **(session or {})}
         self.progress, self.resume = progress, resume
         self.command = command or " ".join(["edge", *sys.argv[1:]])
         self.out.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,7 @@ class AdapterTrainer:
         try:
             obs = []
             for i in range(cfg.envs):
-                envs.send(i, "reset", cfg.train_seed + i)
+                envs.send(i, "reset", self._reset_arg(cfg.train_seed + i))
             obs = [envs.recv(i)[0] for i in range(cfg.envs)]
             D = obs[0]["features"].size
             agent = EqrlAgent(cfg, D, CONTEXT_DIM, H, Da)
@@ -111,7 +111,7 @@ class AdapterTrainer:
                 rng.bit_generator.state = saved["rng"]
                 torch.set_rng_state(saved["torch_rng"])
                 for i in range(cfg.envs):  # episodes in flight at the save were not kept: start anew
-                    envs.send(i, "reset", st["next_seed"] + i)
+                    envs.send(i, "reset", self._reset_arg(st["next_seed"] + i))
                 obs = [envs.recv(i)[0] for i in range(cfg.envs)]
                 st["next_seed"] += cfg.envs
             ep_rows: list[list[int]] = [[] for _ in range(cfg.envs)]
@@ -157,6 +157,7 @@ class AdapterTrainer:
                             replay.data["reward"][row] -= lam * pen / len(ep_rows[i])
                         recent = (recent + [bool(ep["success"])])[-100:]
                         log.write(json.dumps({"episode": st["episodes"], "seed": ep["seed"],
+                                              "latency_ms": cfg.episode_latency_ms(ep["seed"]),
                                               "success": bool(ep["success"]), "steps": ep["steps"],
                                               "queries": len(ep_rows[i]), "nfe_per_action": sk / max(sc, 1),
                                               "penalty": pen, "lambda_cost": lam, "gate": gate,
@@ -167,7 +168,7 @@ class AdapterTrainer:
                         bar.update(1)
                         bar.set_postfix(success=f"{np.mean(recent):.2f}", nfe=f"{sk / max(sc, 1):.3f}",
                                         q=st["queries"])
-                        envs.send(i, "reset", st["next_seed"])
+                        envs.send(i, "reset", self._reset_arg(st["next_seed"]))
                         st["next_seed"] += 1
                         o2 = envs.recv(i)[0]
                         if st["episodes"] % cfg.save_every == 0 or st["episodes"] >= cfg.episodes:
@@ -178,6 +179,12 @@ class AdapterTrainer:
             return self._save(agent, replay, st, rng, gate, t_start, final=True)
         finally:
             envs.close()
+
+    def _reset_arg(self, seed: int) -> Any:
+        """The env's reset argument: the seed, plus the episode's latency when it is drawn per episode."""
+        if len(self.cfg.latencies_ms()) == 1:
+            return seed  # the session's constant latency throughout
+        return (seed, {"latency_ms": self.cfg.episode_latency_ms(seed)})
 
     def _save(self, agent: Any, replay: Replay, st: dict, rng: np.random.Generator, gate: float,
               t_start: float, final: bool = False) -> dict[str, Any]:

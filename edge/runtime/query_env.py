@@ -188,7 +188,13 @@ class QueryEnv:
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, seed: int | None = None, options: dict | None = None):
+        """Start the episode ``seed``. ``options={"latency_ms": x}`` charges a constant ``x`` ms per
+        query on the virtual clock from this episode on (needs ``latency="constant"``) and clears
+        the loop's measured-latency window, so the context reports the new latency from its
+        first measurement on (training with latency drawn per episode)."""
         self._abort()
+        if options and "latency_ms" in options:
+            self.set_latency_ms(float(options["latency_ms"]))
         if seed is None:
             seed = self._next_seed
         self._next_seed = seed + 1
@@ -202,6 +208,20 @@ class QueryEnv:
             self._in_episode = False
             raise RuntimeError(f"QueryEnv: episode {seed} ended before its first query ({kind})")
         return self._obs(features, ctx), {"seed": seed, "context": ctx}
+
+    def set_latency_ms(self, latency_ms: float) -> None:
+        """Charge ``latency_ms`` per query from the next episode on (constant latency only)."""
+        from edge.clock import ConstantLatency
+
+        if self.cfg.latency != "constant":
+            raise ValueError(f"QueryEnv: a per-episode latency needs latency='constant' (got {self.cfg.latency!r})")
+        if not 0.0 <= latency_ms <= 10_000.0:
+            raise ValueError(f"QueryEnv: latency_ms={latency_ms} outside [0, 10000]")
+        if latency_ms > 0.0 and self.cfg.execution != "async":
+            raise ValueError(f"QueryEnv: latency_ms={latency_ms} needs execution='async' (sync queries "
+                             "never overlap execution, so latency would only pause the arm)")
+        self.runtime.loop.worker.latency_model = ConstantLatency(latency_ms / 1000.0)
+        self.runtime.loop.reset_latency_stats()
 
     def step(self, action: Any):
         if not self._in_episode:

@@ -47,3 +47,19 @@ def test_config_rejects_anchors_outside_the_range():
         EqrlConfig(k_hard=9)
     with pytest.raises(ConfigError, match="budget_lo"):
         EqrlConfig(budget_lo=0.5, budget_hi=0.2)
+
+
+def test_training_latency_list_is_validated_and_drawn_per_episode_seed():
+    c = EqrlConfig(query_mode="async", train_latency_ms="0, 100,300")
+    assert c.latencies_ms() == [0.0, 100.0, 300.0]
+    draws = [c.episode_latency_ms(20_000_000 + i) for i in range(60)]
+    assert set(draws) == {0.0, 100.0, 300.0}  # every value is drawn
+    assert draws == [c.episode_latency_ms(20_000_000 + i) for i in range(60)]  # resume draws the same
+    assert EqrlConfig(train_latency_ms="0").episode_latency_ms(5) == 0.0
+    with pytest.raises(ConfigError, match="needs query_mode=async"):
+        EqrlConfig(train_latency_ms="0,100")
+    with pytest.raises(ConfigError, match="'fast' is not a number"):
+        EqrlConfig(query_mode="async", train_latency_ms="0,fast")
+    with pytest.raises(ConfigError, match="20000.0 outside"):
+        EqrlConfig(query_mode="async", train_latency_ms="20000")
+    assert EqrlConfig(query_mode="async", train_latency_ms=300).latencies_ms() == [300.0]  # --set ...=300

@@ -43,3 +43,39 @@ def test_noise_from_the_agent_is_used_and_reset_mid_episode_is_clean(env):
     env.reset(seed=100005)  # aborts the running episode; the next one starts from its first query
     _, _, _, _, info2 = env.step({"noise": np.zeros((16, 5), np.float32), "num_steps": 1, "execute": 4})
     np.testing.assert_array_equal(info["chunk"], info2["chunk"])  # zero noise, K=1: deterministic
+
+
+def test_latency_drawn_per_episode_reaches_the_context_and_the_episode():
+    """reset(options={"latency_ms": x}) charges x per query from that episode on: the context's
+    delay (ceil(p95 / period) / H) reads 6 ticks at 300 ms after the first measurement and 0 again
+    after a reset to 0 ms; the same seed at 0 ms reproduces itself after a 300 ms episode."""
+    cfg = SessionConfig(execution="async", latency="constant", latency_ms=0.0, seed=100000,
+                        record_ticks=False, video_episodes=0)
+    env = QueryEnv(cfg)
+    try:
+        def episode(lat):
+            obs, _ = env.reset(seed=100000, options={"latency_ms": lat})
+            delays, done = [], False
+            while not done:
+                delays.append(round(float(obs["context"][3]) * env.chunk_len))
+                obs, _, term, trunc, info = env.step({"noise": np.zeros((16, 5), np.float32), "num_steps": 2,
+                                                      "execute": 16})
+                done = term or trunc
+            return delays, info["episode"]
+
+        d0, e0 = episode(0.0)
+        d300, e300 = episode(300.0)
+        d0b, e0b = episode(0.0)
+        assert set(d0) == {0} and d300[0] == 0 and set(d300[1:]) == {6}
+        assert e300["queries"] > e0["queries"]  # 6 of every 16 actions expire in flight
+        assert (d0b, e0b["steps"], e0b["success"]) == (d0, e0["steps"], e0["success"])
+        with pytest.raises(ValueError, match="latency_ms=-1"):
+            env.set_latency_ms(-1.0)
+    finally:
+        env.close()
+    sync = QueryEnv(CFG)
+    try:
+        with pytest.raises(ValueError, match="needs execution='async'"):
+            sync.reset(options={"latency_ms": 100.0})
+    finally:
+        sync.close()
