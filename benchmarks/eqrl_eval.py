@@ -85,9 +85,10 @@ class PhaseTap:
 
 
 def run_shard(job: dict) -> dict:
+    from edge.profiler.episodes import episode_rows
     from edge.runtime.registry import SCHEDULERS
     from edge.runtime.session import SessionConfig, build_runtime
-    from edge.telemetry import read_jsonl
+    from edge.telemetry import read_run
 
     cfg = SessionConfig(task="stack", checkpoint=job["checkpoint"], seam="replace", execution="sync",
                         latency="constant", latency_ms=job.get("latency_ms", 0.0), episodes=job["n"],
@@ -116,35 +117,19 @@ def run_shard(job: dict) -> dict:
                 eps.append((e, list(tap.phases)))
         finally:
             rt.close()
-        queries = read_jsonl(Path(tmp) / "queries.jsonl")
+        rows = episode_rows(read_run(tmp))
     out = []
-    for e, phases in eps:
-        q = [r for r in queries if r["ep"] == e["ep"]]
-        out.append({"seed": e["seed"], "success": bool(e["success"]), "steps": e["steps"], "nfe": e["nfe"],
-                    "executed": e["executed"], "queries": e["queries"], "max_stage": e.get("max_stage"),
-                    "compute_s": sum(r["compute_s"] for r in q), "K": [r["K"] for r in q],
-                    "C": [r["C"] for r in q], "u": [r["signals"].get("u") for r in q],
-                    "phase": phases[: len(q)]})
+    for row, (e, phases) in zip(rows, eps):
+        assert row["seed"] == e["seed"]
+        out.append({**row, "phase": phases[: len(row["K"])]})
     return {"arm": job["arm"], "seed0": job["seed0"], "episodes": out, "wall_s": time.perf_counter() - t0}
 
 
 def arm_summary(eps: list[dict]) -> dict:
-    from edge.stats import wilson
+    """The profiler's pooled numbers (:func:`edge.profiler.episodes.pool`) plus K / C per phase."""
+    from edge.profiler.episodes import pool
 
-    eps = sorted(eps, key=lambda e: e["seed"])
-    n, wins = len(eps), sum(e["success"] for e in eps)
-    executed = sum(e["executed"] for e in eps)
-    ks = [k for e in eps for k in e["K"]]
-    cs = [c for e in eps for c in e["C"]]
-    return {"episodes": n, "successes": wins, "success_rate": wins / n, "ci95": list(wilson(wins, n)),
-            "nfe_per_action": sum(e["nfe"] for e in eps) / executed,
-            "inference_ms_per_action": 1e3 * sum(e["compute_s"] for e in eps) / executed,
-            "mean_steps": sum(e["steps"] for e in eps) / n, "queries_per_episode": sum(e["queries"] for e in eps) / n,
-            "mean_K": sum(ks) / len(ks), "mean_C": sum(cs) / len(cs),
-            "K_hist": {str(k): ks.count(k) for k in sorted(set(ks))},
-            "C_hist": {str(c): cs.count(c) for c in sorted(set(cs))},
-            "per_phase": per_phase(eps),
-            "success_by_seed": "".join("1" if e["success"] else "0" for e in eps)}
+    return {**pool(eps), "per_phase": per_phase(eps)}
 
 
 def per_phase(eps: list[dict]) -> dict:
@@ -167,19 +152,16 @@ def per_phase(eps: list[dict]) -> dict:
 
 
 def compare(results: dict, default: str) -> None:
-    from edge.stats import paired
+    """Every arm against the default arm and the best fixed arm (paired, :func:`edge.profiler.episodes.versus`)."""
+    from edge.profiler.episodes import best_cell, versus
 
     arms = results["arms"]
-    fixed = {a: s for a, s in arms.items() if a.startswith("fixed:")}
-    best = max(fixed, key=lambda a: (fixed[a]["success_rate"], -fixed[a]["nfe_per_action"])) if fixed else None
+    best = best_cell(arms, [a for a in arms if a.startswith("fixed:")])
     results["best_fixed"] = best
     for a, s in arms.items():
         for ref_name, ref in (("default", default), ("best_fixed", best)):
             if ref in arms and ref != a:
-                p = paired(s["success_by_seed"], arms[ref]["success_by_seed"])
-                s[f"vs_{ref_name}"] = {"arm": ref, "relative_nfe": s["nfe_per_action"] / arms[ref]["nfe_per_action"],
-                                       "success_delta": s["success_rate"] - arms[ref]["success_rate"],
-                                       "only_this": p["only_a"], "only_ref": p["only_b"], "mcnemar_p": p["mcnemar_p"]}
+                s[f"vs_{ref_name}"] = versus(s, arms[ref], ref)
 
 
 def plot(results: dict, grid_path: Path, path: Path) -> None:

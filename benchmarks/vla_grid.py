@@ -32,8 +32,10 @@ from edge.telemetry import machine_info
 
 def run_shard(job: dict) -> dict:
     """One shard of a cell: episodes seed0 .. seed0+n-1 in one runtime session (its own noise seed
-    ``seed0``). Returns per-episode outcomes; :func:`cell_from_shards` pools them."""
+    ``seed0``). Returns the profiler's per-episode rows; :func:`cell_from_shards` pools them."""
+    from edge.profiler.episodes import episode_rows
     from edge.runtime.session import SessionConfig, run_session
+    from edge.telemetry import read_run
 
     cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
@@ -42,33 +44,24 @@ def run_shard(job: dict) -> dict:
                         noise_temperature=job["noise_temperature"])
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        res = run_session(cfg, tmp, progress=False)
-    keep = ("seed", "success", "max_stage", "steps", "nfe", "executed")
-    eps = [{k: e.get(k) for k in keep} | {"sim_diverged": bool(e.get("sim_diverged", False))} for e in res.episodes]
-    return {"K": job["k"], "C": job["c"], "seed0": job["seed0"], "episodes": eps,
+        run_session(cfg, tmp, progress=False)
+        rows = episode_rows(read_run(tmp))
+    keep = ("seed", "success", "max_stage", "steps", "nfe", "executed", "queries", "sim_diverged", "compute_s")
+    return {"K": job["k"], "C": job["c"], "seed0": job["seed0"], "episodes": [{k: r[k] for k in keep} for r in rows],
             "wall_s": time.perf_counter() - t0}
 
 
 def cell_from_shards(k: int, c: int, shards: list[dict]) -> dict:
-    """Pool a cell's shards: success with a 95 % Wilson interval, NFE per executed action, the
-    furthest task stage reached by failed episodes, per-episode outcomes in seed order."""
-    from edge.stats import wilson
-    from sim.tasks import PROGRESS_STAGES
+    """Pool a cell's shards with the profiler (:func:`edge.profiler.episodes.pool`): success with a
+    95 % Wilson interval, NFE per executed action, the furthest task stage reached by failed
+    episodes, per-episode outcomes in seed order."""
+    from edge.profiler.episodes import pool
 
-    eps = sorted((e for sh in shards for e in sh["episodes"]), key=lambda e: e["seed"])
-    n = len(eps)
-    wins = sum(bool(e["success"]) for e in eps)
-    lo, hi = wilson(wins, n)
-    fails = [e for e in eps if not e["success"]]
-    executed = sum(e["executed"] or 0 for e in eps)
-    return {
-        "K": k, "C": c, "episodes": n, "successes": wins, "success_rate": wins / n, "ci95": [lo, hi],
-        "nfe_per_action": sum(e["nfe"] or 0 for e in eps) / executed if executed else None,
-        "failure_stage": {s: sum(e["max_stage"] == i for e in fails) for i, s in enumerate(PROGRESS_STAGES[:4])},
-        "sim_diverged": sum(e["sim_diverged"] for e in eps),
-        "mean_steps": sum(e["steps"] for e in eps) / n, "wall_s": sum(sh["wall_s"] for sh in shards),
-        "success_by_seed": "".join("1" if e["success"] else "0" for e in eps),
-    }
+    rows = [{"queries": 0, **e} for sh in shards for e in sh["episodes"]]  # older shards lack queries
+    p = pool(rows)
+    keep = ("episodes", "successes", "success_rate", "ci95", "nfe_per_action", "failure_stage", "sim_diverged",
+            "mean_steps", "success_by_seed")
+    return {"K": k, "C": c, **{key: p[key] for key in keep}, "wall_s": sum(sh["wall_s"] for sh in shards)}
 
 
 def plot(results: dict, path: Path) -> None:

@@ -151,7 +151,7 @@ def _main_without_dac_override(argv: list[str], cwd: Path) -> tuple[int, str]:
     code = "import sys; from edge.cli import main; sys.exit(main(sys.argv[1:]))"
     res = subprocess.run(["setpriv", "--bounding-set", caps, f"--inh-caps={caps}", "--",
                           sys.executable, "-c", code, *argv], cwd=cwd, capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                         check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     return res.returncode, res.stderr.strip()
 
 

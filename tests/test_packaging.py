@@ -141,7 +141,8 @@ def test_built_wheel_in_a_fresh_venv_runs_the_shipped_vla(installed, tmp_path):
     subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     torch = subprocess.run([*pip, "torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu",
-                            "--timeout", "15", "--retries", "1"], capture_output=True, text=True, timeout=1200)
+                            "--timeout", "15", "--retries", "1"], check=False, capture_output=True, text=True,
+                           timeout=1200)
     if torch.returncode != 0:  # PyTorch's CPU index unreachable: pip's configured sources (as make setup)
         subprocess.run([*pip, "torch==2.13.0"], check=True, timeout=1200)
     subprocess.run([*pip, "-c", str(ROOT / "constraints.txt"), str(wheel)], check=True, timeout=1800)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.errors import EdgeError
+from edge.profiler.episodes import episode_rows, pool
 from edge.stats import paired, percentiles, wilson
 from edge.telemetry import RunData, read_run
 
@@ -124,14 +125,17 @@ def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
     def pct(xs: list[float], p: float) -> float | None:
         return percentiles(xs, (p,))[0] if xs else None
 
-    lo, hi = wilson(wins, n)
+    # the numbers every evaluation shares come from one implementation (edge.profiler.episodes)
+    pooled = pool(row for r in runs for row in episode_rows(r)) if n else {}
+    assert not n or pooled["successes"] == wins
+    lo, hi = pooled.get("ci95", wilson(wins, n))
     eps_with_query = {(i, q.ep) for i, q in queries}
     # a virtual clock advances one period per tick: deadlines cannot be missed, so none are counted
     virtual = all((r.meta.get("session") or {}).get("clock") == "virtual" for r in runs)
     return {
         "episodes": n, "successes": wins, "success_rate": wins / n if n else None, "ci95": [lo, hi],
         "ticks": len(ticks), "executed_actions": executed, "nfe_total": nfe,
-        "nfe_per_action": nfe / executed if executed else None,
+        "nfe_per_action": pooled.get("nfe_per_action"), "success_by_seed": pooled.get("success_by_seed"),
         "queries": len(queries), "queries_per_episode": len(queries) / n if n else None,
         "episodes_with_queries": len(eps_with_query),
         "K_counts": {str(k): v for k, v in sorted(Counter(q.K for _, q in queries).items())},
