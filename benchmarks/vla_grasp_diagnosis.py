@@ -1,7 +1,7 @@
 """Where does the VLA go wrong before the grasp? A closed-loop diagnosis per episode (issue 3).
 
 For each evaluation seed the checkpoint drives the MuJoCo arm synchronously (query, execute C
-actions, query again — as ``edge.vla.rollout.evaluate``) and the script records:
+actions, query again — as ``edge.training.vla.rollout.evaluate``) and the script records:
 
 * where the gripper is first commanded closed: the TCP's offset from the block the instruction
   names (the one to pick) and its xy distance to the other block (did it go for the wrong one?);
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def aux_denormaliser(data_dirs: list[str]):
     """(mean, std) of the auxiliary targets over the training data (not stored in checkpoints)."""
-    from edge.vla.data import object_roles
+    from edge.training.vla.data import object_roles
     from sim.demos import iter_episodes
 
     rows = [object_roles(ep["object_pos"]) for d in data_dirs for ep in iter_episodes(d, successful_only=True)]

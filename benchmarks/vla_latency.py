@@ -37,7 +37,7 @@ def random_default_checkpoint(directory: Path) -> tuple[Path, str]:
     from edge.vla.checkpoint import save_model
     from edge.vla.model import VLAModel
     from edge.vla.spec import ModelSpec
-    from edge.vla.train import TrainVLAConfig
+    from edge.training.vla.train import TrainVLAConfig
 
     config = load_config(TrainVLAConfig, ROOT / "configs/train/vla_default.yaml").model
     spec = ModelSpec(

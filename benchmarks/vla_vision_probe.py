@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def load_frames(data_dir: str, stride: int, camera: str):
-    from edge.vla.data import object_roles
+    from edge.training.vla.data import object_roles
     from sim.demos import iter_episodes
 
     imgs, xy, instr, ep_id, steps = [], [], [], [], []
@@ -65,7 +65,7 @@ def main() -> None:
     from tqdm import tqdm
 
     from edge.telemetry import machine_info
-    from edge.vla.data import random_shift
+    from edge.training.vla.data import random_shift
     from edge.vla.language import make_encoder
     from edge.vla.model import VLAConfig
     from edge.vla.vision import ConvTrunk

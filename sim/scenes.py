@@ -13,7 +13,7 @@ Layout of a scene directory::
                  / second object xyz; metres, world frame), instruction (N,) str
 
 Roles follow the task's object order: for ``stack`` the block to move (``order[1]``) and the block
-it goes on (``order[0]``), as :func:`edge.vla.data.object_roles` names them in the demos; a
+it goes on (``order[0]``), as :func:`edge.training.vla.data.object_roles` names them in the demos; a
 one-object task repeats its object.
 """
 

@@ -26,7 +26,7 @@ def assets(tmp_path_factory):
     import contextlib
     import io
 
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     root = tmp_path_factory.mktemp("bad-inputs")
     ckpt = tiny_checkpoint(root, steps=2)

@@ -107,7 +107,7 @@ def test_console_script_lists_hil_scenarios_and_trains_from_the_packaged_preset(
     res = run([edge, "train", "vla", "--preset", "tiny", "--help"], env, cwd)
     assert res.returncode == 0 and "--preset" in res.stdout, res.stderr
     demos = tmp_path / "demos"
-    make = ("import sys; from edge.vla.synthetic import write_synthetic_demos; "
+    make = ("import sys; from edge.training.vla.synthetic import write_synthetic_demos; "
             "write_synthetic_demos(sys.argv[1], episodes=2, steps=12)")
     assert run([sys.executable, "-c", make, str(demos)], env, cwd).returncode == 0
     out = tmp_path / "ckpt"

@@ -127,7 +127,7 @@ def record(args: argparse.Namespace) -> int:
                total=len(seeds))
     for seed in bar:
         if policy is not None:
-            from edge.vla.rollout import dagger_episode
+            from edge.training.vla.rollout import dagger_episode
 
             ep = dagger_episode(env, policy, seed, args.num_steps, args.execute, args.noise_temperature,
                                 args.expert_mix, approach_offset_m=args.approach_offset,

@@ -137,7 +137,7 @@ def _train_vla(args: argparse.Namespace) -> int:
     from edge.config import load_config
     from edge.errors import EdgeError
     from edge.vla.checkpoint import TRAIN_STATE_FILE
-    from edge.vla.train import TrainVLAConfig, VLATrainer
+    from edge.training.vla.train import TrainVLAConfig, VLATrainer
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     preset = Path(args.config) if args.config else PRESETS_DIR / f"vla_{args.preset}.yaml"

@@ -14,7 +14,7 @@ from edge.export import ENCODER_FILE, STEP_FILE, export_onnx, read_metadata
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     root = tmp_path_factory.mktemp("export")
     ckpt = tiny_checkpoint(root, steps=10)
@@ -96,7 +96,7 @@ def test_cli_export_with_real_frames(exported, tmp_path, capsys):
 
 
 def test_object_token_model_exports_with_parity(tmp_path):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path, steps=3, overrides=("model.aux_source=front", "model.object_token=true"))
     export_onnx(ckpt, tmp_path / "onnx")
@@ -108,7 +108,7 @@ def test_object_token_model_exports_with_parity(tmp_path):
 
 
 def test_wrist_token_model_exports_with_parity(tmp_path):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path, steps=3, wrist=True,
                            overrides=("model.aux_source=front", "model.object_token=true",
@@ -125,7 +125,7 @@ def test_wrist_token_model_exports_with_parity(tmp_path):
 def test_scene_memory_model_exports_a_locator_and_both_backends_agree(tmp_path):
     from edge.backends import BackendConfig, make_backend
     from edge.export import example_inputs, read_metadata
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path, steps=3, scene_memory=True)
     meta = export_onnx(ckpt, tmp_path / "onnx")

@@ -35,7 +35,7 @@ def test_cli_records_first_frames_with_the_task_objects_positions(tmp_path):
 def test_bad_scene_directories_are_refused_with_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="edge data scenes"):
         load_scenes(tmp_path / "missing")
-    from edge.vla.synthetic import write_synthetic_scenes
+    from edge.training.vla.synthetic import write_synthetic_scenes
 
     d = write_synthetic_scenes(tmp_path / "s", count=3)
     with pytest.raises(ValueError, match="not 'push'"):

@@ -13,7 +13,7 @@ from edge.errors import EdgeError
 
 @pytest.fixture(scope="module")
 def tiny_ckpt(tmp_path_factory):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     return tiny_checkpoint(tmp_path_factory.mktemp("session"), steps=10)
 

@@ -8,7 +8,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     return tiny_checkpoint(tmp_path_factory.mktemp("profiler"), steps=10)
 

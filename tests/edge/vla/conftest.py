@@ -14,7 +14,7 @@ def pytest_configure(config) -> None:
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory):
     """(checkpoint dir, demo dir) of a tiny model trained 20 steps on synthetic demos."""
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     root = tmp_path_factory.mktemp("vla")
     return tiny_checkpoint(root, steps=20), root / "demos"

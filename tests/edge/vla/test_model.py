@@ -182,7 +182,7 @@ def test_wrist_token_is_gradient_stopped_and_turns_with_the_hand(make_spec):
     import dataclasses
 
     from edge.config import ConfigError
-    from edge.vla.synthetic import PROPRIO_LAYOUT
+    from edge.training.vla.synthetic import PROPRIO_LAYOUT
 
     with pytest.raises(ConfigError, match="wrist_token"):
         dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True, wrist_token=True)
@@ -215,7 +215,7 @@ def test_scene_memory_moved_feeds_the_moved_blocks_memory_and_grows_from_a_model
     import dataclasses
 
     from edge.config import ConfigError
-    from edge.vla.train import load_grown
+    from edge.training.vla.train import load_grown
 
     with pytest.raises(ConfigError, match="scene_memory_moved"):
         dataclasses.replace(CONFIG, aux_outputs=6, aux_source="front", object_token=True, scene_memory_moved=True)

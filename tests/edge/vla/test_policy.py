@@ -9,7 +9,7 @@ from edge.vla.policy import load_policy
 
 @pytest.fixture(scope="module")
 def scene_ckpt(tmp_path_factory):
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     return tiny_checkpoint(tmp_path_factory.mktemp("scene"), steps=3, scene_memory=True)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from edge.vla.rollout import evaluate, sim_unavailable_reason
+from edge.training.vla.rollout import evaluate, sim_unavailable_reason
 
 
 @pytest.mark.slow
@@ -18,7 +18,7 @@ def test_evaluate_runs_closed_loop_in_mujoco(tiny_ckpt):
 @pytest.mark.skipif(bool(sim_unavailable_reason()), reason="sim.make_env not available")
 def test_evaluate_renders_the_wrist_camera_when_the_model_uses_it(tmp_path):
     from edge.vla.policy import load_policy
-    from edge.vla.synthetic import tiny_checkpoint
+    from edge.training.vla.synthetic import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path, steps=2, episodes=2, wrist=True)
     policy = load_policy(ckpt)
@@ -32,9 +32,9 @@ def test_dagger_episode_records_the_experts_labels_on_the_policys_states(tiny_ck
     import numpy as np
 
     import sim
-    from edge.vla.data import DemoSet
+    from edge.training.vla.data import DemoSet
     from edge.vla.policy import load_policy
-    from edge.vla.rollout import dagger_episode
+    from edge.training.vla.rollout import dagger_episode
     from sim import demos
     from tests.fakes import spy_steps
 

@@ -1,8 +1,8 @@
 import numpy as np
 import torch
 
-from edge.vla.data import BatchOrder, DemoSet, random_shift
-from edge.vla.synthetic import write_synthetic_demos
+from edge.training.vla.data import BatchOrder, DemoSet, random_shift
+from edge.training.vla.synthetic import write_synthetic_demos
 
 
 def test_chunks_pad_with_last_action_and_mask_past_episode_end(tmp_path):
@@ -40,7 +40,7 @@ def test_random_shift_keeps_shape_and_is_seeded():
 
 
 def test_object_roles_pick_the_moved_block_and_its_base():
-    from edge.vla.data import object_roles
+    from edge.training.vla.data import object_roles
 
     t = np.linspace(0, 1, 5)[:, None]
     base = np.tile([0.5, 0.0, 0.02], (5, 1))
@@ -52,7 +52,7 @@ def test_object_roles_pick_the_moved_block_and_its_base():
 
 
 def test_before_lift_marks_frames_until_the_moved_block_rises():
-    from edge.vla.data import before_lift
+    from edge.training.vla.data import before_lift
 
     z = np.array([0.02, 0.02, 0.025, 0.04, 0.06, 0.02, 0.02, 0.02])  # episode 1 lifts at t=3
     aux = np.zeros((8, 6), np.float32)

@@ -1,6 +1,7 @@
 """Training the reference VLA on demonstrations: rectified flow, EMA weights, resumable.
 
-Read top to bottom: :class:`TrainVLAConfig` (every knob, documented), then :class:`VLATrainer.run`.
+Read top to bottom: :class:`~edge.training.vla.config.TrainVLAConfig` (every knob, documented), then
+:class:`VLATrainer.run` (the vision stages it may run first: :mod:`edge.training.vla.stages`).
 Loss per step: rectified-flow MSE on normalised action chunks (``flow_samples`` draws per
 observation) + ``aux_object_weight`` x MSE of a head that predicts the positions of the moved block
 and its base from the prefix features (privileged ``object_pos`` of the demos). Optionally a vision
@@ -10,7 +11,7 @@ own motion instead (a closed-loop diagnosis found exactly that in models trained
 
 Determinism and resume. Everything random in step ``s`` (augmentation shifts, flow noise and times)
 comes from a torch generator seeded with ``(seed, s)``, and the data order from
-:class:`edge.vla.data.BatchOrder` (a permutation per epoch plus a saved cursor). ``train_state.pt``
+:class:`edge.training.vla.data.BatchOrder` (a permutation per epoch plus a saved cursor). ``train_state.pt``
 holds weights, EMA, optimiser state and the cursor, so a run interrupted at any step boundary and
 resumed with ``--resume`` produces the same parameters as an uninterrupted run. Evaluation, logging
 and saving consume no training randomness.
@@ -21,131 +22,35 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import math
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 import torch
 
-from edge.config import ConfigError, cfg, check_fields, to_dict
+from edge.config import ConfigError, to_dict
 from edge.errors import EdgeError
+from edge.training.vla.config import (  # noqa: F401 - TrainVLAConfig, warmup_cosine re-exported
+    RESUME_MUTABLE,
+    TRAIN_FORMAT,
+    TrainVLAConfig,
+    lr_at,
+    warmup_cosine,
+)
+from edge.training.vla.data import BatchOrder, DemoSet, random_shift
+from edge.training.vla.stages import VisionStages
 from edge.vla import checkpoint as ckpt
-from edge.vla.data import BatchOrder, DemoSet, before_lift, random_shift
-from edge.vla.language import HASH_ID, MINILM_ID, make_encoder
+from edge.vla.language import make_encoder
 from edge.vla.manifest import write_manifest
-from edge.vla.model import CAMERAS, VLAConfig, VLAModel, parameter_count
+from edge.vla.model import VLAConfig, VLAModel, parameter_count
 from edge.vla.spec import ModelSpec
 
 log = logging.getLogger(__name__)
-TRAIN_FORMAT = "edge-vla-train"
-HELDOUT_SCENES = 20  # evaluation scenes for the localisation check after vision pre-training
-# Settings that may change between an interrupted run and its resume without changing the result
-# (except ``steps``, which stretches the LR schedule and is reported).
-RESUME_MUTABLE = {"steps", "save_every_steps", "log_every_steps", "threads", "eval_every_steps",
-                  "eval_episodes", "eval_sim", "eval_num_steps", "eval_execute", "eval_max_steps",
-                  "eval_seed"}
-
-
-@dataclass(frozen=True)
-class TrainVLAConfig:
-    """``edge train vla`` settings (YAML presets in configs/train/vla_*.yaml)."""
-
-    model: VLAConfig = cfg(default_factory=VLAConfig, help="architecture (see VLAConfig)")  # noqa: RUF009
-    steps: int = cfg(8000, "optimiser steps", range=(1, 10_000_000))
-    batch_size: int = cfg(64, "observations per step", range=(1, 4096))
-    flow_samples: int = cfg(2, "noise/time draws per observation (the prefix is shared)", range=(1, 64))
-    lr: float = cfg(3e-4, "peak learning rate (AdamW)", range=(1e-7, 1.0))
-    min_lr_ratio: float = cfg(0.1, "final / peak learning rate of the cosine decay", range=(0.0, 1.0))
-    warmup_steps: int = cfg(500, "linear learning-rate warm-up", range=(0, 1_000_000))
-    weight_decay: float = cfg(1e-4, "AdamW weight decay", range=(0.0, 1.0))
-    grad_clip: float = cfg(1.0, "max gradient norm (0 = off)", range=(0.0, 1e6))
-    ema_decay: float = cfg(0.999, "EMA decay of the deployed weights", range=(0.0, 1.0))
-    aux_object_weight: float = cfg(0.5, "weight of the auxiliary object-position loss (uses the "
-                                   "demos' privileged object_pos; 0 = off)", range=(0.0, 100.0))
-    vision_pretrain_steps: int = cfg(0, "before the policy, train the front camera trunk (with the "
-                                     "instruction projection and the aux head) alone to localise "
-                                     "the task's objects on frames before the lift, where only "
-                                     "pixels can answer; 0 = off. Needs aux_object_weight > 0 and "
-                                     "model.aux_source=front", range=(0, 10_000_000))
-    vision_pretrain_lr: float = cfg(1e-3, "peak learning rate of the vision pre-training (cosine, "
-                                    "100-step warm-up)", range=(1e-7, 1.0))
-    vision_pretrain_base_after_lift: bool = cfg(False, "vision pre-training also teaches the "
-                                                "base-block outputs on frames after the lift (the "
-                                                "moved block's outputs stay pre-lift only): the base "
-                                                "stays put, so only pixels can place it, and the "
-                                                "policy needs it while it carries the block there "
-                                                "(measured without: 3.1 cm off during the carry)")
-    vision_pretrain_parts: tuple[str, ...] = cfg(("front", "wrist"), "what the vision pre-training "
-                                                 "trains: 'front' (front trunk, instruction projection, "
-                                                 "aux head) and/or 'wrist' (wrist trunk and head, "
-                                                 "model.wrist_token). ['wrist'] re-trains the hand's "
-                                                 "view alone from an --init, the rest untouched: e.g. "
-                                                 "on DAgger data, where the policy's own grasps hold "
-                                                 "the block off-centre and the in-hand offset varies")
-    vision_freeze: bool = cfg(False, "after vision pre-training, freeze the front trunk, the "
-                              "instruction projection and the aux head: the flow loss then cannot "
-                              "trade the localisation away (measured: it does, from 2 to 5-9 cm)")
-    scene_data: tuple[str, ...] = cfg((), "scene datasets (`edge data scenes`) the scene locator "
-                                      "learns from (model.scene_memory)")
-    locator_steps: int = cfg(0, "before the policy, train the scene locator on scene_data for this "
-                             "many steps, then freeze it; 0 = keep the --init checkpoint's "
-                             "locator", range=(0, 10_000_000))
-    locator_lr: float = cfg(1e-3, "peak learning rate of the locator training (cosine, 200-step "
-                            "warm-up)", range=(1e-7, 1.0))
-    shift_px: int = cfg(4, "random-shift augmentation, pixels each way", range=(0, 32))
-    shift_cameras: tuple[str, ...] = cfg(("front", "wrist"), "cameras that get the random shift. "
-                                         "Leave 'front' out when it feeds the object token: a shift of "
-                                         "a fixed camera moves every object in the image, so the "
-                                         "localiser learns shift-blurred positions and the policy "
-                                         "learns a token that is wrong by up to shift_px pixels",
-                                         choices=CAMERAS)
-    seed: int = cfg(0, "seed of init, data order, augmentation and flow noise", range=(0, 2**31 - 1))
-    successful_only: bool = cfg(True, "train on successful demonstrations only")
-    max_episodes: int = cfg(0, "use at most this many episodes (0 = all)", range=(0, 10_000_000))
-    language_encoder: str = cfg("auto", "frozen sentence encoder (auto = MiniLM if installed)",
-                                choices=("auto", MINILM_ID, HASH_ID))
-    threads: int = cfg(0, "torch threads (0 = torch's default)", range=(0, 256))
-    save_every_steps: int = cfg(500, "write checkpoint + resume state every N steps", range=(1, 10**9))
-    log_every_steps: int = cfg(50, "loss logging period", range=(1, 10**9))
-    eval_every_steps: int = cfg(0, "evaluate in sim every N steps (0 = only at the end)",
-                                range=(0, 10**9))
-    eval_episodes: int = cfg(10, "sim episodes per evaluation (0 = no evaluation)", range=(0, 100_000))
-    eval_sim: str = cfg("mujoco", "simulator for evaluation", choices=("mujoco", "pybullet"))
-    eval_num_steps: int = cfg(10, "denoising steps K during evaluation", range=(1, 1000))
-    eval_execute: int = cfg(8, "actions executed per query C during evaluation", range=(1, 256))
-    eval_max_steps: int = cfg(400, "control steps per evaluation episode", range=(1, 100_000))
-    eval_seed: int = cfg(1_000_000, "env seed of the first evaluation episode (disjoint from demos)",
-                         range=(0, 2**31 - 1))
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        if self.locator_steps and not (self.model.scene_memory and self.scene_data):
-            raise ConfigError("locator_steps > 0 needs model.scene_memory=true and scene_data "
-                              "(directories written by `edge data scenes`)")
-        if self.eval_execute > self.model.chunk_len:
-            raise ConfigError(f"eval_execute={self.eval_execute} exceeds model.chunk_len="
-                              f"{self.model.chunk_len}")
-
-
-def lr_at(config: TrainVLAConfig, step: int) -> float:
-    return warmup_cosine(config.lr, step, config.steps, config.warmup_steps, config.min_lr_ratio)
-
-
-def warmup_cosine(peak: float, step: int, steps: int, warmup: int, min_ratio: float) -> float:
-    """Learning rate at ``step`` (0-based) of ``steps``: linear warm-up over ``warmup`` steps (0 =
-    none), then cosine decay from ``peak`` to ``min_ratio * peak``."""
-    warm = min(1.0, (step + 1) / warmup) if warmup else 1.0
-    progress = min(step / max(steps, 1), 1.0)
-    return peak * warm * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-class VLATrainer:
+class VLATrainer(VisionStages):
     """One training run writing into ``out_dir`` (see :mod:`edge.vla.checkpoint` for the files)."""
 
     def __init__(self, config: TrainVLAConfig, task: str, data_dir: str | Path | list[str | Path],
@@ -467,224 +372,10 @@ class VLATrainer:
             manifest = self._save(time.perf_counter() - t_run)
         return manifest
 
-    def _pretrain_vision(self) -> None:
-        """Localisation-only training of the front trunk on pre-lift frames (see module docstring;
-        with ``vision_pretrain_base_after_lift`` the base-block outputs on every frame)."""
-        from tqdm import tqdm
-
-        c, m = self.config, self.model
-        pre_lift = before_lift(self.data.aux_objects, self.data.episode_end)
-        # the moved block's outputs learn on pre-lift frames only; with base_after_lift, the base
-        # block's outputs learn on every frame (a per-output mask on one batch)
-        frames = (np.arange(self.data.n_frames) if c.vision_pretrain_base_after_lift
-                  else np.flatnonzero(pre_lift))
-        front = "front" in c.vision_pretrain_parts
-        wrist = self.wrist_aux is not None and "wrist" in c.vision_pretrain_parts
-        params = [*m.lang_proj.parameters(), *m.trunks["front"].parameters(), *m.aux_head.parameters()] if front else []
-        if wrist:
-            params += [*m.trunks["wrist"].parameters(), *m.wrist_head.parameters()]
-        opt = torch.optim.AdamW(params, lr=c.vision_pretrain_lr, weight_decay=c.weight_decay)
-        order = BatchOrder(len(frames), c.batch_size, c.seed + 1)
-        # the wrist head learns on every frame: after the lift it still has to find the base block
-        wrist_order = BatchOrder(self.data.n_frames, c.batch_size, c.seed + 2)
-        aux_std = torch.from_numpy(self.aux_std[:2])
-        aux_base_std = torch.from_numpy(self.aux_std[3:5])
-        m.train()
-        t0, curve, window = time.perf_counter(), [], []
-        for s in tqdm(range(c.vision_pretrain_steps), disable=not self.progress, unit="step",
-                      desc="pretrain vision", mininterval=1.0, dynamic_ncols=True):
-            gen = torch.Generator().manual_seed(c.seed * 1_000_003 + 1_000_000_000 + s)
-            idx = frames[order.next()]
-            target = torch.from_numpy(self.aux[idx])
-            before = torch.from_numpy(pre_lift[idx])
-            loss, pred = torch.zeros(()), torch.full_like(target, float("nan"))
-            if front:
-                image = random_shift(torch.from_numpy(self.data.images["front"][idx]), self._shift("front"), gen)
-                pred = m.locate_objects(image, self.lang_table[torch.from_numpy(self.data.instruction_index[idx])])
-                mask = torch.ones_like(target)
-                mask[:, :3] = before[:, None].to(mask.dtype)
-                loss = ((pred - target) ** 2 * mask).sum() / mask.sum()
-            wrist_err = held_err = None
-            if wrist:
-                widx = wrist_order.next()
-                wimg = random_shift(torch.from_numpy(self.data.images["wrist"][widx]), self._shift("wrist"), gen)
-                wpred = m.locate_from_wrist(wimg, self.lang_table[torch.from_numpy(self.data.instruction_index[widx])])
-                wtarget = torch.from_numpy(self.wrist_aux[widx])
-                loss = loss + torch.nn.functional.mse_loss(wpred, wtarget)
-                # moved object's offset error in metres (targets are decimetres)
-                wrist_err = float(((wpred.detach()[:, :3] - wtarget[:, :3]) / 10.0).norm(dim=-1).median())
-                # after the lift (the block in the hand): the in-hand offset, xy in the hand frame
-                after = ~torch.from_numpy(pre_lift[widx])
-                held_err = _median_norm((wpred.detach()[after, :2] - wtarget[after, :2]) / 10.0)
-            for group in opt.param_groups:
-                group["lr"] = warmup_cosine(c.vision_pretrain_lr, s, c.vision_pretrain_steps, 100, c.min_lr_ratio)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            # xy error of the moved object in metres, on this (augmented, training) batch
-            # (and, after the lift, of the base block); nan where the batch has no such frame
-            err = _median_norm((pred.detach()[before, :2] - target[before, :2]) * aux_std)
-            base_err = _median_norm((pred.detach()[~before, 3:5] - target[~before, 3:5]) * aux_base_std)
-            window.append((float(loss.detach()), err, np.nan if wrist_err is None else wrist_err, base_err,
-                           np.nan if held_err is None else held_err))
-            if (s + 1) % c.log_every_steps == 0 or s + 1 == c.vision_pretrain_steps:
-                loss_w, err_w, werr_w, berr_w, herr_w = (float(np.nanmean(col)) if not np.isnan(col).all()
-                                                         else np.nan for col in np.asarray(window, float).T)
-                point = {"step": s + 1, "loss": float(loss_w), "moved_xy_error_m": float(err_w)}
-                if wrist:
-                    point["wrist_moved_offset_error_m"] = float(werr_w)
-                    point["wrist_in_hand_xy_error_m"] = float(herr_w)
-                if c.vision_pretrain_base_after_lift:
-                    point["base_after_lift_xy_error_m"] = berr_w
-                curve.append(point)
-                window = []
-        self.ema.load_state_dict(m.state_dict())
-        heldout = self._heldout_localisation()
-        self.pretrain = {"steps": c.vision_pretrain_steps, "frames": len(frames),
-                         "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
-                         "heldout_first_frame_xy_error_m": heldout}
-        if front:
-            log.info("vision pre-training: %d steps on %d %s; moved-object xy error %.3f m on training "
-                     "batches%s, %s m on the first frame of %d held-out scenes",
-                     c.vision_pretrain_steps, len(frames),
-                     "frames (pre-lift ones for the moved block)" if c.vision_pretrain_base_after_lift
-                     else "pre-lift frames", curve[-1]["moved_xy_error_m"] if curve else float("nan"),
-                     f", base after the lift {curve[-1]['base_after_lift_xy_error_m']:.3f} m"
-                     if curve and c.vision_pretrain_base_after_lift else "",
-                     None if heldout is None else round(heldout, 4), HELDOUT_SCENES)
-        if wrist and curve:
-            log.info("vision pre-training (wrist): offset of the block to move %.4f m, in the hand after "
-                     "the lift %.4f m (xy) on training batches", curve[-1]["wrist_moved_offset_error_m"],
-                     curve[-1]["wrist_in_hand_xy_error_m"])
-        self._freeze_vision()
-
-    def _train_locator(self) -> None:
-        """Train the scene locator alone on the scene datasets (their last 5 % held out), then
-        freeze it. Its error on the held-out scenes goes to the manifest."""
-        from tqdm import tqdm
-
-        c, loc = self.config, self.model.locator
-        sc = self.scenes
-        n = len(sc["objects"])
-        n_val = max(1, n // 20)
-        train_idx, val_idx = np.arange(n - n_val), np.arange(n - n_val, n)
-        objects = torch.from_numpy(sc["objects"])
-        mean, std = objects[train_idx].mean(0), objects[train_idx].std(0).clamp_min(1e-3)
-        loc.mean.copy_(mean)
-        loc.std.copy_(std)
-        names = sorted(set(sc["instruction"].tolist()))
-        table = torch.tensor(np.stack([self.spec.instruction_embeddings[t] for t in names]), dtype=torch.float32)
-        lang_idx = torch.from_numpy(np.searchsorted(np.asarray(names), sc["instruction"]))
-        images = torch.from_numpy(sc["front"])
-        opt = torch.optim.AdamW(loc.parameters(), lr=c.locator_lr, weight_decay=c.weight_decay)
-        order = BatchOrder(len(train_idx), c.batch_size, c.seed + 3)
-        target = (objects - mean) / std
-
-        def heldout() -> dict[str, float]:
-            loc.eval()
-            with torch.no_grad():
-                pred = torch.cat([loc(images[val_idx[i:i + 256]], table[lang_idx[val_idx[i:i + 256]]])
-                                  for i in range(0, n_val, 256)])
-            loc.train()
-            err = pred - objects[val_idx]
-            return {"heldout_moved_xy_error_m": float(err[:, 0:2].norm(dim=-1).median()),
-                    "heldout_base_xy_error_m": float(err[:, 3:5].norm(dim=-1).median()),
-                    "heldout_base_xy_error_p90_m": float(err[:, 3:5].norm(dim=-1).quantile(0.9))}
-
-        loc.train()
-        t0, curve, window = time.perf_counter(), [], []
-        for s in tqdm(range(c.locator_steps), disable=not self.progress, unit="step",
-                      desc="train scene locator", mininterval=1.0, dynamic_ncols=True):
-            idx = torch.from_numpy(train_idx[order.next()])
-            for group in opt.param_groups:
-                group["lr"] = warmup_cosine(c.locator_lr, s, c.locator_steps, 200, c.min_lr_ratio)
-            loss = ((loc.normalised(images[idx], table[lang_idx[idx]]) - target[idx]) ** 2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            window.append(float(loss.detach()))
-            if (s + 1) % (c.log_every_steps * 10) == 0 or s + 1 == c.locator_steps:
-                curve.append({"step": s + 1, "loss": float(np.mean(window)), **heldout()})
-                window = []
-        self.ema.locator.load_state_dict(loc.state_dict())
-        baseline = float((objects[val_idx, 3:5] - mean[3:5]).norm(dim=-1).median())
-        self.locator_record = {"steps": c.locator_steps, "scenes": n - n_val, "heldout_scenes": n_val,
-                               "mean_position_baseline_base_xy_error_m": baseline,
-                               "data": list(c.scene_data), "sha256": self.scenes_hash,
-                               "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
-                               **(curve[-1] if curve else {})}
-        log.info("scene locator: %d steps on %d scenes; on %d held-out scenes the base block is "
-                 "%.4f m off (median), the block to move %.4f m", c.locator_steps, n - n_val, n_val,
-                 self.locator_record.get("heldout_base_xy_error_m", float("nan")),
-                 self.locator_record.get("heldout_moved_xy_error_m", float("nan")))
-        self.scenes = None  # hundreds of MB, not needed any more
-        self._freeze_locator()
-
-    def _freeze_locator(self) -> None:
-        self.model.locator.requires_grad_(False)
-
-    def _episode_scene_memory(self) -> np.ndarray:
-        """(N, 6): for every training frame, the (frozen) locator's output on its episode's first
-        frame: what the runtime policy remembers during that episode."""
-        d, loc = self.data, self.model.locator
-        ends = np.unique(d.episode_end)
-        starts = np.concatenate([[0], ends[:-1]])
-        first = starts[np.searchsorted(ends, d.episode_end)]  # (N,) first frame of each frame's episode
-        lang = self.lang_table[torch.from_numpy(d.instruction_index[starts])]
-        loc.eval()
-        with torch.no_grad():
-            mem = torch.cat([loc(torch.from_numpy(d.images["front"][starts[i:i + 256]]), lang[i:i + 256])
-                             for i in range(0, len(starts), 256)]).numpy().astype(np.float32)
-        if d.aux_objects is not None:
-            err = np.linalg.norm(mem[:, 3:5] - d.aux_objects[starts, 3:5], axis=-1)
-            log.info("scene memory of %d training episodes: base block %.4f m off (median)",
-                     len(starts), float(np.median(err)))
-        return mem[np.searchsorted(starts, first)]
-
-    def _freeze_vision(self) -> None:
-        if not self.config.vision_freeze:
-            return
-        m = self.model
-        modules = [m.lang_proj, m.trunks["front"], m.aux_head]
-        if m.wrist_head is not None:
-            modules += [m.trunks["wrist"], m.wrist_head]
-        for module in modules:
-            module.requires_grad_(False)  # AdamW skips parameters without gradients (no decay either)
-        self._vision_frozen = True
-
-    def _heldout_localisation(self) -> float | None:
-        """Median xy error (m) of the aux head's moved-object estimate on the first frame of
-        ``HELDOUT_SCENES`` evaluation scenes (env seeds disjoint from the demos), or None where the
-        simulator or the task's object order is unavailable."""
-        from edge.vla.rollout import sim_unavailable_reason
-
-        if sim_unavailable_reason() or self.data.meta.get("sim") not in ("mujoco", "pybullet"):
-            return None
-        import sim
-
-        c, m = self.config, self.model
-        env = sim.make_env(task=self.task, sim=c.eval_sim)
-        errors = []
-        try:
-            for i in range(HELDOUT_SCENES):
-                obs, info = env.reset(seed=c.eval_seed + i)
-                order = getattr(getattr(env.unwrapped, "spec_task", None), "order", None)
-                lang = self.spec.instruction_embeddings.get(obs["instruction"])
-                if order is None or len(order) < 2 or lang is None:
-                    continue
-                with torch.no_grad():
-                    pred = m.locate_objects(torch.from_numpy(np.asarray(obs["front"]))[None],
-                                            torch.tensor([lang], dtype=torch.float32))
-                xy = pred[0, :2].numpy() * self.aux_std[:2] + self.aux_mean[:2]
-                errors.append(float(np.linalg.norm(xy - np.asarray(info["object_poses"][order[1]][:2]))))
-        finally:
-            env.close()
-        return float(np.median(errors)) if errors else None
-
     def _evaluate(self, bar: Any) -> None:
         from edge.backends.torch_backend import TorchBackend
+        from edge.training.vla.rollout import evaluate, sim_unavailable_reason
         from edge.vla.policy import VLAPolicy
-        from edge.vla.rollout import evaluate, sim_unavailable_reason
 
         c = self.config
         if c.eval_episodes == 0:
@@ -773,11 +464,6 @@ def load_grown(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
                             f"{tuple(old.shape)} in the checkpoint, {tuple(value.shape)} here)")
     model.load_state_dict(merged)
     return grown
-
-
-def _median_norm(diff: torch.Tensor) -> float:
-    """Median row norm of (B, D) differences; nan for an empty batch."""
-    return float(diff.norm(dim=-1).median()) if len(diff) else float("nan")
 
 
 def _layout(value: Any) -> str | tuple[str, ...]:

@@ -116,8 +116,8 @@ def tiny_checkpoint(root: str | Path, steps: int = 20, episodes: int = 4, seed: 
     """
     from edge.config import load_config
     from edge.resources import config_dir
+    from edge.training.vla.train import TrainVLAConfig, VLATrainer
     from edge.vla.language import HASH_ID
-    from edge.vla.train import TrainVLAConfig, VLATrainer
 
     root = Path(root)
     data = write_synthetic_demos(root / "demos", episodes=episodes, seed=seed, wrist=wrist)

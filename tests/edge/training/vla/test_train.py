@@ -13,8 +13,8 @@ from edge.config import load_config
 from edge.errors import EdgeError
 from edge.vla.checkpoint import TRAIN_STATE_FILE
 from edge.vla.language import HASH_ID
-from edge.vla.synthetic import write_synthetic_demos
-from edge.vla.train import TrainVLAConfig, VLATrainer
+from edge.training.vla.synthetic import write_synthetic_demos
+from edge.training.vla.train import TrainVLAConfig, VLATrainer
 
 TINY = "configs/train/vla_tiny.yaml"
 
@@ -242,7 +242,7 @@ def test_wrist_token_pretrains_the_wrist_localiser_and_grows_from_an_object_toke
 
 def test_scene_memory_trains_a_locator_and_feeds_each_episode_its_first_frame(demos, tmp_path):
     from edge.config import ConfigError
-    from edge.vla.synthetic import write_synthetic_scenes
+    from edge.training.vla.synthetic import write_synthetic_scenes
 
     scenes = write_synthetic_scenes(tmp_path / "scenes", count=400)
     common = ("model.aux_source=front", "model.object_token=true", "model.scene_memory=true")

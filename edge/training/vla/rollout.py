@@ -102,7 +102,7 @@ def dagger_episode(env: Any, policy: Any, seed: int, num_steps: int = 10, execut
     ScriptedExpert`). Returns arrays in the
     demonstration format of :mod:`sim.demos` (observation before each label), ``success`` being
     the run's own outcome, plus ``roles`` (indices of the block to move and its base, which
-    :func:`edge.vla.data.object_roles` cannot infer from a run that never moved the block) and
+    :func:`edge.training.vla.data.object_roles` cannot infer from a run that never moved the block) and
     ``policy_fraction`` (steps the policy drove).
     """
     from sim.experts import make_expert
