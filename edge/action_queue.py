@@ -1,5 +1,5 @@
-"""Time-indexed action buffer between the inference worker and the control loop, plus the sampler-side
-half of real-time chunking (RTC).
+"""Time-indexed action buffer between the inference worker and the control loop: the queue-side half
+of real-time chunking (RTC); the sampler-side half is :mod:`edge.query`.
 
 Time is discretised into *slots*: slot ``n`` is the control tick whose deadline is
 ``t0_s + n * period_s``. A chunk observed at ``t_start_s`` puts action ``i`` into slot
@@ -16,7 +16,7 @@ kept for blending and guidance but never executed.
   ``weighted`` — on the overlap of both executable windows, ``(1 - w) * old + w * new``;
   ``rtc`` — slots before ``frozen_until_slot`` (the actions that were going to run while this
   query computed) keep the old actions; the rest come from the new chunk, which the sampler was
-  guided toward the old one with :func:`guided_sample`.
+  guided toward the old one (:func:`edge.query.guided_sample`).
 
 ``pop(now_slot)`` returns the action for this tick or None when the queue is dry (counted as
 starvation). Entries for past slots are purged, never replayed.
@@ -25,9 +25,7 @@ starvation). Entries for past slots are purged, never replayed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -196,61 +194,3 @@ class ActionQueue:
         self._a, self._exec = self._a[k:], self._exec[k:]
         self._qid, self._tobs = self._qid[k:], self._tobs[k:]
         self._base += k
-
-
-# ---------------------------------------------------------------------- sampler side of RTC
-
-
-def rtc_weights(horizon: int, frozen: int, overlap: int) -> np.ndarray:
-    """Guidance weights (H,): 1 on the ``frozen`` actions that run during inference, an exponential
-    ramp down to 0 over the rest of the ``overlap`` with the previous chunk, 0 after it."""
-    w = np.zeros(horizon, dtype=np.float64)
-    overlap = min(overlap, horizon)
-    frozen = min(frozen, overlap)
-    w[:frozen] = 1.0
-    span = overlap - frozen
-    if span > 0:
-        i = np.arange(span)
-        c = (span - i) / (span + 1.0)  # (0, 1): 1 near the frozen part, -> 0 at the end
-        w[frozen:overlap] = c * np.expm1(c) / np.expm1(1.0)
-    return w
-
-
-def guided_sample(
-    denoise_step: Callable[[Any, np.ndarray, float, float], np.ndarray],
-    features: Any,
-    noise: np.ndarray,
-    num_steps: int,
-    target: np.ndarray | None = None,
-    weights: np.ndarray | None = None,
-    trace: list[np.ndarray] | None = None,
-) -> np.ndarray:
-    """Euler integration of a flow-matching policy from noise (tau=0) to actions (tau=1), with
-    training-free prefix inpainting toward ``target``.
-
-    ``noise`` (H, Da); ``target`` (m, Da) with m <= H: the previous chunk's actions for the same
-    slots; ``weights`` (H,) from :func:`rtc_weights`. After every step the first m rows are pulled
-    toward where the target would be on the straight noise->target path at the new ``tau``:
-    ``x[i] <- (1 - w_i) x[i] + w_i (tau * target[i] + (1 - tau) * noise[i])``, so the frozen actions
-    come out exactly equal to the target and the ramp joins the two chunks smoothly. No gradients
-    are needed (cheap on an edge GPU). If ``trace`` is a list, the clean-action estimate after each
-    step is appended to it (for post-sampling schedulers).
-    """
-    x = np.array(noise, dtype=np.float32)
-    m = 0 if target is None else min(len(target), x.shape[0])
-    if m and weights is None:
-        raise ValueError("guided_sample: weights are required with a target")
-    dtau = 1.0 / num_steps
-    for k in range(num_steps):
-        tau = k * dtau
-        x_next = np.asarray(denoise_step(features, x, tau, dtau), dtype=np.float32)
-        if trace is not None:
-            # clean estimate from the step's velocity: x1 = x + (1 - tau) * v, v = (x_next - x) / dtau
-            trace.append(x + (1.0 - tau) * (x_next - x) / dtau)
-        x = x_next
-        if m:
-            tau_n = (k + 1) * dtau
-            w = weights[:m, None].astype(np.float32)
-            on_path = tau_n * target[:m] + (1.0 - tau_n) * noise[:m]
-            x[:m] = (1.0 - w) * x[:m] + w * on_path
-    return x

@@ -205,3 +205,48 @@ def steps_for(duration_s: float, period_s: float) -> int:
     if not math.isfinite(duration_s) or duration_s <= 0:
         return 0
     return math.ceil(duration_s / period_s - 1e-9)
+
+
+class LatencyWindow:
+    """Measured query latencies over a sliding window (the first ``warmup`` skipped, but never the
+    only one): p50 / p95 for the scheduler's context and the ticks a query takes (``delay_steps``),
+    recomputed only when a latency arrives."""
+
+    def __init__(self, size: int, warmup: int) -> None:
+        from collections import deque
+
+        self._window: deque[float] = deque(maxlen=size)
+        self._warmup, self._seen = warmup, 0
+        self._cache: tuple[float, float] | None = None
+
+    def add(self, latency_s: float) -> None:
+        self._seen += 1
+        if self._seen > self._warmup or not self._window:
+            self._window.append(latency_s)
+            self._cache = None
+
+    @property
+    def seen(self) -> int:
+        """Latencies offered so far (warm-up ones included): the queries that returned."""
+        return self._seen
+
+    def clear(self) -> None:
+        """Forget the window (the device or its latency model changed); warm-up stays done."""
+        self._window.clear()
+        self._cache = None
+
+    def stats(self) -> tuple[float, float]:
+        """(p50, p95) in seconds; nan before the first latency."""
+        if self._cache is None:
+            if not self._window:
+                return float("nan"), float("nan")
+            # pure Python on <= size values: np.percentile cost ~0.5 ms per call (and a 14 ms lazy
+            # import on its first), on the tick that merges a chunk
+            from edge.stats import percentiles
+
+            self._cache = percentiles(self._window, (50.0, 95.0))
+        return self._cache
+
+    def delay_steps(self, period_s: float) -> int:
+        """Control ticks covered by the p95 latency."""
+        return steps_for(self.stats()[1], period_s)

@@ -38,11 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from edge.action_queue import ActionQueue, QueueConfig
-from edge.clock import parse_cpus, pin_current_thread, steps_for
-from edge.config import ConfigError, cfg, check_fields
+from edge.clock import LatencyWindow, parse_cpus, pin_current_thread
+from edge.config import ConfigError
 from edge.contracts import (
     Clock,
     DriverState,
@@ -51,62 +49,13 @@ from edge.contracts import (
     RobotDriver,
 )
 from edge.errors import EdgeError
-from edge.inference_worker import InferenceWorker, QueryRequest, QueryResult
+from edge.inference_worker import InferenceWorker, QueryRequest
+from edge.loop_config import LoopConfig
 from edge.records import EpisodeRecord, QueryRecord, TickRecord
-from edge.stats import percentiles
 from edge.safety import SafetyMode, SafetySupervisor, check_compatibility
 from edge.telemetry import RunRecorder
 
 log = logging.getLogger("edge.loop")
-
-
-@dataclass
-class LoopConfig:
-    """Control loop settings."""
-
-    rate_hz: float = cfg(20.0, "control rate; must equal the robot's and the policy's", range=(1.0, 2000.0))
-    execution: str = cfg(
-        "async", "async (inference overlaps execution) | sync (blocking baseline)", choices=("async", "sync")
-    )
-    prefetch_margin_steps: int = cfg(
-        1, "start the next query this many ticks before the queue would run dry", range=(0, 1000)
-    )
-    latency_window: int = cfg(20, "recent queries used for the latency estimate", range=(1, 10000))
-    warmup_queries: int = cfg(1, "first queries excluded from the latency estimate", range=(0, 1000))
-    gil_switch_interval_s: float = cfg(
-        0.0005,
-        "real clock only: Python thread switch interval so the loop thread wakes on time (0 = leave as is)",
-        range=(0.0, 0.1),
-    )
-    record_ticks: bool = cfg(True, "write one telemetry line per tick")
-    gc_in_slack: bool = cfg(
-        True,
-        "real clock only: switch off Python's automatic garbage collection while the loop runs and "
-        "collect in each tick's slack instead (young objects after the tick when at least "
-        "gc_min_slack_s is left, everything at episode ends). An automatic collection can land "
-        "inside any tick, in any thread's allocation: measured 0.3-6 ms each",
-    )
-    gc_min_slack_s: float = cfg(
-        0.002, "gc_in_slack: collect only when this much time is left before the next deadline",
-        range=(0.0, 1.0),
-    )
-    slack_work: bool = cfg(
-        True,
-        "real clock, thread/process inference: a chunk that arrives while the loop waits for its "
-        "next deadline is merged right then (for that coming tick), and a process-mode query is "
-        "sent after the tick's own work, not on the tick path (measured on 2 cores at 20 Hz: a "
-        "merge tick cost 0.45-0.7 ms, a process submit 0.3-0.4 ms, on a cold cache)",
-    )
-    slack_margin_s: float = cfg(
-        0.001, "slack_work: no merging later than this before the next deadline (a chunk arriving "
-        "then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
-    )
-    cpus: str = cfg("", "real clock only: CPUs the loop thread runs on from start() to close(), "
-                    "e.g. '0' (empty = leave as is); pair with inference.process_cpus on the others")
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        parse_cpus(self.cpus, "loop.cpus")
 
 
 def _restore_gc(enabled: bool) -> None:
@@ -170,9 +119,7 @@ class ControlLoop:
         self._slack_work = (config.slack_work and not self._query_first
                             and not clock.is_virtual)
         self._slack_s = 0.0  # time the loop spent merging before this tick, in its slack
-        self._latencies: deque[float] = deque(maxlen=config.latency_window)
-        self._latency_cache: tuple[float, float] | None = None
-        self._n_results = 0
+        self.latency = LatencyWindow(config.latency_window, config.warmup_queries)
         self._estop_reason: str | None = None
         self._estop_lock = threading.Lock()
         self._old_switch: float | None = None
@@ -407,7 +354,7 @@ class ControlLoop:
             return
         n = self.n
         depth = self.queue.depth(n)
-        delay = self._delay_steps()
+        delay = self.latency.delay_steps(self.period_s)
         if self.config.execution == "sync":
             due = depth == 0
         else:
@@ -419,7 +366,7 @@ class ControlLoop:
         if not due:
             return
         obs = dataclasses.replace(self.observer.observe(state), t_s=now)
-        p50, p95 = self._latency_stats()
+        p50, p95 = self.latency.stats()
         ctx = QueryContext(
             t_s=now,
             period_s=self.period_s,
@@ -447,70 +394,25 @@ class ControlLoop:
         if res is None:
             return
         rep = self.queue.merge(res.chunk, self.n, res.request.frozen_until_slot)
-        self._n_results += 1
-        if self._n_results > self.config.warmup_queries or not self._latencies:
-            self._latencies.append(res.latency_s)
-            self._latency_cache = None
+        self.latency.add(res.latency_s)
         self._last_plan = res.plan
         self._next_query_slot = self.queue.slot_of(res.request.obs.t_s) + res.plan.next_query_in_steps
         self._ep["queries"] += 1
         self._ep["nfe"] += res.nfe
         if self.recorder is not None:  # written after the command is out (see step)
-            self._query_records.append(self._query_record(res, rep, now, in_slack))
+            self._query_records.append(QueryRecord.from_result(
+                res, rep, ep=self.episode, t_merged_s=now, in_slack=in_slack, seam=self.queue_config.seam,
+                scheduler=getattr(self.worker.scheduler, "name", "?"),
+                depth_at_query=self._depth_at_query.pop(res.request.query_id, None)).to_json())
 
     def _write_query_records(self) -> None:
         for record in self._query_records:
             self.recorder.query(record)
         self._query_records.clear()
 
-    def _query_record(self, res: QueryResult, rep: Any, now: float, in_slack: bool) -> dict[str, Any]:
-        req, plan = res.request, res.plan
-        return QueryRecord(
-            ep=self.episode,
-            query_id=req.query_id,
-            epoch=req.epoch,
-            t_obs_s=req.obs.t_s,
-            t_submit_s=req.t_submit_s,
-            t_ready_s=res.t_ready_s,
-            t_merged_s=now,
-            merged_in_slack=in_slack,  # before the tick of merge_slot, while the loop waited
-            latency_s=res.latency_s,
-            compute_s=res.compute_s,
-            K=plan.num_steps,
-            C=plan.execute,
-            next_query_in_steps=plan.next_query_in_steps,
-            nfe=res.nfe,
-            signals=dict(plan.signals),
-            backend=res.backend,
-            scheduler=getattr(self.worker.scheduler, "name", "?"),
-            guided=res.guided,
-            delay_steps_est=req.context.delay_steps,
-            depth_at_query=self._depth_at_query.pop(req.query_id, None),
-            start_slot=rep.start_slot,
-            merge_slot=rep.now_slot,
-            dropped_late=rep.dropped_late,
-            overlap=rep.overlap,
-            frozen_kept=rep.frozen_kept,
-            expired=rep.expired,
-            seam=self.queue_config.seam,
-        ).to_json()
-
     def reset_latency_stats(self) -> None:
         """Forget the measured latency window (e.g. the device or its latency model changed)."""
-        self._latencies.clear()
-        self._latency_cache = None
-
-    def _latency_stats(self) -> tuple[float, float]:
-        if self._latency_cache is None:  # recomputed only when a new latency arrives
-            if not self._latencies:
-                return float("nan"), float("nan")
-            # pure Python on <= latency_window values: np.percentile cost ~0.5 ms per call (and a
-            # 14 ms lazy import on its first), on the tick that merges a chunk
-            self._latency_cache = percentiles(self._latencies, (50.0, 95.0))
-        return self._latency_cache
-
-    def _delay_steps(self) -> int:
-        return steps_for(self._latency_stats()[1], self.period_s)
+        self.latency.clear()
 
     # ------------------------------------------------------------------ safety plumbing
     def _handle_estop_request(self, now: float) -> None:

@@ -22,6 +22,11 @@ Modes (``WorkerConfig.mode``):
   tens of kB; pickling costs tens of microseconds on the loop thread).
 * ``auto`` — ``inline`` on a virtual clock, ``thread`` on a real one.
 
+The job is split by module: the query itself — encode, plan, K steps with RTC guidance, chunk — is
+the pure :func:`edge.query.compute_query` (the same call in every mode); the worker process's entry
+point is :mod:`edge.inference_process`; its camera frames travel through
+:mod:`edge.shared_frames`. This module holds the execution modes and the loop-facing API.
+
 Failures are never swallowed: an exception in the policy or scheduler is re-raised from ``poll`` as
 :class:`InferenceError` (the loop then stops the arm and surfaces it).
 """
@@ -29,7 +34,6 @@ Failures are never swallowed: an exception in the policy or scheduler is re-rais
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import threading
 import time
@@ -37,27 +41,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from edge.action_queue import guided_sample, rtc_weights
-from edge.clock import LatencyConfig, LatencyModel, make_latency_model, parse_cpus, pin_current_thread
+from edge.clock import (
+    LatencyConfig,
+    LatencyModel,
+    make_latency_model,
+    parse_cpus,
+)
 from edge.config import cfg, check_fields
 from edge.contracts import (
     ActionChunk,
     ChunkPolicy,
     Clock,
-    DenoiseTrace,
-    Observation,
-    QueryContext,
     QueryPlan,
     Scheduler,
     reset_policy_episode,
 )
 from edge.errors import EdgeError
+from edge.inference_process import backend_name, process_main
+from edge.query import (
+    InferenceError,
+    QueryRequest,
+    QueryResult,
+    QuerySettings,
+    compute_query,
+)
+from edge.shared_frames import SharedFrames
 
-
-class InferenceError(EdgeError):
-    """A query failed (policy or scheduler raised, or returned something malformed)."""
+__all__ = ["InferenceError", "InferenceWorker", "QueryRequest", "QueryResult", "WorkerConfig"]
 
 
 @dataclass
@@ -102,31 +112,6 @@ class WorkerConfig:
         parse_cpus(self.process_cpus, "inference.process_cpus")
 
 
-@dataclass(frozen=True)
-class QueryRequest:
-    obs: Observation
-    query_id: int
-    epoch: int
-    context: QueryContext
-    t_submit_s: float
-    prefix: np.ndarray | None = None  # (m, Da) previous chunk's actions for slots obs.. (RTC target)
-    frozen_steps: int = 0  # leading prefix actions that will run during this query
-    frozen_until_slot: int | None = None  # queue-side freeze for the rtc seam
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    chunk: ActionChunk
-    plan: QueryPlan
-    request: QueryRequest
-    t_ready_s: float
-    latency_s: float  # t_ready_s - obs.t_s
-    compute_s: float  # wall time spent in encode + steps
-    nfe: int  # denoiser evaluations
-    guided: bool  # RTC guidance was applied
-    backend: str
-
-
 class InferenceWorker:
     def __init__(
         self,
@@ -150,7 +135,9 @@ class InferenceWorker:
             mode = "inline" if clock.is_virtual else "thread"
         self.mode = mode
         self.period_s = 1.0 / policy.control_rate_hz
-        self.backend = str(getattr(policy, "backend_name", getattr(policy, "backend", "unknown")))
+        self.backend = backend_name(policy)
+        self.settings = QuerySettings(self.config.seed, self.config.noise_temperature, self.config.rtc_guidance,
+                                      self.config.rtc_soft_steps, self.period_s)
         self.epoch = 0
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -305,7 +292,7 @@ class InferenceWorker:
         ctx = mp.get_context("spawn")  # never fork a process that may hold torch/OpenMP threads
         self._conn, child = ctx.Pipe(duplex=True)
         cfg_ = dataclasses.replace(self.config, mode="inline", torch_threads=self.config.torch_threads or 1)
-        self._proc = ctx.Process(target=_process_main, args=(child, factory, self.scheduler, cfg_),
+        self._proc = ctx.Process(target=process_main, args=(child, factory, self.scheduler, cfg_),
                                  name="edge-inference", daemon=True)
         self._proc.start()
         child.close()
@@ -338,52 +325,8 @@ class InferenceWorker:
 
     # ------------------------------------------------------------------ compute
     def compute(self, req: QueryRequest) -> tuple[QueryPlan, ActionChunk, int, bool]:
-        """encode once -> plan -> K steps (guided if requested) -> optional refine -> chunk."""
-        policy = self.policy
-        H, Da = policy.chunk_len, policy.action_dim
-        features = policy.encode(req.obs)
-        plan = self.scheduler.plan(features, req.context)
-        _check_plan(plan, H, Da, self.scheduler)
-        noise = plan.noise
-        if noise is None:
-            rng = np.random.default_rng((self.config.seed, req.epoch, req.query_id))
-            noise = (rng.standard_normal((H, Da)) * self.config.noise_temperature).astype(np.float32)
-        refine = getattr(self.scheduler, "refine", None)
-        guided = False
-        if hasattr(policy, "denoise_step"):
-            # denoise_step may work on a normalised latent; to_latent/to_actions map to and from it
-            to_latent = getattr(policy, "to_latent", None)
-            to_actions = getattr(policy, "to_actions", None)
-            target = (
-                req.prefix
-                if (self.config.rtc_guidance and req.prefix is not None and len(req.prefix))
-                else None
-            )
-            weights = None
-            if target is not None:
-                soft = self.config.rtc_soft_steps
-                overlap = len(target) if soft < 0 else min(len(target), req.frozen_steps + soft)
-                target = target[:overlap] if overlap else None
-                weights = rtc_weights(H, req.frozen_steps, overlap) if overlap else None
-            if target is not None and to_latent is not None:
-                target = np.asarray(to_latent(target), np.float32)
-            trace: list[np.ndarray] | None = [] if refine is not None else None
-            actions = guided_sample(
-                policy.denoise_step, features, noise, plan.num_steps, target, weights, trace
-            )
-            if to_actions is not None:
-                actions = to_actions(actions)
-            guided = target is not None
-            if refine is not None and trace:
-                plan = refine(plan, DenoiseTrace(np.stack(trace)))
-                _check_plan(plan, H, Da, self.scheduler)
-        else:
-            actions = policy.sample(features, noise, plan.num_steps)
-        actions = np.asarray(actions, dtype=np.float32)
-        if actions.shape != (H, Da):
-            raise InferenceError(f"policy returned actions of shape {actions.shape}, expected ({H}, {Da})")
-        chunk = ActionChunk(actions, self.period_s, req.obs.t_s, plan.execute, req.query_id, req.epoch)
-        return plan, chunk, plan.num_steps, guided
+        """One query on this thread (:func:`edge.query.compute_query` with this worker's settings)."""
+        return compute_query(self.policy, self.scheduler, req, self.settings)
 
     def _make_result(
         self,
@@ -433,143 +376,8 @@ class InferenceWorker:
                 self._done.notify_all()
 
 
-def _process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Scheduler,
-                  config: WorkerConfig) -> None:
-    """Worker-process entry: build the policy, then answer queries until told to stop."""
-    from edge.clock import RealClock
-
-    try:
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle
-        _deprioritise(config.process_nice)
-        pin_current_thread(parse_cpus(config.process_cpus, "inference.process_cpus"))
-        policy = factory()
-        if "torch" in sys.modules:  # only if the policy uses it
-            sys.modules["torch"].set_num_threads(config.torch_threads)
-        clock = RealClock()
-        worker = InferenceWorker(policy, scheduler, clock, config)
-        latency = worker.latency_model
-    except Exception as err:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send(("error", f"{type(err).__name__}: {err}"))
-        return
-    conn.send(("ready", worker.backend))
-    frames = SharedFrames()
-    while True:
-        try:
-            kind, msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if kind == "stop":
-            return
-        if kind == "reset":
-            worker.scheduler.reset()
-            reset_policy_episode(worker.policy)
-            continue
-        try:
-            req: QueryRequest = frames.unpack(msg)
-        except (OSError, ValueError) as err:
-            conn.send(("error", msg[0].epoch, f"inference worker process cannot read the frames: {err}"))
-            continue
-        t0 = time.perf_counter()
-        try:
-            out = worker.compute(req)
-        except Exception as err:  # noqa: BLE001 - handed to the loop, which stops the arm
-            conn.send(("error", req.epoch, f"inference query failed in the worker process: "
-                                           f"{type(err).__name__}: {err}"))
-            continue
-        compute_s = time.perf_counter() - t0
-        if latency is not None:
-            clock.sleep_until(req.t_submit_s + latency.sample(out[0].num_steps))
-        # the parent keeps its own request: only the (small) answer travels back
-        conn.send(("result", req.epoch, (out, compute_s, clock.now())))
-
-
-def _deprioritise(nice: int) -> None:
-    """Worker process: never preempt the control loop on wake-up (SCHED_BATCH), lower priority."""
-    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        except OSError:
-            pass  # not permitted here: niceness alone
-    if nice and hasattr(os, "nice"):
-        os.nice(nice)
-
-
 def _current_torch_threads() -> int:
     torch = sys.modules.get("torch")  # never import torch here: the policy decides the framework
     return int(torch.get_num_threads()) if torch is not None else 0
 
 
-def _check_plan(plan: QueryPlan, H: int, Da: int, scheduler: Any) -> None:
-    name = getattr(scheduler, "name", type(scheduler).__name__)
-    if not isinstance(plan.num_steps, (int, np.integer)) or plan.num_steps < 1:
-        raise InferenceError(f"scheduler {name!r} planned num_steps={plan.num_steps!r}; need an int >= 1")
-    if not 1 <= plan.execute <= H:
-        raise InferenceError(f"scheduler {name!r} planned execute={plan.execute}; need 1..{H}")
-    if plan.next_query_in_steps < 1:
-        raise InferenceError(
-            f"scheduler {name!r} planned next_query_in_steps={plan.next_query_in_steps}; need >= 1"
-        )
-    if plan.noise is not None and np.shape(plan.noise) != (H, Da):
-        raise InferenceError(
-            f"scheduler {name!r} planned noise of shape {np.shape(plan.noise)}, expected ({H}, {Da})"
-        )
-
-
-class SharedFrames:
-    """Camera frames of process-mode queries travel through one shared-memory block, not the pipe.
-
-    Pickling a query's images on the loop thread and pushing them through a pipe cost the tick
-    5 ms at p50 (measured, 20 Hz, 64x64 frame); copying them into shared memory costs
-    microseconds, and only a small request with the block's layout is pickled. One query is in
-    flight at a time, so one block serves: the parent overwrites it only after the previous
-    answer came back. The parent creates (and finally unlinks) the block; the worker attaches.
-    """
-
-    def __init__(self) -> None:
-        self._shm: Any = None
-        self._layout: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
-        self._attached: dict[str, Any] = {}
-
-    def pack(self, req: QueryRequest) -> tuple[QueryRequest, Any]:
-        """Parent side: copy the frames into the block; the returned request carries the layout."""
-        from multiprocessing import shared_memory
-
-        images = {k: np.ascontiguousarray(v) for k, v in req.obs.images.items()}
-        layout, offset = [], 0
-        for name, img in images.items():
-            layout.append((name, tuple(img.shape), img.dtype.str, offset))
-            offset += img.nbytes
-        if tuple(layout) != self._layout or self._shm is None:
-            self.close()
-            self._shm = shared_memory.SharedMemory(create=True, size=max(offset, 1))
-            self._layout = tuple(layout)
-        buf = self._shm.buf
-        for (name, shape, dtype, off), img in zip(layout, images.values()):
-            np.ndarray(shape, dtype, buf, off)[...] = img
-        return dataclasses.replace(req, obs=dataclasses.replace(req.obs, images={})), (
-            self._shm.name, self._layout)
-
-    def unpack(self, msg: Any) -> QueryRequest:
-        """Worker side: the request with its frames copied out of the block."""
-        from multiprocessing import shared_memory
-
-        req, (name, layout) = msg
-        shm = self._attached.get(name)
-        if shm is None:
-            for old in self._attached.values():
-                old.close()
-            self._attached = {name: shared_memory.SharedMemory(name=name)}
-            shm = self._attached[name]
-        images = {cam: np.ndarray(shape, dtype, shm.buf, off).copy() for cam, shape, dtype, off in layout}
-        return dataclasses.replace(req, obs=dataclasses.replace(req.obs, images=images))
-
-    def close(self) -> None:
-        for shm in self._attached.values():
-            shm.close()
-        self._attached = {}
-        if self._shm is not None:
-            self._shm.close()
-            self._shm.unlink()
-            self._shm, self._layout = None, ()

@@ -150,6 +150,22 @@ class QueryRecord(_Record):
     expired: bool = False  # every executable action had expired on arrival
     seam: str = ""
 
+    @classmethod
+    def from_result(cls, res: Any, rep: Any, *, ep: int, t_merged_s: float, in_slack: bool, seam: str,
+                    scheduler: str, depth_at_query: int | None) -> QueryRecord:
+        """The record of a merged query: ``res`` an ``edge.query.QueryResult``, ``rep`` the
+        queue's ``MergeReport``; ``in_slack``: merged before the tick of ``merge_slot``, while the
+        loop waited for it."""
+        req, plan = res.request, res.plan
+        return cls(ep=ep, query_id=req.query_id, epoch=req.epoch, t_obs_s=req.obs.t_s, t_submit_s=req.t_submit_s,
+                   t_ready_s=res.t_ready_s, t_merged_s=t_merged_s, merged_in_slack=in_slack,
+                   latency_s=res.latency_s, compute_s=res.compute_s, K=plan.num_steps, C=plan.execute,
+                   next_query_in_steps=plan.next_query_in_steps, nfe=res.nfe, signals=dict(plan.signals),
+                   backend=res.backend, scheduler=scheduler, guided=res.guided,
+                   delay_steps_est=req.context.delay_steps, depth_at_query=depth_at_query,
+                   start_slot=rep.start_slot, merge_slot=rep.now_slot, dropped_late=rep.dropped_late,
+                   overlap=rep.overlap, frozen_kept=rep.frozen_kept, expired=rep.expired, seam=seam)
+
 
 @dataclass(frozen=True, slots=True)
 class EpisodeRecord(_Record):

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from edge.action_queue import ActionQueue, QueueConfig, guided_sample, rtc_weights
+from edge.action_queue import ActionQueue, QueueConfig
 from edge.config import ConfigError
 from edge.contracts import ActionChunk
+from edge.query import guided_sample, rtc_weights
 
 DT = 0.05
 

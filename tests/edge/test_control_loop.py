@@ -69,7 +69,7 @@ def test_handoff_executes_each_action_at_its_planned_time(seam, latency_s):
     for t, raw in ex:  # the ramp is consistent across chunks: time alignment must be exact
         np.testing.assert_allclose(raw, policy.target(t)[0], atol=1e-5)
     d = int(np.ceil(latency_s / DT - 1e-9))
-    assert loop.queue.dropped_late == d * loop._n_results
+    assert loop.queue.dropped_late == d * loop.latency.seen
     assert loop.queue.starved_ticks == d  # only while waiting for the first chunk
 
 
@@ -78,7 +78,7 @@ def test_stale_actions_are_dropped_not_replayed():
     run(loop, 60)
     qids = [r.query_id for r in loop._records if r.query_id is not None]
     assert qids == sorted(qids)  # never go back to an older chunk
-    assert loop.queue.dropped_late == 3 * loop._n_results  # exactly the 3 overtaken per chunk
+    assert loop.queue.dropped_late == 3 * loop.latency.seen  # exactly the 3 overtaken per chunk
     assert all(r.starved is False for r in loop._records[3:])
 
 

@@ -297,7 +297,7 @@ def test_process_mode_frames_travel_through_shared_memory_intact():
     import dataclasses
     import functools
 
-    from edge.inference_worker import SharedFrames
+    from edge.shared_frames import SharedFrames
     from tests.fakes import ImageRampPolicy
 
     rng = np.random.default_rng(0)

@@ -145,7 +145,7 @@ def test_a_query_merged_in_a_failing_tick_is_still_recorded(tmp_path):
     loop, driver, _policy, _ = build_loop(latency_s=0.0, K=2, C=4, recorder=rec)
     loop.start()
     loop.run(6)
-    n_before = loop._n_results
+    n_before = loop.latency.seen
 
     def broken_send(command):
         raise OSError("serial link lost")
@@ -155,8 +155,8 @@ def test_a_query_merged_in_a_failing_tick_is_still_recorded(tmp_path):
         loop.run(10)  # the first failing tick merges a fresh chunk before the send raises
     rec.close()
     run = read_run(tmp_path / "run")
-    assert loop._n_results > n_before
-    assert len(run.queries) == loop._n_results  # nothing merged was lost
+    assert loop.latency.seen > n_before
+    assert len(run.queries) == loop.latency.seen  # nothing merged was lost
     assert any(e["kind"] == "loop_error" for e in run.events)
 
 
