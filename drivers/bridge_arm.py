@@ -21,7 +21,8 @@ Lifecycle (ros2_control-shaped, DESIGN.md): ``disconnected -connect()-> passive 
 
 Commands: ``ee_delta`` actions are integrated into a TCP target (kept inside the workspace box and
 within ``max_tcp_lead_m`` of the measured TCP, as the simulator does) and turned into joint targets by
-one damped-least-squares step (:func:`sim.robot_model.ik_step`) from the *measured* joints;
+one damped-least-squares step (:meth:`edge.kinematics.SerialChain.ik_step`, the robot spec's
+chain ``robot.kinematics``; no simulator code) from the *measured* joints;
 ``joint_pos`` actions are joint targets. Every target is then clamped to the joint limits minus
 ``joint_margin_rad`` (each clamp is counted and the first of each kind is logged) and the whole
 vector is checked finite before anything is written. ``send_command`` returns what was sent, in the
@@ -46,6 +47,7 @@ from drivers.joint_targets import TcpTarget, clamp_to_limits, ee_delta_to_joints
 from edge.config import cfg, check_fields
 from edge.contracts import DriverState, RobotState
 from edge.errors import EdgeError
+from edge.kinematics import tcp_yaw
 from edge.robot_spec import RobotSpec
 from firmware_bridge.client import ClientConfig, FirmwareClient
 from firmware_bridge.errors import (
@@ -65,7 +67,6 @@ from firmware_bridge.wire_constants import (
     Mode,
     MsgType,
 )
-from sim import robot_model as rm
 
 log = logging.getLogger("drivers.bridge_arm")
 
@@ -154,6 +155,7 @@ class BridgeArmDriver:
         self._client_seed = client_seed
         self.client: FirmwareClient | None = None
         self.n_arm = robot.n_joints
+        self.kin = robot.kinematics  # FK for read_state, FK/IK for ee_delta commands
         lo, hi = robot.limits()
         m = config.joint_margin_rad
         self._q_lo, self._q_hi = lo + m, hi - m
@@ -322,9 +324,9 @@ class BridgeArmDriver:
         q = np.asarray(st.q_rad[: self.n_arm], float)
         qd = np.asarray(st.qd_rad_s[: self.n_arm], float)
         width = float(st.q_rad[self.n_arm])
-        p, R, _ = rm.fk(q)
+        p, R = self.kin.fk_pose(q)
         grip = float(np.clip(1.0 - width / self.config.gripper_width_max_m, 0.0, 1.0))
-        return RobotState(self.client.latest_state_rx_s, q, qd, grip, p, rm.tcp_yaw(R))
+        return RobotState(self.client.latest_state_rx_s, q, qd, grip, p, tcp_yaw(R))
 
     def _service(self) -> None:
         """Drain the link and run every host-side check; a failure while active stops and raises."""
@@ -392,7 +394,7 @@ class BridgeArmDriver:
         if self.action_layout == "ee_delta":
             c = self.config
             step = ee_delta_to_joints(self._target, cmd[:4], q_meas, self._box_lo, self._box_hi,
-                                      c.max_tcp_lead_m, c.yaw_range_rad)
+                                      c.max_tcp_lead_m, c.yaw_range_rad, self.kin)
             if step.workspace_clipped:
                 self._note_clamp("workspace_clip", f"TCP target clipped into the workspace at "
                                  f"{np.round(step.target.pos_m, 3).tolist()}")
@@ -501,7 +503,7 @@ class BridgeArmDriver:
     def _set_hold_from(self, st: State) -> None:
         """Targets := measured (after ARM the MCU did the same): no jump toward an old plan."""
         q = np.asarray(st.q_rad[: self.n_arm], float)
-        self._target = TcpTarget.at(q)
+        self._target = TcpTarget.at(q, self.kin)
         self._q_hold = np.clip(q, self._q_lo, self._q_hi)
         width = float(st.q_rad[self.n_arm])
         self._gripper_cmd = float(np.clip(1.0 - width / self.config.gripper_width_max_m, 0.0, 1.0))

@@ -5,7 +5,8 @@ only) and validated before anything moves.
 Frames: base frame = world frame; x forward, y left, z up; table top at ``table_z_m`` (0 for the
 shipped scenes). The chain is a list of revolute joints rotating about their local z axis, each with
 an origin ``xyz``/``rpy`` relative to the previous joint frame (URDF convention), then a fixed
-flange -> tool-centre-point (TCP) transform.
+flange -> tool-centre-point (TCP) transform; :attr:`RobotSpec.kinematics` is that chain as an
+:class:`edge.kinematics.SerialChain` (the runtime's one FK/Jacobian/IK implementation).
 
 Example::
 
@@ -16,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from edge.config import ConfigError, cfg, check_fields, load_config
 from edge.contracts import ACTION_LAYOUTS
+from edge.kinematics import SerialChain, tcp_yaw
 from edge.resources import config_dir
 
 ROBOTS_DIR = config_dir("robots")
@@ -96,6 +97,10 @@ class RobotSpec:
                 f"robot {self.name!r}: action_names has {len(self.action_names)} names "
                 f"but layout {self.action_layout!r} has {self.action_dim} dimensions"
             )
+        try:
+            self.kinematics  # noqa: B018 - build (and cache) the chain now: a bad one fails at load
+        except ValueError as err:
+            raise ConfigError(f"robot {self.name!r}: kinematic chain: {err}") from err
 
     @property
     def n_joints(self) -> int:
@@ -119,27 +124,17 @@ class RobotSpec:
 
     def fk(self, q_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """TCP position (3,) in metres and rotation (3, 3) in the base frame for joints (n,)."""
-        origins, tcp = self._chain
-        T = np.eye(4)
-        Rz = np.eye(4)
-        for T_origin, q in zip(origins, q_rad, strict=True):
-            c, s = math.cos(q), math.sin(q)
-            Rz[0, 0], Rz[0, 1], Rz[1, 0], Rz[1, 1] = c, -s, s, c
-            T = T @ T_origin @ Rz
-        T = T @ tcp
-        return T[:3, 3].copy(), T[:3, :3].copy()
+        return self.kinematics.fk_pose(q_rad)
 
     @functools.cached_property
-    def _chain(self) -> tuple[list[np.ndarray], np.ndarray]:
-        origins = [
-            _transform(x, r) for x, r in zip(self.joint_origin_xyz_m, self.joint_origin_rpy_rad, strict=True)
-        ]
-        return origins, _transform(self.tcp_xyz_m, self.tcp_rpy_rad)
+    def kinematics(self) -> SerialChain:
+        """The arm's :class:`edge.kinematics.SerialChain` (FK, Jacobian, IK step), built once per spec."""
+        return SerialChain.from_spec(self)
 
     def tcp_yaw(self, q_rad: np.ndarray) -> float:
         """Yaw of the TCP about world z (angle of its x axis), for a gripper pointing down."""
         _, R = self.fk(q_rad)
-        return float(np.arctan2(R[1, 0], R[0, 0]))
+        return tcp_yaw(R)
 
 
 def default_action_names(layout: str, n_joints: int) -> tuple[str, ...]:
@@ -147,22 +142,6 @@ def default_action_names(layout: str, n_joints: int) -> tuple[str, ...]:
     if layout == "ee_delta":
         return ("dx_m", "dy_m", "dz_m", "dyaw_rad", "gripper")
     return tuple(f"q{i}_rad" for i in range(n_joints)) + ("gripper",)
-
-
-def _transform(xyz: tuple[float, ...], rpy: tuple[float, ...]) -> np.ndarray:
-    """Homogeneous transform (4, 4) from a URDF origin: R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    T = np.eye(4)
-    T[:3, :3] = np.array(
-        [
-            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-            [-sp, cp * sr, cp * cr],
-        ]
-    )
-    T[:3, 3] = xyz
-    return T
 
 
 def load_robot_spec(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RobotSpec:

@@ -5,7 +5,8 @@ Registered ids (``gymnasium.make(id)`` after ``import sim``)::
     edge/Stack-MuJoCo-v0   edge/Stack3-MuJoCo-v0   edge/PickPlace-MuJoCo-v0   edge/Push-MuJoCo-v0
     edge/Stack-PyBullet-v0 edge/Stack3-PyBullet-v0 edge/PickPlace-PyBullet-v0 edge/Push-PyBullet-v0
 
-This package imports no other project package (see DESIGN.md, layering).
+This package imports no other project package except the numpy-only leaf ``edge.kinematics`` (the
+arm's one FK/IK; docs/design.md, layering).
 """
 
 from __future__ import annotations

@@ -14,17 +14,21 @@ FORBIDDEN = {
     "world_models": {"drivers", "adapters"},
     "drivers": {"adapters", "world_models"},
 }
+# The one exception to FORBIDDEN: sim may import the numpy-only leaf module edge.kinematics (the shared
+# FK/IK), and nothing else from edge; test_the_kinematics_leaf_imports_only_stdlib_and_numpy keeps it a leaf.
+ALLOWED_MODULES = {"sim": {"edge.kinematics"}}
 COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/",  # where concrete classes are wired
                "edge/profiler/profile.py")  # runs sessions for `edge profile`
 
 
-def imported_packages(path: Path) -> set[str]:
+def imported_packages(path: Path, allowed: frozenset[str] | set[str] = frozenset()) -> set[str]:
+    """Project packages a file imports, not counting imports of exactly the modules in ``allowed``."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {a.name.split(".")[0] for a in node.names if a.name not in allowed}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module not in allowed:
             found.add(node.module.split(".")[0])
     return found & set(PACKAGES)
 
@@ -36,7 +40,7 @@ def violations(root: Path = ROOT) -> list[str]:
             rel = path.relative_to(root).as_posix()
             if rel.startswith(COMPOSITION):
                 continue
-            for target in imported_packages(path) & forbidden:
+            for target in imported_packages(path, ALLOWED_MODULES.get(pkg, set())) & forbidden:
                 bad.append(f"{rel} imports {target}")
     return bad
 
@@ -49,6 +53,34 @@ def test_checker_catches_a_forbidden_edge(tmp_path):
     (tmp_path / "sim").mkdir()
     (tmp_path / "sim" / "bad.py").write_text("from edge.config import cfg\n")
     assert violations(tmp_path) == ["sim/bad.py imports edge"]
+
+
+def test_sim_may_import_edge_kinematics_and_nothing_else_from_edge(tmp_path):
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "ok.py").write_text("import edge.kinematics\nfrom edge.kinematics import SerialChain\n")
+    assert violations(tmp_path) == []
+    (tmp_path / "sim" / "bad.py").write_text("from edge import kinematics\nimport edge.kinematics.x\n")
+    (tmp_path / "sim" / "bad2.py").write_text("from edge.kinematics import SerialChain\nfrom edge.robot_spec import x\n")
+    assert violations(tmp_path) == ["sim/bad.py imports edge", "sim/bad2.py imports edge"]
+    (tmp_path / "firmware_bridge").mkdir()  # the exception is for sim only
+    (tmp_path / "firmware_bridge" / "bad.py").write_text("from edge.kinematics import SerialChain\n")
+    assert violations(tmp_path)[-1] == "firmware_bridge/bad.py imports edge"
+
+
+def test_the_kinematics_leaf_imports_only_stdlib_and_numpy():
+    """sim may import edge.kinematics (ALLOWED_MODULES), so it and the edge/__init__.py that importing it
+    runs must stay leaves: standard library and numpy only, nothing from the project."""
+    import sys
+
+    for rel in ALLOWED_MODULES["sim"]:
+        path = ROOT / (rel.replace(".", "/") + ".py")
+        assert path.is_file(), path
+        for file in (path, ROOT / "edge" / "__init__.py"):
+            tree = ast.parse(file.read_text(), filename=str(file))
+            assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level], f"{file}: relative import"
+            tops = {m.split(".")[0] for m in imported_modules(file)}
+            extra = {t for t in tops if t not in sys.stdlib_module_names and t not in ("__future__", "numpy")}
+            assert not extra, f"{file.relative_to(ROOT)} imports {sorted(extra)}; it must import only stdlib + numpy"
 
 
 CORE_FORBIDDEN_MODULES = ("edge.commands", "edge.runtime", "edge.cli")  # the app layer sits above the core
