@@ -1,10 +1,11 @@
-"""``edge train adapter``: train the EQRL adapter in QueryEnv processes on the frozen VLA.
+"""``edge train adapter``: train the EQRL adapter in QueryEnv processes (or Ray actors with
+``ray_address``) on the frozen VLA.
 
 Collection and learning interleave: the learner sends every env its action, runs its updates while
 the envs step, then reads their answers. Each finished episode's NFE-budget penalty is written back
 into its queries' rewards. Saves ``adapter.pt`` + ``train_state.pt`` (networks, optimisers, replay,
 counters, RNG) every ``save_every`` episodes and at the end; ``--resume`` continues from there.
-Writes ``manifest.json`` (command, seed, config, git revision, VLA sha256, metrics) and
+Writes ``manifest.json`` (command, seed, config, git revision, VLA sha256, the env executor, metrics) and
 ``train_log.jsonl`` (one line per episode).
 """
 
@@ -67,12 +68,15 @@ def _vla_latent(checkpoint: str):
 
 class AdapterTrainer:
     def __init__(self, cfg: EqrlConfig, out: str | Path, checkpoint: str, session: dict | None = None,
-                 resume: bool = False, progress: bool = True, command: str | None = None) -> None:
+                 resume: bool = False, progress: bool = True, command: str | None = None,
+                 ray_address: str | None = None) -> None:
         self.cfg, self.out, self.checkpoint = cfg, Path(out), str(checkpoint)
         self.session = {"task": "stack", "checkpoint": self.checkpoint, "execution": cfg.query_mode,
                         "latency": "constant", "latency_ms": cfg.latencies_ms()[0],
                         "noise_temperature": cfg.noise_temperature, **(session or {})}
         self.progress, self.resume = progress, resume
+        # None: QueryEnv processes; else Ray actors ("local" = a fresh local instance, "auto" = a cluster)
+        self.ray_address = ray_address
         self.command = command or " ".join(["edge", *sys.argv[1:]])
         self.out.mkdir(parents=True, exist_ok=True)
 
@@ -81,14 +85,15 @@ class AdapterTrainer:
         from tqdm import tqdm
 
         from adapters.eqrl.agent import EqrlAgent
-        from adapters.eqrl.collect import VecQueryEnv
+        from adapters.eqrl.collect import RayVecQueryEnv, VecQueryEnv
         from edge.runtime.query_env import CONTEXT_DIM
 
         cfg = self.cfg
         torch.set_num_threads(cfg.threads)
         t_start = time.perf_counter()
         vla = _vla_latent(self.checkpoint)
-        envs = VecQueryEnv(cfg.envs, self.session)
+        envs = (VecQueryEnv(cfg.envs, self.session) if self.ray_address is None
+                else RayVecQueryEnv(cfg.envs, self.session, address=self.ray_address))
         H, Da = envs.chunk_len, envs.action_dim
         try:
             obs = []
@@ -218,6 +223,8 @@ class AdapterTrainer:
         manifest = {"kind": "edge-eqrl-adapter", "command": command, "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "session": self.session, "git": git_revision(),
                     "vla": {"path": str(self.checkpoint), "sha256": sha256_file(vla_file) if vla_file.is_file() else None},
+                    "envs": {"count": self.cfg.envs, "executor": "processes" if self.ray_address is None else "ray",
+                             "ray_address": self.ray_address},
                     "files": files, "complete": final,
                     "counters": st, "gate": gate,
                     "metrics": {"train_episodes": len(rows),

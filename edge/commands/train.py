@@ -58,11 +58,13 @@ def register(subparsers) -> None:
                           "eval_num_steps and eval_execute")
     vla.set_defaults(func=_train_vla)
     ad = add_subparser(models, "adapter", "train the EQRL scheduling adapter on the frozen VLA in "
-                       "QueryEnv processes (checkpoint + manifest, resumable)", """
+                       "QueryEnv processes or Ray actors (checkpoint + manifest, resumable)", """
   edge train adapter --out runs/eqrl_stack
   edge train adapter --out /tmp/eqrl_tiny --preset tiny
   edge train adapter --out runs/eqrl_stack --resume
-  edge train adapter --out runs/eqrl_dsrl --set mode=noise_only""")
+  edge train adapter --out runs/eqrl_dsrl --set mode=noise_only
+  edge train adapter --out runs/eqrl_stack --ray               # QueryEnvs as actors of a fresh local Ray
+  edge train adapter --out runs/eqrl_stack --ray auto          # ... of an existing Ray cluster""")
     ad.add_argument("--out", required=True, help="adapter directory: adapter.pt, train_state.pt, manifest.json")
     ad.add_argument("--checkpoint", default=None, metavar="CKPT", help="the frozen VLA (default: the shipped checkpoint)")
     ad.add_argument("--preset", choices=PRESETS, default="default",
@@ -71,6 +73,10 @@ def register(subparsers) -> None:
                     help="a YAML settings file instead of --preset (default: the --preset file)")
     ad.add_argument("--resume", action="store_true", help="continue the run in --out from its last save")
     ad.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ad.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="run the QueryEnvs as Ray actors (1 CPU each; needs the 'dist' extra): no "
+                         "ADDRESS = a fresh local Ray instance, auto = an existing cluster, or a "
+                         "cluster's address (default: local processes)")
     ad.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override any setting (repeatable; default: none), e.g. --set "
                          "episodes=300 --set mode=noise_only")
@@ -187,8 +193,12 @@ def _train_adapter(args: argparse.Namespace) -> int:
     checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
     if not Path(checkpoint).exists():
         raise EdgeError(f"--checkpoint {checkpoint}: no such VLA checkpoint")
+    if args.ray is not None:
+        from edge.runtime.campaign import require_ray
+
+        require_ray()  # before anything is built: one line naming the 'dist' extra
     manifest = AdapterTrainer(config, out, checkpoint, resume=args.resume,
-                              progress=not args.no_progress).run()
+                              progress=not args.no_progress, ray_address=args.ray).run()
     print(f"adapter: {out} ({manifest['metrics']})")
     return 0
 

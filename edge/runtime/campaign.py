@@ -5,6 +5,8 @@ cluster, with the same results in job order whatever the executor.
     results = run_campaign(run_shard, jobs, ray_address="auto")     # an existing Ray cluster
     results = run_campaign(run_shard, jobs, ray_address="local")    # a fresh local Ray instance
 
+:func:`init_ray` is the one place that connects to Ray (campaigns, ``edge train adapter --ray``).
+
 ``fn`` must be a picklable top-level function of one job (a dict). A worker process that dies (OOM
 kill, segfault) is reported and its unfinished jobs are retried in a fresh pool, up to ``retries``
 times, never silently dropped; ``on_result(index, result)`` sees each result as it completes (write
@@ -92,14 +94,35 @@ def _run_pool(fn, jobs, workers, finish, done, retries) -> None:
                     left, attempt, retries)
 
 
-def _run_ray(fn, jobs, address, finish, retries) -> None:
+RAY_MISSING = "--ray needs Ray: pip install 'edge-runtime[dist]' (or pip install ray)"
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or an :class:`EdgeError` (one line naming the ``dist`` extra) without it."""
     try:
         import ray
     except ImportError:
-        raise EdgeError("--ray needs Ray: pip install 'edge-runtime[dist]' (or pip install ray)") from None
-    if not ray.is_initialized():
-        ray.init(address=None if address in ("", "local") else address, ignore_reinit_error=True,
-                 log_to_driver=False)
+        raise EdgeError(RAY_MISSING) from None
+    return ray
+
+
+def init_ray(address: str | None = "local", **init_kwargs: Any) -> bool:
+    """Connect to Ray: ``"auto"`` = an existing cluster, ``"ray://..."`` / ``host:port`` = that
+    cluster, ``None`` / ``""`` / ``"local"`` = a fresh local instance (``init_kwargs`` go to
+    ``ray.init``, e.g. ``num_cpus``). An instance this process already has is reused as it is.
+    Returns True when this call started (or connected) Ray, so the caller may ``ray.shutdown()``
+    when done; raises :class:`EdgeError` (see :func:`require_ray`) when Ray is not installed."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    kwargs = {"ignore_reinit_error": True, "log_to_driver": False, **init_kwargs}
+    ray.init(address=None if address in (None, "", "local") else address, **kwargs)
+    return True
+
+
+def _run_ray(fn, jobs, address, finish, retries) -> None:
+    ray = require_ray()
+    init_ray(address)
     remote = ray.remote(max_retries=retries)(fn)
     refs = {remote.remote(job): i for i, job in enumerate(jobs)}
     pending = list(refs)
