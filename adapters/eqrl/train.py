@@ -115,7 +115,7 @@ class AdapterTrainer:
                 st = saved["counters"]
                 rng.bit_generator.state = saved["rng"]
                 torch.set_rng_state(saved["torch_rng"])
-                for i in range(cfg.envs):  # episodes in flight at the save were not kept: start anew
+                for i in range(cfg.envs):  # nothing was in flight at the save: the next episodes, in order
                     envs.send(i, "reset", self._reset_arg(st["next_seed"] + i))
                 obs = [envs.recv(i)[0] for i in range(cfg.envs)]
                 st["next_seed"] += cfg.envs
@@ -127,58 +127,77 @@ class AdapterTrainer:
             recent: list[bool] = []
             metrics: dict[str, float] = {}
             gate = S.gate(st["queries"], cfg.prior_start_queries, cfg.prior_ramp_queries)
-            while st["episodes"] < cfg.episodes:
+            # Saves happen with no episode in flight: once a save is due, an env whose episode ends
+            # waits (idle) until every env's has; then the state is saved and all envs start their
+            # next episodes together, in index order, on the next seeds -- exactly what --resume
+            # does, so a resumed run continues as the uninterrupted one would (bit-identical).
+            idle = [False] * cfg.envs
+            draining = False
+            while True:
+                if all(idle):
+                    self._save(agent, replay, st, rng, gate, t_start)
+                    if st["episodes"] >= cfg.episodes:
+                        break  # then the final save (adds the ONNX export, checked against this one)
+                    for i in range(cfg.envs):
+                        envs.send(i, "reset", self._reset_arg(st["next_seed"] + i))
+                    obs = [envs.recv(i)[0] for i in range(cfg.envs)]
+                    st["next_seed"] += cfg.envs
+                    idle, draining = [False] * cfg.envs, False
+                active = [i for i in range(cfg.envs) if not idle[i]]
                 gate = S.gate(st["queries"], cfg.prior_start_queries, cfg.prior_ramp_queries)
-                f = np.stack([o["features"] for o in obs])
-                x = np.stack([o["context"] for o in obs])
+                f = np.stack([obs[i]["features"] for i in active])
+                x = np.stack([obs[i]["context"] for i in active])
                 act = agent.act(f, x, gate, deterministic=False, update_stats=True)
-                for i in range(cfg.envs):
-                    envs.send(i, "step", {"noise": act["w"][i], "num_steps": int(act["K"][i]),
-                                          "execute": int(act["C"][i])})
+                for j, i in enumerate(active):
+                    envs.send(i, "step", {"noise": act["w"][j], "num_steps": int(act["K"][j]),
+                                          "execute": int(act["C"][j])})
                 if st["queries"] >= cfg.warmup_queries and replay.n >= cfg.batch_size:
-                    for _ in range(cfg.utd * cfg.envs):
+                    for _ in range(cfg.utd * len(active)):
                         metrics = agent.update(replay.sample(rng, cfg.batch_size), gate, vla, rng)
                         st["updates"] += 1
                 lam = cfg.cost_weight_start + (cfg.cost_weight_end - cfg.cost_weight_start) * \
                     S.gate(st["queries"], 0, cfg.cost_ramp_queries)
-                for i in range(cfg.envs):
+                for j, i in enumerate(active):
                     o2, r, term, trunc, info = envs.recv(i)
                     ticks = max(1, info["ticks"])
                     chunk = info["chunk"] if info["chunk"] is not None else np.zeros((H, Da), np.float32)
-                    j = replay.add(features=obs[i]["features"], context=obs[i]["context"], w=act["w"][i],
-                                   c=act["c"][i], chunk=chunk, reward=r * cfg.gamma ** (ticks - 1),
-                                   ticks=ticks, done=float(term), features2=o2["features"],
-                                   context2=o2["context"])
-                    ep_rows[i].append(j)
+                    row = replay.add(features=obs[i]["features"], context=obs[i]["context"], w=act["w"][j],
+                                     c=act["c"][j], chunk=chunk, reward=r * cfg.gamma ** (ticks - 1),
+                                     ticks=ticks, done=float(term), features2=o2["features"],
+                                     context2=o2["context"])
+                    ep_rows[i].append(row)
                     ep_k[i].append((info["K"], info["executed"]))
                     st["queries"] += 1
-                    if term or trunc:
-                        ep = info["episode"]
-                        sk = float(sum(k for k, _ in ep_k[i]))
-                        sc = float(sum(c for _, c in ep_k[i]))
-                        pen = S.budget_penalty(sk, sc, bool(ep["success"]), cfg.budget_lo, cfg.budget_hi,
-                                               cfg.budget_debt, cfg.budget_scale)
-                        for row in ep_rows[i]:
-                            replay.data["reward"][row] -= lam * pen / len(ep_rows[i])
-                        recent = (recent + [bool(ep["success"])])[-100:]
-                        log.write(json.dumps({"episode": st["episodes"], "seed": ep["seed"],
-                                              "latency_ms": cfg.episode_latency_ms(ep["seed"]),
-                                              "success": bool(ep["success"]), "steps": ep["steps"],
-                                              "queries": len(ep_rows[i]), "nfe_per_action": sk / max(sc, 1),
-                                              "penalty": pen, "lambda_cost": lam, "gate": gate,
-                                              "updates": st["updates"], **metrics}) + "\n")
-                        log.flush()
-                        ep_rows[i], ep_k[i] = [], []
-                        st["episodes"] += 1
-                        bar.update(1)
-                        bar.set_postfix(success=f"{np.mean(recent):.2f}", nfe=f"{sk / max(sc, 1):.3f}",
-                                        q=st["queries"])
+                    obs[i] = o2
+                    if not (term or trunc):
+                        continue
+                    ep = info["episode"]
+                    sk = float(sum(k for k, _ in ep_k[i]))
+                    sc = float(sum(c for _, c in ep_k[i]))
+                    pen = S.budget_penalty(sk, sc, bool(ep["success"]), cfg.budget_lo, cfg.budget_hi,
+                                           cfg.budget_debt, cfg.budget_scale)
+                    for r_ in ep_rows[i]:
+                        replay.data["reward"][r_] -= lam * pen / len(ep_rows[i])
+                    recent = (recent + [bool(ep["success"])])[-100:]
+                    log.write(json.dumps({"episode": st["episodes"], "seed": ep["seed"],
+                                          "latency_ms": cfg.episode_latency_ms(ep["seed"]),
+                                          "success": bool(ep["success"]), "steps": ep["steps"],
+                                          "queries": len(ep_rows[i]), "nfe_per_action": sk / max(sc, 1),
+                                          "penalty": pen, "lambda_cost": lam, "gate": gate,
+                                          "updates": st["updates"], **metrics}) + "\n")
+                    log.flush()
+                    ep_rows[i], ep_k[i] = [], []
+                    st["episodes"] += 1
+                    bar.update(1)
+                    bar.set_postfix(success=f"{np.mean(recent):.2f}", nfe=f"{sk / max(sc, 1):.3f}",
+                                    q=st["queries"])
+                    draining = draining or st["episodes"] % cfg.save_every == 0 or st["episodes"] >= cfg.episodes
+                    if draining:
+                        idle[i] = True  # wait for the others, then save
+                    else:
                         envs.send(i, "reset", self._reset_arg(st["next_seed"]))
                         st["next_seed"] += 1
-                        o2 = envs.recv(i)[0]
-                        if st["episodes"] % cfg.save_every == 0 or st["episodes"] >= cfg.episodes:
-                            self._save(agent, replay, st, rng, gate, t_start)
-                    obs[i] = o2
+                        obs[i] = envs.recv(i)[0]
             bar.close()
             log.close()
             return self._save(agent, replay, st, rng, gate, t_start, final=True)

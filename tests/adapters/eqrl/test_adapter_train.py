@@ -63,3 +63,27 @@ def test_a_tampered_onnx_decision_is_refused(trained, tmp_path):
         fh.write(b"\0")
     with pytest.raises(EdgeError, match="sha256"):
         EqrlScheduler.load(copy)
+
+
+def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
+    """Saves happen with no episode in flight, so 3 episodes + resume to 5 equals 5 in one go: the
+    same weights (bit for bit), the same per-episode log and counters (2 envs, a save every 2)."""
+    import torch
+
+    from adapters.eqrl.checkpoint import ADAPTER_FILE
+
+    kw = dict(TINY, envs=2, save_every=2)
+    one, two = tmp_path / "one", tmp_path / "two"
+    AdapterTrainer(EqrlConfig(episodes=5, **kw), one, str(DEFAULT_CHECKPOINT), progress=False).run()
+    AdapterTrainer(EqrlConfig(episodes=3, **kw), two, str(DEFAULT_CHECKPOINT), progress=False).run()
+    AdapterTrainer(EqrlConfig(episodes=5, **kw), two, str(DEFAULT_CHECKPOINT), resume=True, progress=False).run()
+
+    def log(d):
+        return [{k: v for k, v in json.loads(x).items()} for x in (d / LOG_FILE).read_text().splitlines()]
+
+    assert log(one) == log(two) and len(log(one)) >= 5
+    a, b = (torch.load(d / ADAPTER_FILE, weights_only=False)["agent"] for d in (one, two))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ca, cb = (json.loads((d / MANIFEST_FILE).read_text())["counters"] for d in (one, two))
+    assert {k: ca[k] for k in ("episodes", "queries", "updates", "next_seed")} == \
+        {k: cb[k] for k in ("episodes", "queries", "updates", "next_seed")}
