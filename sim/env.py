@@ -166,11 +166,15 @@ class TabletopEnv(gym.Env):
             self.action_space = gym.spaces.Discrete(8)
         self.scene = None
         self.spec_task: TaskSpec | None = None
+        # the seed of the current scene (None before the first reset or after a reset without one);
+        # an expert that acts from the simulator's state derives its own per-episode draws from it
+        self.episode_seed: int | None = None
         self._fk_memo: tuple[bytes, tuple] | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        self.episode_seed = None if seed is None else int(seed)
         rng = self.np_random
         req = scene_request(self.cfg.task, self.cfg.n_blocks, self.cfg.wrist_camera,
                             self.cfg.push_target_color, self.cfg.push_distractors)

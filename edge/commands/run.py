@@ -1,8 +1,12 @@
 """`edge run`: the main job — the default scene (MuJoCo ``stack``) driven by the shipped VLA through
 the on-robot runtime (control loop, inference worker, action queue, safety supervisor, telemetry).
 
-``--policy expert`` runs the scripted expert instead (no runtime loop; a reference and a fallback
-when no checkpoint is available); it writes the same run directory (meta.json, episodes.jsonl,
+``--policy expert`` runs the scripted expert instead (a reference, and the fallback when no
+checkpoint is available) through the same runtime (:mod:`sim.expert_policy`, registered as
+``expert``): one action per query, computed from the simulator's state, so it always runs with
+``--query-mode sync``, K = C = 1 (NFE counts 1 per action), inline inference and, unless
+``--latency`` is given, no charged latency (every tick executes one expert action, as its own loop
+did). It writes the same run directory (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl,
 summary.json, summary.txt, episode0.gif).
 
 Run directories never mix: ``--out DIR`` that already holds files is refused unless ``--resume``
@@ -21,10 +25,19 @@ from pathlib import Path
 from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
 from edge.cli import add_deprecated_alias, add_subparser
-from edge.commands._sim_args import add_env_args, make_env
+from edge.commands._sim_args import add_env_args
 from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
+
+
+class _Given(argparse.Action):
+    """Store the value and note that the flag was given on the command line (``args.given``), so
+    a setting the scripted expert fixes is refused only when the user asked for another value."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
 
 
 def register(sub) -> None:
@@ -40,7 +53,9 @@ def register(sub) -> None:
     p.set_defaults(seed=100000)
     p.add_argument("--policy", default="auto", metavar="NAME",
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
-                        "vla, expert, or your own 'pkg.module:factory' (factory(session_config, "
+                        "vla, expert (the scripted expert, through the same runtime: one action per "
+                        "query, --query-mode sync, K = C = 1, no charged latency unless --latency is "
+                        "given), comet, or your own 'pkg.module:factory' (factory(session_config, "
                         "robot_spec) -> ChunkPolicy)")
     p.add_argument("--checkpoint", default=None, metavar="CKPT",
                    help=f"VLA checkpoint or ONNX export dir (default: the shipped one, {DEFAULT_CHECKPOINT}; "
@@ -59,8 +74,12 @@ def register(sub) -> None:
                    help="override one session setting after --config, e.g. --set adapter_noise=mean (repeatable; default: none)")
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
-    p.add_argument("--num-steps", type=int, default=10, help="denoising steps K per query")
-    p.add_argument("--execute", type=int, default=8, help="actions executed per chunk C (dvac: the longest prefix it may execute)")
+    p.add_argument("--num-steps", type=int, default=10, action=_Given,
+                   help="denoising steps K per query (--policy expert/comet: always 1; the expert "
+                        "refuses another value)")
+    p.add_argument("--execute", type=int, default=8, action=_Given,
+                   help="actions executed per chunk C (dvac: the longest prefix it may execute; "
+                        "--policy expert/comet: always 1; the expert refuses another value)")
     p.add_argument("--seam", default="replace", choices=SEAMS,
                    help="how a new chunk joins what is left of the previous one: replace (the new "
                         "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
@@ -74,7 +93,7 @@ def register(sub) -> None:
     mode = p.add_argument("--query-mode", default=None, choices=("async", "sync"),
                           help="async: the arm keeps executing queued actions while a query runs; "
                                "sync: it waits for each query (the blocking baseline) (default: async; "
-                               "sync for --policy comet)")
+                               "sync for --policy comet and expert, which need it)")
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--plan-simulations", type=int, default=0,
@@ -85,10 +104,13 @@ def register(sub) -> None:
                         "--latency; real: the wall clock")
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
                    help="where queries run: auto = inline on the virtual clock, a thread on the real "
-                        "one; process = a separate worker process (no GIL contention with the loop)")
+                        "one (--policy expert: always inline, it reads the simulator the loop steps); "
+                        "process = a separate worker process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step", "device"),
+                   action=_Given,
                    help="virtual clock: how inference latency is charged (device: the query time "
-                        "projected for --device, 'as if on' that computer)")
+                        "projected for --device, 'as if on' that computer) (default: measured; "
+                        "--policy expert: constant, --latency-ms 0 unless given)")
     p.add_argument("--device", default="orin-nano", metavar="NAME",
                    help="--latency device: the target computer (orin-nano, orin-nx, agx-orin, thor, "
                         "x86-cpu, x86-gpu; see edge/profiler/README.md)")
@@ -107,7 +129,7 @@ def register(sub) -> None:
                            "the VLA's comes from its checkpoint")
 
 
-EXPERT_IMAGE_SIZE = 96
+EXPERT_IMAGE_SIZE = 96  # = sim.expert_policy.DEFAULT_IMAGE_SIZE (not imported: edge run stays light)
 
 
 class RunDir:
@@ -192,10 +214,39 @@ def _check_vla_args(args: argparse.Namespace, ckpt: str) -> None:
                         f"{args.task!r} (edge train vla --task {args.task})")
 
 
+def _expert_settings(args: argparse.Namespace) -> dict:
+    """The session settings of ``--policy expert`` (:data:`edge.runtime.factories.EXPERT_SETTINGS`:
+    sync, K = C = 1, inline, no charged latency unless --latency is given); refuses a flag that asks
+    for something the expert cannot do instead of ignoring it."""
+    from edge.runtime.factories import EXPERT_SETTINGS
+
+    given = getattr(args, "given", set())
+    for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
+        if key in given and getattr(args, key) != 1:
+            raise EdgeError(f"{flag} {getattr(args, key)}: --policy expert makes one action per query "
+                            f"(chunk length 1, one evaluation), so {flag} is always 1; drop {flag}")
+    if args.query_mode not in (None, "sync"):
+        raise EdgeError(f"--query-mode {args.query_mode}: --policy expert decides one action from the "
+                        "state it saw, executed before the next decision; use --query-mode sync")
+    if args.inference not in ("auto", "inline"):
+        raise EdgeError(f"--inference {args.inference}: --policy expert reads the simulator's state, which "
+                        "the control loop steps, so it runs inline on the loop's thread; drop --inference")
+    if args.scheduler != "fixed":
+        raise EdgeError(f"--scheduler {args.scheduler}: --policy expert makes one action per query; there "
+                        "is no K or C to schedule; drop --scheduler")
+    size = getattr(args, "image_size", None)
+    size = EXPERT_IMAGE_SIZE if size is None else size
+    if not 16 <= size <= 512:
+        raise EdgeError(f"--image-size={size} is out of range; allowed [16, 512]")
+    out = {**EXPERT_SETTINGS, "image_size": size}
+    if "latency" in given:  # an explicit latency model is charged like any policy's
+        out["latency"], out["latency_ms"] = args.latency, args.latency_ms or 0.0
+    else:
+        out["latency_ms"] = args.latency_ms or 0.0
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.latency_ms is not None and args.latency != "constant":
-        raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
-                        f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
     planner = args.policy == "comet"
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
@@ -212,22 +263,32 @@ def run(args: argparse.Namespace) -> int:
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT) if custom else _checkpoint(args)
-    if args.policy == "expert":
-        return run_expert(args)
+    expert = args.policy == "expert"  # given, or the fallback without a checkpoint
+    # the expert charges no latency by default, so a bare --latency-ms is its constant latency
+    latency_kind = "constant" if expert and "latency" not in getattr(args, "given", set()) else args.latency
+    if args.latency_ms is not None and latency_kind != "constant":
+        raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
+                        f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
     from edge.runtime.session import SessionConfig, run_session
     from edge.telemetry import format_summary
 
-    if not custom:
+    if not custom and not expert:
         _check_vla_args(args, ckpt)
-    cfg = SessionConfig(policy="vla" if not custom else args.policy, task=args.task, sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
+    settings = {"num_steps": 1 if planner else args.num_steps, "execute": 1 if planner else args.execute,
+                "execution": query_mode, "inference": args.inference, "latency": args.latency,
+                "latency_ms": args.latency_ms or 0.0,
+                # the VLA's image size is its checkpoint's (checked above); others' is their spec's
+                "image_size": (getattr(args, "image_size", None) or 0) if custom else 0}
+    if expert:
+        settings.update(_expert_settings(args))
+    cfg = SessionConfig(policy="vla" if not custom and not expert else args.policy, task=args.task,
+                        sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
-                        num_steps=1 if planner else args.num_steps, execute=1 if planner else args.execute,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
-                        execution=query_mode, clock=args.clock, inference=args.inference,
-                        latency=args.latency, latency_ms=args.latency_ms or 0.0, device=args.device,
-                        episodes=args.episodes, seed=args.seed)
+                        clock=args.clock, device=args.device,
+                        episodes=args.episodes, seed=args.seed, **settings)
     if args.config or args.set:
         from edge.config import layer_config
 
@@ -242,76 +303,4 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(res.summary))
     print(f"\nrun directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl, "
           "summary.json, summary.txt, episode0.gif)")
-    return 0
-
-
-def _expert_session(args: argparse.Namespace) -> dict:
-    return {"policy": "expert", "task": args.task, "sim": args.sim, "distribution": args.distribution,
-            "n_blocks": args.n_blocks, "image_size": args.image_size, "episodes": args.episodes,
-            "seed": args.seed}
-
-
-def run_expert(args: argparse.Namespace) -> int:
-    """The scripted expert's own episode loop (no runtime loop), recorded like the VLA path."""
-    import json
-
-    import imageio.v2 as imageio
-    from tqdm import tqdm
-
-    from edge.telemetry import RunRecorder, format_summary, read_jsonl
-    from sim.rollout import expert_episode
-
-    if getattr(args, "image_size", None) is None:
-        args.image_size = EXPERT_IMAGE_SIZE
-    session = _expert_session(args)
-    env = make_env(args)  # checks --episodes / --image-size before anything is written
-    try:
-        run_dir = RunDir(args)
-    except BaseException:
-        env.close()
-        raise
-    out = run_dir.path
-    try:
-        meta = {"session": session, "policy": {"kind": "expert", "name": f"sim.experts ({args.task})"},
-                "period_s": 1.0 / env.unwrapped.cfg.control_rate_hz}
-        done = 0
-        if args.resume:
-            old = json.loads((out / "meta.json").read_text())
-            for key, value in session.items():
-                was = (old.get("session") or {}).get(key)
-                if key != "episodes" and was != value:
-                    raise EdgeError(f"--resume: {out} was run with {key}={was!r}, this run has "
-                                    f"{key}={value!r}; resume with the settings it was started with "
-                                    "or choose another --out")
-            done = len(read_jsonl(out / "episodes.jsonl"))
-            meta = {k: v for k, v in old.items() if k != "schema_version"}
-            meta["resumed"] = [*old.get("resumed", []), {"episodes_before": done, "session": session}]
-        recorder = RunRecorder(out, meta=meta)
-        rows = []
-        try:
-            for i in tqdm(range(done, args.episodes), desc=f"expert {args.task}/{args.sim}", unit="ep",
-                          initial=done, total=args.episodes):
-                t0 = time.perf_counter()
-                ep = expert_episode(env, args.seed + i, keep_frames=i == 0)
-                row = {"ep": i, "seed": args.seed + i, "success": bool(ep["success"]),
-                       "steps": int(ep["steps"]), "instruction": ep["instruction"],
-                       "wall_s": time.perf_counter() - t0,
-                       "max_stage": int(getattr(env.unwrapped, "max_stage", 0)),
-                       "sim_diverged": bool(ep["sim_diverged"]), "regrasps": int(ep["regrasps"])}
-                recorder.end_episode(row)
-                rows.append(row)
-                if i == 0:
-                    imageio.mimsave(out / "episode0.gif", list(ep["front"][::2]), duration=0.1, loop=0)
-        finally:
-            summary = recorder.close()
-            env.close()
-    except BaseException:
-        run_dir.discard_if_empty()
-        raise
-    print(f"\n{'seed':>6}  {'success':>7}  {'steps':>5}  {'wall s':>6}  instruction")
-    for r in rows:
-        print(f"{r['seed']:>6}  {r['success']!s:>7}  {r['steps']:>5}  {r['wall_s']:>6.1f}  {r['instruction']}")
-    print()
-    print(format_summary(summary))
-    print(f"run directory: {out} (meta.json, episodes.jsonl, summary.json, summary.txt, episode0.gif)")
     return 0

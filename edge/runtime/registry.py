@@ -64,4 +64,5 @@ SCHEDULERS = Registry("scheduler", {
 POLICIES = Registry("policy", {
     "vla": "edge.runtime.factories:vla_policy",
     "comet": "world_models.policy:comet_policy",
+    "expert": "edge.runtime.factories:expert_policy",
 })

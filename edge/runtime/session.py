@@ -40,6 +40,9 @@ class SessionConfig:
     sim: str = cfg("mujoco", "physics engine", choices=("mujoco", "pybullet"))
     distribution: str = cfg("train", "scene randomisation", choices=("train", "ood"))
     n_blocks: int = cfg(2, "stack: number of cubes", range=(2, 3))
+    image_size: int = cfg(0, "camera image side in pixels for a policy that takes it from the session "
+                          "(the expert; 0 = its default, 96); the VLA's comes from its checkpoint",
+                          range=(0, 512))
     checkpoint: str = cfg(str(DEFAULT_CHECKPOINT), "VLA checkpoint dir / model.pt / ONNX export dir")
     verify: bool = cfg(True, "check the checkpoint's files against the sha256 in its manifest before loading")
     backend: str = cfg("onnxruntime", "inference backend", choices=BACKENDS)
@@ -296,7 +299,10 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                   scheduler: Any = None, resume: bool = False) -> Runtime:
     """Wire one session. ``out_dir=None`` records nothing (training collectors); ``scheduler``
     overrides the configured one (e.g. QueryEnv's external planner); ``resume`` continues the run
-    in ``out_dir`` (see the module docstring). A policy trained for another task is refused."""
+    in ``out_dir`` (see the module docstring). A policy trained for another task is refused. A
+    policy with ``attach_env(env)`` (the scripted expert, which acts from the simulator's state) is
+    handed the env once it is made; it learns of each episode from its ``reset()``, called after the
+    env was reset with the episode's seed (``env.episode_seed``)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     import sim
     from drivers.sim_arm import SimArmDriver, SimObserver
@@ -331,12 +337,26 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                             f"checkpoint is {new_sha[:12]}…; resume with the same weights or choose "
                             "another --out")
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
+    side = int(policy.spec.image_hw[0])
+    if cfg_.image_size and cfg_.image_size != side:
+        raise EdgeError(f"--image-size {cfg_.image_size}: --policy {cfg_.policy} sees {side}x"
+                        f"{int(policy.spec.image_hw[1])} camera images (its spec); drop --image-size")
     needs = getattr(policy.spec, "execution", None)
     if needs and needs != cfg_.execution:
         raise EdgeError(f"--policy {cfg_.policy} needs --query-mode {needs} (got {cfg_.execution})")
     env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,
-                       image_size=int(policy.spec.image_hw[0]), wrist_camera="wrist" in cams,
+                       image_size=side, wrist_camera="wrist" in cams,
                        **dict(getattr(policy.spec, "env", None) or {}))
+    # A policy that acts from privileged simulator state (the scripted expert) gets the env it will
+    # act in, once, before the loop is wired; per episode it re-reads it after its reset() (the env
+    # is reset first, with the episode's seed: env.episode_seed)
+    attach = getattr(policy, "attach_env", None)
+    if callable(attach):
+        try:
+            attach(env)
+        except BaseException:
+            env.close()
+            raise
     clock = VirtualClock() if cfg_.clock == "virtual" else RealClock()
     driver = SimArmDriver(env, clock)
     observer = SimObserver(driver, cameras=cams)

@@ -58,18 +58,71 @@ def test_edge_run_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
 
 
 def test_edge_run_expert_writes_the_run_directory_layout(tmp_path, capsys):
-    assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "32", "--seed", "0",
+    """--policy expert runs through the runtime (run_session): the VLA's run-directory layout."""
+    assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--seed", "0",
                  "--out", str(tmp_path / "r")]) == 0
     files = {p.name for p in (tmp_path / "r").iterdir()}
-    assert {"meta.json", "episodes.jsonl", "summary.json", "summary.txt", "episode0.gif"} <= files
+    assert {"meta.json", "ticks.jsonl", "queries.jsonl", "episodes.jsonl", "summary.json", "summary.txt",
+            "episode0.gif"} <= files
     ep = json.loads((tmp_path / "r" / "episodes.jsonl").read_text())
-    assert {"ep", "seed", "success", "steps", "instruction", "wall_s", "max_stage"} <= set(ep)
+    assert {"ep", "seed", "success", "steps", "instruction", "wall_s", "max_stage", "ticks", "queries",
+            "nfe", "executed", "stop_reason"} <= set(ep)
     assert ep["ep"] == 0 and ep["seed"] == 0
+    # one expert action per tick: a query each, NFE 1 each, nothing starved or dropped
+    assert ep["ticks"] == ep["steps"] == ep["queries"] == ep["nfe"] == ep["executed"] and ep["starved"] == 0
     meta = json.loads((tmp_path / "r" / "meta.json").read_text())
-    assert meta["policy"]["kind"] == "expert" and meta["session"]["image_size"] == 32
+    assert meta["policy"]["kind"] == "expert" and meta["policy"]["image_hw"] == [16, 16]
+    session = meta["session"]
+    assert session["policy"] == "expert" and session["image_size"] == 16
+    assert (session["execution"], session["num_steps"], session["execute"]) == ("sync", 1, 1)
+    assert (session["inference"], session["latency"], session["latency_ms"]) == ("inline", "constant", 0.0)
+    queries = [json.loads(x) for x in (tmp_path / "r" / "queries.jsonl").read_text().splitlines()]
+    assert len(queries) == ep["queries"] and all(q["K"] == 1 and q["C"] == 1 for q in queries)
+    ticks = (tmp_path / "r" / "ticks.jsonl").read_text().splitlines()
+    assert len(ticks) == ep["ticks"]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["episodes"] == 1 and summary["success_ci95"] is not None
     assert "95 % Wilson CI" in (tmp_path / "r" / "summary.txt").read_text()
+
+
+def test_edge_run_expert_resumes(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--seed", "5",
+                 "--out", out]) == 0
+    assert main(["run", "--policy", "expert", "--episodes", "2", "--image-size", "16", "--seed", "5",
+                 "--out", out, "--resume"]) == 0
+    eps = [json.loads(x) for x in (tmp_path / "r" / "episodes.jsonl").read_text().splitlines()]
+    assert [(e["ep"], e["seed"]) for e in eps] == [(0, 5), (1, 6)]
+    assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "32", "--seed", "5",
+                 "--out", out, "--resume"]) == 2
+    assert "image_size=16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--execute", "8"], "--execute 8"),
+    (["--num-steps", "10"], "--num-steps 10"),
+    (["--query-mode", "async"], "--query-mode sync"),
+    (["--inference", "thread"], "inline"),
+    (["--scheduler", "dvac"], "--scheduler dvac"),
+    (["--image-size", "8"], "--image-size=8"),
+    (["--latency", "measured", "--latency-ms", "5"], "--latency constant"),
+])
+def test_edge_run_expert_refuses_what_it_cannot_do(argv, needle, tmp_path, capsys):
+    rc = main(["run", "--policy", "expert", "--episodes", "1", *argv, "--out", str(tmp_path / "r")])
+    assert rc == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_edge_run_expert_takes_k_and_c_of_one_and_a_latency(tmp_path, capsys):
+    """K = C = 1 may be given; an explicit latency is charged: the arm holds while it waits."""
+    assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--execute", "1",
+                 "--num-steps", "1", "--latency-ms", "60", "--set", "max_steps=10",
+                 "--out", str(tmp_path / "r")]) == 0
+    ep = json.loads((tmp_path / "r" / "episodes.jsonl").read_text())
+    assert ep["ticks"] == 10 and 0 < ep["executed"] < 10  # 60 ms > one 50 ms period: a hold per query
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert (meta["session"]["latency"], meta["session"]["latency_ms"]) == ("constant", 60.0)
 
 
 def test_default_run_directory_never_reuses_an_existing_one(tmp_path, monkeypatch, capsys):
