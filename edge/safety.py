@@ -44,6 +44,9 @@ from edge.robot_spec import RobotSpec
 
 log = logging.getLogger("edge.safety")
 _EPS = 1e-9
+# an action arrives as float32: a command at the limit (e.g. dyaw 0.2 rad) is 3e-9 above it after the
+# cast; a cap that moves it by less than float32's resolution is clipped but not counted as an intervention
+_F32_EPS = 1e-6
 
 
 class SafetyConfigError(EdgeError):
@@ -353,7 +356,7 @@ class SafetySupervisor:
             ivs.append(self._count(Intervention("step_cap", f"TCP step above {self.ee_step_m:.4f} m")))
         m = self.config.max_yaw_step_rad
         yaw_c = min(max(yaw, -m), m)
-        if abs(yaw_c - yaw) > _EPS:
+        if abs(yaw_c - yaw) > _F32_EPS * max(1.0, abs(m)):
             ivs.append(self._count(Intervention("yaw_cap", f"dyaw {yaw:.3f} -> {yaw_c:.3f} rad")))
         ee = self._ee_xyz(state)
         want = (ee[0] + x, ee[1] + y, ee[2] + z)

@@ -292,3 +292,13 @@ def test_estop_latches_and_reset_refuses_old_plans():
     assert "pre_reset_action" in kinds(d) and d.kind == "hold"
     d = s.filter(np.zeros(5), state(EE), 1.10, t_obs_s=1.05)
     assert d.kind == "act"
+
+
+def test_a_float32_yaw_at_the_cap_is_not_an_intervention():
+    """dyaw 0.2 rad as float32 is 3e-9 above the 0.2 cap: clipped, but not counted (the scripted
+    expert's turns at full rate used to log 2-18 yaw_cap interventions per episode)."""
+    s = started(EE, ee_accel_max_m_s2=100.0)
+    d = s.filter(np.array([0.0, 0.0, 0.0, 0.2, 0.0], np.float32), state(EE), 0.05)
+    assert "yaw_cap" not in kinds(d) and abs(d.command[3]) <= 0.2
+    d = s.filter(np.array([0.0, 0.0, 0.0, 0.2001, 0.0], np.float32), state(EE), 0.05)
+    assert "yaw_cap" in kinds(d) and d.command[3] == pytest.approx(0.2)
