@@ -230,7 +230,10 @@ def _scheduler_brief(meta: dict[str, Any]) -> str | None:
     parts = [str(name) + (f" K={k} C={c}" if name in ("fixed", "dvac") and k is not None else "")]
     if seam:
         parts.append(f"seam {seam}")
-    if temp is not None:
+    if name == "eqrl":  # the adapter plans each query's noise itself
+        noise = sch.get("adapter_noise", ses.get("adapter_noise"))
+        parts.append("noise from the adapter" + (" (its mode)" if noise == "mean" else ""))
+    elif temp is not None:
         parts.append(f"noise T={temp:g}")
     return ", ".join(parts)
 

@@ -20,7 +20,8 @@ from adapters.eqrl.checkpoint import ONNX_FILE, load_agent
 from edge.contracts import QueryContext, QueryPlan
 from edge.errors import EdgeError
 
-SHIPPED_ADAPTER = Path(__file__).resolve().parent / "checkpoints" / "stack"
+SHIPPED_ADAPTERS = Path(__file__).resolve().parent / "checkpoints"
+SHIPPED_ADAPTER = SHIPPED_ADAPTERS / "stack"  # the default; stack_latency: trained with 0-300 ms latency
 
 
 class EqrlScheduler:
@@ -97,7 +98,11 @@ class EqrlScheduler:
 
 
 def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler:
-    """Registry factory: the adapter at ``cfg.adapter`` (or the shipped one); its noise draws are
-    seeded by the session's seed, like a fixed schedule's."""
-    path = Path(cfg.adapter) if getattr(cfg, "adapter", "") else SHIPPED_ADAPTER
+    """Registry factory: the adapter at ``cfg.adapter`` — a directory, or the name of a shipped one
+    (``stack``, ``stack_latency``); '' = ``stack``. Its noise draws are seeded by the session's
+    seed, like a fixed schedule's."""
+    name = getattr(cfg, "adapter", "")
+    path = Path(name) if name else SHIPPED_ADAPTER
+    if name and not path.exists() and "/" not in name and (SHIPPED_ADAPTERS / name).is_dir():
+        path = SHIPPED_ADAPTERS / name
     return EqrlScheduler.load(path, noise=getattr(cfg, "adapter_noise", "sample"), seed=int(cfg.seed))

@@ -66,7 +66,8 @@ def register(sub) -> None:
                    help=f"compute scheduler: {' | '.join(SCHEDULERS.names())} or your own "
                         "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
     p.add_argument("--adapter", default="", metavar="DIR",
-                   help="--scheduler eqrl: the adapter checkpoint (default: the shipped adapter)")
+                   help="--scheduler eqrl: the adapter checkpoint dir, or a shipped one by name: stack "
+                        "(the default) or stack_latency (trained with 0-300 ms inference latency)")
     p.add_argument("--config", metavar="YAML",
                    help="session settings (keys of edge.runtime.session.SessionConfig, e.g. "
                         "configs/run/default.yaml) applied on top of the flags (default: none)")

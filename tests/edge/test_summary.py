@@ -59,3 +59,13 @@ def test_summary_without_a_loop_lists_outcome_and_extras():
     text = format_summary(s)
     assert "success  1/1" in text and "expert, sim.experts (stack)" in text and "note" in text
     assert "ticks" not in text
+
+
+def test_an_eqrl_run_names_the_adapter_as_the_noise_source():
+    from edge.telemetry import _scheduler_brief
+
+    meta = {"scheduler": {"name": "eqrl", "seam": "replace", "noise_temperature": 0.5},
+            "session": {"adapter_noise": "sample"}}
+    assert _scheduler_brief(meta) == "eqrl, seam replace, noise from the adapter"
+    meta["session"]["adapter_noise"] = "mean"
+    assert _scheduler_brief(meta).endswith("noise from the adapter (its mode)")

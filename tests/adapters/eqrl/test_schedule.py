@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -63,3 +65,15 @@ def test_training_latency_list_is_validated_and_drawn_per_episode_seed():
     with pytest.raises(ConfigError, match="20000.0 outside"):
         EqrlConfig(query_mode="async", train_latency_ms="20000")
     assert EqrlConfig(query_mode="async", train_latency_ms=300).latencies_ms() == [300.0]  # --set ...=300
+
+
+def test_shipped_adapters_load_by_name_and_verify():
+    from types import SimpleNamespace
+
+    from adapters.eqrl.deploy import SHIPPED_ADAPTERS, eqrl_scheduler
+
+    for name in ("stack", "stack_latency"):
+        s = eqrl_scheduler(SimpleNamespace(adapter=name, adapter_noise="sample", seed=0))
+        assert s.backend == "onnxruntime" and (SHIPPED_ADAPTERS / name / "manifest.json").is_file()
+    latency = json.loads((SHIPPED_ADAPTERS / "stack_latency" / "manifest.json").read_text())
+    assert latency["config"]["train_latency_ms"] == "0,100,200,300" and latency["complete"]
