@@ -304,4 +304,5 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(res.summary))
     print(f"\nrun directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl, "
           "summary.json, summary.txt, episode0.gif)")
+    print(f"report (timelines, video, html): edge report {run_dir.path}")
     return 0

@@ -61,6 +61,7 @@ def test_edge_run_expert_writes_the_run_directory_layout(tmp_path, capsys):
     """--policy expert runs through the runtime (run_session): the VLA's run-directory layout."""
     assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--seed", "0",
                  "--out", str(tmp_path / "r")]) == 0
+    assert f"edge report {tmp_path / 'r'}" in capsys.readouterr().out  # how to look at the run
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"meta.json", "ticks.jsonl", "queries.jsonl", "episodes.jsonl", "summary.json", "summary.txt",
             "episode0.gif"} <= files
