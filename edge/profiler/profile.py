@@ -6,7 +6,7 @@ An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
 arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
 
-Per arm, from ticks / queries / episodes only (:func:`arm_stats`): success with a 95 % Wilson
+Per arm, from ticks / queries / episodes only (:func:`edge.profiler.episodes.arm_stats`): success with a 95 % Wilson
 interval, NFE per executed action and its ratio to the reference arm, queries per episode, K / C
 counts, host compute per executed action (mean = ratio of sums; p50 / p99 over the queries whose
 chunk executed at least one action), safety interventions, overruns, starved ticks, and the exact
@@ -26,20 +26,17 @@ import dataclasses
 import json
 import re
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edge.errors import EdgeError
-from edge.profiler.episodes import episode_rows, pool
-from edge.stats import paired, percentiles, wilson
+from edge.profiler.episodes import arm_stats, compare
 from edge.telemetry import RunData, read_run
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_GRID = REPO / "benchmarks" / "results" / "vla_grid.json"
-IGNORED_INTERVENTIONS = ("wait_first_plan",)  # holding until the first chunk: not a correction
 
 
 @dataclass(frozen=True)
@@ -95,88 +92,6 @@ def arm_of_session(session: dict[str, Any]) -> Arm:
     else:
         label = str(sched)
     return Arm(label, str(session.get("backend", "?")))
-
-
-# ------------------------------------------------------------------------------------ statistics
-def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
-    """Every per-arm number of the profile, from the runs' records alone."""
-    episodes = [e for r in runs for e in r.episode_records()]
-    ticks = [(i, t) for i, r in enumerate(runs) for t in r.tick_records()]
-    queries = [(i, q) for i, r in enumerate(runs) for q in r.query_records()]
-    n = len(episodes)
-    wins = sum(bool(e.success) for e in episodes)
-    executed = sum(1 for _, t in ticks if t.kind == "act")
-    nfe = sum(q.nfe for _, q in queries)
-    exec_by_query = Counter((i, t.query_id) for i, t in ticks if t.kind == "act" and t.query_id is not None)
-    per_action_ms, wasted = [], 0
-    for i, q in queries:
-        k = exec_by_query.get((i, q.query_id), 0)
-        if k:
-            per_action_ms.append(1e3 * q.compute_s / k)
-        else:
-            wasted += 1
-    compute = [1e3 * q.compute_s for _, q in queries]
-    latency = [1e3 * q.latency_s for _, q in queries]
-    ivs: Counter[str] = Counter()
-    for _, t in ticks:
-        for kind, _detail in t.interventions or ():
-            ivs[kind] += 1
-
-    def pct(xs: list[float], p: float) -> float | None:
-        return percentiles(xs, (p,))[0] if xs else None
-
-    # the numbers every evaluation shares come from one implementation (edge.profiler.episodes)
-    pooled = pool(row for r in runs for row in episode_rows(r)) if n else {}
-    assert not n or pooled["successes"] == wins
-    lo, hi = pooled.get("ci95", wilson(wins, n))
-    eps_with_query = {(i, q.ep) for i, q in queries}
-    # a virtual clock advances one period per tick: deadlines cannot be missed, so none are counted
-    virtual = all((r.meta.get("session") or {}).get("clock") == "virtual" for r in runs)
-    return {
-        "episodes": n, "successes": wins, "success_rate": wins / n if n else None, "ci95": [lo, hi],
-        "ticks": len(ticks), "executed_actions": executed, "nfe_total": nfe,
-        "nfe_per_action": pooled.get("nfe_per_action"), "success_by_seed": pooled.get("success_by_seed"),
-        "queries": len(queries), "queries_per_episode": len(queries) / n if n else None,
-        "episodes_with_queries": len(eps_with_query),
-        "K_counts": {str(k): v for k, v in sorted(Counter(q.K for _, q in queries).items())},
-        "C_counts": {str(k): v for k, v in sorted(Counter(q.C for _, q in queries).items())},
-        "mean_K": sum(q.K for _, q in queries) / len(queries) if queries else None,
-        "mean_C": sum(q.C for _, q in queries) / len(queries) if queries else None,
-        "compute_ms_total": sum(compute),
-        "compute_ms_per_action_mean": sum(compute) / executed if executed else None,
-        "compute_ms_per_action_p50": pct(per_action_ms, 50.0),
-        "compute_ms_per_action_p99": pct(per_action_ms, 99.0),
-        "queries_without_executed_action": wasted,
-        "compute_p50_ms": pct(compute, 50.0), "compute_p99_ms": pct(compute, 99.0),
-        "latency_p50_ms": pct(latency, 50.0), "latency_p99_ms": pct(latency, 99.0),
-        "interventions": dict(sorted(ivs.items())),
-        "interventions_total": sum(v for k, v in ivs.items() if k not in IGNORED_INTERVENTIONS),
-        "overruns": None if virtual else sum(t.overrun_ticks for _, t in ticks),
-        "starved_ticks": sum(1 for _, t in ticks if t.starved),
-        "per_episode": [{"seed": e.seed, "success": bool(e.success), "steps": e.steps, "queries": e.queries,
-                         "nfe": e.nfe, "executed": e.executed} for e in sorted(episodes, key=_seed_key)],
-    }
-
-
-def _seed_key(e: Any) -> tuple[int, int]:
-    return (e.seed if e.seed is not None else -1, e.ep)
-
-
-def compare(stats: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    """Relative cost and the paired McNemar test of an arm against the reference arm."""
-    a = {e["seed"]: e["success"] for e in ref["per_episode"]}
-    b = {e["seed"]: e["success"] for e in stats["per_episode"]}
-    seeds = sorted(set(a) & set(b), key=lambda s: (s is None, s))
-    out = paired([a[s] for s in seeds], [b[s] for s in seeds])
-    out["shared_seeds"] = len(seeds)
-
-    def ratio(key: str) -> float | None:
-        x, y = stats.get(key), ref.get(key)
-        return x / y if x is not None and y else None
-
-    return {"relative_nfe_per_action": ratio("nfe_per_action"),
-            "relative_compute_per_action": ratio("compute_ms_per_action_mean"),
-            "paired_vs_reference": out}
 
 
 def host_breakdown(stats: dict[str, Any], parts_ms: dict[str, float] | None) -> dict[str, Any] | None:
