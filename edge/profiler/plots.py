@@ -55,10 +55,31 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------ edge report
+GRIP_CLOSED = 0.15  # measured gripper (0 open .. 1 closed) above this: the fingers hold something or are shut
+PHASE_COLOURS = {"approach": "#dbe9f6", "holding": "#fde2c4", "released": "#e2f0d9"}
+
+
+def gripper_phases(t: Sequence[float], gripper: Sequence[float | None],
+                   closed: float = GRIP_CLOSED) -> list[tuple[float, float, str]]:
+    """Task phases from what the robot itself measures, so they exist on a real arm too:
+    ``approach`` until the gripper first closes, ``holding`` while it is closed, ``released``
+    after it opens again (a re-grasp starts a new ``holding``). Returns (t_start, t_end, phase)."""
+    out: list[tuple[float, float, str]] = []
+    state, start = "approach", t[0] if len(t) else 0.0
+    for x, g in zip(t, gripper):
+        now = "holding" if (g is not None and g > closed) else ("approach" if state == "approach" else "released")
+        if now != state:
+            out.append((start, x, state))
+            state, start = now, x
+    if len(t):
+        out.append((start, t[-1], state))
+    return [seg for seg in out if seg[1] > seg[0]]
+
+
 def episode_timeline(ep: Mapping[str, Any], path: Path) -> Path:
     """Six stacked panels over episode time: K and C per query; inference latency; queue depth with
-    starved ticks; safety interventions by kind; TCP height; gripper. ``ep`` holds lists built by
-    :func:`edge.profiler.report.episode_series`."""
+    starved ticks; safety interventions by kind; TCP height; gripper — with the task phases shaded
+    (:func:`gripper_phases`). ``ep`` holds lists built by :func:`edge.profiler.report.episode_series`."""
     plt = _plt()
     fig, axes = plt.subplots(6, 1, figsize=(10, 10.5), sharex=True,
                              gridspec_kw={"height_ratios": [1.1, 1, 1, 0.9, 1, 0.7]})
@@ -124,6 +145,15 @@ def episode_timeline(ep: Mapping[str, Any], path: Path) -> Path:
     ax_g.set_ylabel("gripper\n(0 open, 1 closed)")
     ax_g.set_ylim(-0.1, 1.1)
     ax_g.set_xlabel("episode time (s)")
+    seen = set()
+    for t0, t1, phase in gripper_phases(t, ep["gripper"]):
+        for ax in axes:
+            ax.axvspan(t0, t1, color=PHASE_COLOURS[phase], alpha=0.55, lw=0, zorder=0)
+        if phase not in seen:  # one legend entry per phase, on the gripper panel
+            seen.add(phase)
+            ax_g.fill_between([], [], color=PHASE_COLOURS[phase], label=phase)
+    if seen:
+        ax_g.legend(loc="upper left", ncol=3, title="phase (from the measured gripper)", title_fontsize=7)
     for ax in axes:
         ax.label_outer()
     fig.align_ylabels(axes)

@@ -53,3 +53,14 @@ def test_a_legacy_run_directory_is_reported(profiled, tmp_path):
     new = build_report(src, tmp_path / "a", video=False, max_episodes=1)
     legacy = build_report(old, tmp_path / "b", video=False, max_episodes=1)
     assert new["summary"] == legacy["summary"] and len(legacy["pngs"]) == len(new["pngs"])
+
+
+def test_phases_come_from_the_measured_gripper():
+    from edge.profiler.plots import gripper_phases
+
+    t = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
+    g = [0.0, 0.0, 0.3, 0.35, 0.05, 0.0, 0.3, 0.3]  # grasp, release, re-grasp
+    assert gripper_phases(t, g) == [(0.0, 0.1, "approach"), (0.1, 0.2, "holding"), (0.2, 0.3, "released"),
+                                    (0.3, 0.35, "holding")]
+    assert gripper_phases(t, [None] * len(t)) == [(0.0, 0.35, "approach")]
+    assert gripper_phases([], []) == []
