@@ -111,6 +111,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}={value!r}: expected a number")
         return float(value)
     if tp is str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # YAML and --set read "0" or "300" as numbers: a str field takes their text
         if not isinstance(value, str):
             raise ConfigError(f"{key}={value!r}: expected a string")
         return value
@@ -219,8 +221,14 @@ def load_config(
     try:
         return from_dict(cls, data)
     except ConfigError as err:
-        where = f" (from {path})" if path else ""
-        raise ConfigError(f"{err}{where}") from None
+        raise ConfigError(f"{err}{_where(path, overrides)}") from None
+
+
+def _where(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
+    """Where a bad value may have come from, for the error message."""
+    if path and overrides:
+        return f" (from {path} or the --set overrides)"
+    return f" (from {path})" if path else (" (from the --set overrides)" if overrides else "")
 
 
 def layer_config(base: T, path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> T:
@@ -237,8 +245,7 @@ def layer_config(base: T, path: str | Path | None = None, overrides: list[str] |
     try:
         return from_dict(type(base), data)
     except ConfigError as err:
-        where = f" (from {path})" if path else ""
-        raise ConfigError(f"{err}{where}") from None
+        raise ConfigError(f"{err}{_where(path, overrides)}") from None
 
 
 def describe(cls: type) -> str:

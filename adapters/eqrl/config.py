@@ -92,8 +92,6 @@ class EqrlConfig:
                                 "episode (uniformly, from the episode's seed), e.g. '0,100,200,300,400'")
 
     def __post_init__(self) -> None:
-        if isinstance(self.train_latency_ms, (int, float)) and not isinstance(self.train_latency_ms, bool):
-            self.train_latency_ms = str(self.train_latency_ms)  # --set train_latency_ms=300 parses as a number
         check_fields(self)
         if not self.k_min <= self.k_max:
             raise ConfigError(f"eqrl: need k_min <= k_max (got {self.k_min}, {self.k_max})")

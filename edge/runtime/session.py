@@ -83,7 +83,7 @@ class SessionConfig:
     record_ticks: bool = cfg(True, "write one telemetry line per tick")
     video_episodes: int = cfg(1, "save a GIF of the first N episodes", range=(0, 1000))
     loop_cpus: str = cfg("", "real clock: CPUs the control-loop thread runs on, e.g. '0' or '0,2' "
-                         "(a string: --set \"loop_cpus='0'\"; empty = leave as is); with "
+                         "(empty = leave as is); with "
                          "inference_cpus on the others, inference never shares the loop's core")
     inference_cpus: str = cfg("", "inference=process: CPUs the worker process runs on, e.g. '1' "
                               "(empty = inherit)")

@@ -58,3 +58,27 @@ def test_missing_and_invalid_yaml_files(tmp_path):
     bad.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(Outer, bad)
+
+
+@dataclass
+class Texts:
+    cpus: str = cfg("", "a CPU list")
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+def test_a_string_field_takes_the_text_of_a_number_and_errors_say_where(tmp_path):
+    """--set cpus=0 and YAML ``cpus: 0`` read 0 as a number; a str field keeps its text."""
+    assert load_config(Texts, None, ["cpus=0"]).cpus == "0"
+    p = tmp_path / "t.yaml"
+    p.write_text("cpus: 300\n")
+    assert load_config(Texts, p).cpus == "300"
+    with pytest.raises(ConfigError, match="expected a string"):
+        load_config(Texts, None, ["cpus=true"])
+    with pytest.raises(ConfigError, match=r"\(from the --set overrides\)"):
+        load_config(Outer, None, ["steps=0"])
+    outer = tmp_path / "o.yaml"
+    outer.write_text("steps: 3\n")
+    with pytest.raises(ConfigError, match=r"or the --set overrides\)"):
+        load_config(Outer, outer, ["steps=0"])
