@@ -24,7 +24,7 @@ def load_agent(path: str | Path):
     if not f.is_file():
         raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}); train one with "
                         "`edge train adapter --out DIR`, pass --adapter DIR, or a shipped adapter by name: "
-                        "stack, stack_latency")
+                        "stack, stack_efficient, stack_latency")
     mf = f.parent / MANIFEST_FILE
     manifest = json.loads(mf.read_text()) if mf.is_file() else None
     want = ((manifest or {}).get("files") or {}).get(ADAPTER_FILE)

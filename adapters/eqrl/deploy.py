@@ -21,7 +21,7 @@ from edge.contracts import QueryContext, QueryPlan
 from edge.errors import EdgeError
 
 SHIPPED_ADAPTERS = Path(__file__).resolve().parent / "checkpoints"
-SHIPPED_ADAPTER = SHIPPED_ADAPTERS / "stack"  # the default; stack_latency: trained with 0-300 ms latency
+SHIPPED_ADAPTER = SHIPPED_ADAPTERS / "stack"  # the default; stack_efficient: value-gap schedule, 0.7x the NFE; stack_latency: trained with 0-300 ms latency
 
 
 class EqrlScheduler:
@@ -99,7 +99,7 @@ class EqrlScheduler:
 
 def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler:
     """Registry factory: the adapter at ``cfg.adapter`` — a directory, or the name of a shipped one
-    (``stack``, ``stack_latency``); '' = ``stack``. Its noise draws are seeded by the session's
+    (``stack``, ``stack_efficient``, ``stack_latency``); '' = ``stack``. Its noise draws are seeded by the session's
     seed, like a fixed schedule's."""
     name = getattr(cfg, "adapter", "")
     path = Path(name) if name else SHIPPED_ADAPTER

@@ -67,7 +67,9 @@ def register(sub) -> None:
                         "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
     p.add_argument("--adapter", default="", metavar="DIR",
                    help="--scheduler eqrl: the adapter checkpoint dir, or a shipped one by name: stack "
-                        "(the default) or stack_latency (trained with 0-300 ms inference latency)")
+                        "(the default), stack_efficient (steps only where the task is hard: the best fixed "
+                        "schedule's success at 0.7x its compute) or stack_latency (trained with 0-300 ms "
+                        "inference latency)")
     p.add_argument("--config", metavar="YAML",
                    help="session settings (keys of edge.runtime.session.SessionConfig, e.g. "
                         "configs/run/default.yaml) applied on top of the flags (default: none)")

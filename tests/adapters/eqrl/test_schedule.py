@@ -72,7 +72,7 @@ def test_shipped_adapters_load_by_name_and_verify():
 
     from adapters.eqrl.deploy import SHIPPED_ADAPTERS, eqrl_scheduler
 
-    for name in ("stack", "stack_latency"):
+    for name in ("stack", "stack_efficient", "stack_latency"):
         s = eqrl_scheduler(SimpleNamespace(adapter=name, adapter_noise="sample", seed=0))
         assert s.backend == "onnxruntime" and (SHIPPED_ADAPTERS / name / "manifest.json").is_file()
     latency = json.loads((SHIPPED_ADAPTERS / "stack_latency" / "manifest.json").read_text())
