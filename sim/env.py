@@ -23,6 +23,7 @@ experts and metrics (``object_poses`` name → (7,) xyz+wxyz, ``success``, ``tas
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,6 +49,11 @@ PUSH_START_M = (0.33, 0.0, PUSH_Z_M)
 DISCRETE_STEP_M = 0.02
 DEFAULT_MAX_STEPS = {"stack": 220, "pick_place": 200, "push": 200}
 INSTRUCTION_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.:'-"
+# TARGET_BOX_M as the (3,) bounds np.clip takes (built once, not per step; read-only)
+_TARGET_LO_M = np.array([lo for lo, _ in TARGET_BOX_M])
+_TARGET_HI_M = np.array([hi for _, hi in TARGET_BOX_M])
+_TARGET_LO_M.flags.writeable = _TARGET_HI_M.flags.writeable = False
+_YAW_LO_RAD, _YAW_HI_RAD = -np.pi / 2 - 0.3, np.pi / 2 + 0.3
 
 
 @dataclass(frozen=True)
@@ -109,19 +115,33 @@ def make_backend(sim: str, physics_dt_s: float):
     raise ValueError(f"unknown sim {sim!r}; choose one of {SIMS}")
 
 
-def _rot_to_quat(R: np.ndarray) -> np.ndarray:
-    w = np.sqrt(max(1e-12, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2
+def _rot_to_quat_floats(R: np.ndarray) -> list[float]:
+    """:func:`_rot_to_quat` as four Python floats (wxyz): the same IEEE operations in the same
+    order on floats instead of numpy scalars (several times faster on a 3x3)."""
+    R = R.tolist()
+    w = math.sqrt(max(1e-12, 1.0 + R[0][0] + R[1][1] + R[2][2])) / 2
     if w > 1e-3:
-        return np.array([w, (R[2, 1] - R[1, 2]) / (4 * w), (R[0, 2] - R[2, 0]) / (4 * w), (R[1, 0] - R[0, 1]) / (4 * w)])
-    i = int(np.argmax(np.diag(R)))
+        return [w, (R[2][1] - R[1][2]) / (4 * w), (R[0][2] - R[2][0]) / (4 * w), (R[1][0] - R[0][1]) / (4 * w)]
+    d = (R[0][0], R[1][1], R[2][2])
+    i = 0  # np.argmax(diag): the first maximum, a NaN counting as the maximum
+    for m in (1, 2):
+        if d[i] != d[i]:
+            break
+        if d[m] > d[i] or d[m] != d[m]:
+            i = m
     j, k = (i + 1) % 3, (i + 2) % 3
-    s = np.sqrt(max(1e-12, 1.0 + R[i, i] - R[j, j] - R[k, k])) * 2
-    q = np.zeros(4)
-    q[0] = (R[k, j] - R[j, k]) / s
+    s = math.sqrt(max(1e-12, 1.0 + R[i][i] - R[j][j] - R[k][k])) * 2
+    q = [0.0, 0.0, 0.0, 0.0]
+    q[0] = (R[k][j] - R[j][k]) / s
     q[1 + i] = s / 4
-    q[1 + j] = (R[j, i] + R[i, j]) / s
-    q[1 + k] = (R[k, i] + R[i, k]) / s
+    q[1 + j] = (R[j][i] + R[i][j]) / s
+    q[1 + k] = (R[k][i] + R[i][k]) / s
     return q
+
+
+def _rot_to_quat(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (4,) wxyz of a rotation matrix (3, 3)."""
+    return np.array(_rot_to_quat_floats(R))
 
 
 class TabletopEnv(gym.Env):
@@ -142,6 +162,7 @@ class TabletopEnv(gym.Env):
         self.max_steps = cfg.max_steps or DEFAULT_MAX_STEPS[cfg.task] + (150 if cfg.n_blocks == 3 else 0)
         self.backend = make_backend(cfg.sim, cfg.physics_dt_s)
         self.realism = Realism(cfg.realism)
+        self._realism_on = cfg.realism.enabled  # cfg is frozen: evaluated once, not twice per step
         s = cfg.image_size
         spaces = {
             "front": gym.spaces.Box(0, 255, (s, s, 3), np.uint8),
@@ -202,10 +223,11 @@ class TabletopEnv(gym.Env):
 
     def step(self, action):
         a, clipped = self._parse_action(action)
-        hold = np.array([0, 0, 0, 0, self._gripper_cmd], np.float32)
-        if self.cfg.action_mode == "joint_pos":
-            hold = np.append(self._q_target, self._gripper_cmd).astype(np.float32)
-        a = self.realism.action(a, hold) if self.cfg.realism.enabled else a
+        if self._realism_on:
+            hold = np.array([0, 0, 0, 0, self._gripper_cmd], np.float32)
+            if self.cfg.action_mode == "joint_pos":
+                hold = np.append(self._q_target, self._gripper_cmd).astype(np.float32)
+            a = self.realism.action(a, hold)
         self._apply(a)
         self.backend.step(self.n_substeps)
         self.t_step += 1
@@ -254,10 +276,11 @@ class TabletopEnv(gym.Env):
         a = np.asarray(action, dtype=np.float32)
         if a.shape != self.action_space.shape:
             raise ValueError(f"action shape {a.shape} != {self.action_space.shape} ({self.cfg.action_mode})")
-        if not np.all(np.isfinite(a)):
+        # ndarray methods: what np.all / np.clip / np.any call, without their dispatch layers
+        if not np.isfinite(a).all():
             raise ValueError(f"action contains NaN/Inf: {a}")
-        c = np.clip(a, self.action_space.low, self.action_space.high)
-        clipped = bool(np.any(c != a))
+        c = a.clip(self.action_space.low, self.action_space.high)
+        clipped = bool((c != a).any())
         self.clip_counts["action_box"] += int(clipped)
         return c, clipped
 
@@ -269,18 +292,18 @@ class TabletopEnv(gym.Env):
             new = self._target_pos + a[:3]
             if self.cfg.task == "push":
                 new[2] = PUSH_Z_M
-            box = np.array(TARGET_BOX_M)
-            lim = np.clip(new, box[:, 0], box[:, 1])
-            self.clip_counts["workspace"] += int(np.any(lim != new))
+            lim = new.clip(_TARGET_LO_M, _TARGET_HI_M)
+            self.clip_counts["workspace"] += int((lim != new).any())
             # Keep the target within 6 cm of the real TCP so a blocked arm does not wind up.
             q, _ = self.backend.arm_state()
             fk_q = self._fk(q)
             p = fk_q[0]
             off = lim - p
-            n = np.linalg.norm(off)
+            n = math.sqrt(off.dot(off))  # what np.linalg.norm computes for a float64 vector
             self._target_pos = p + off * min(1.0, 0.06 / n) if n > 1e-9 else lim
             if self.cfg.task != "push":
-                self._target_yaw = float(np.clip(self._target_yaw + a[3], -np.pi / 2 - 0.3, np.pi / 2 + 0.3))
+                # a numpy scalar's clip is what np.clip calls (same dtype rules and result)
+                self._target_yaw = float((self._target_yaw + a[3]).clip(_YAW_LO_RAD, _YAW_HI_RAD))
                 self._gripper_cmd = float(a[4])
             self._q_target = rm.ik_step(q, self._target_pos, rm.down_rotation(self._target_yaw), fk_q=fk_q)
         self.backend.set_arm_targets(self._q_target)
@@ -299,14 +322,20 @@ class TabletopEnv(gym.Env):
     def _observe(self) -> dict:
         q, qd = self.backend.arm_state()
         p, R, _ = self._fk(q)
-        proprio = np.concatenate([q, qd, [self.backend.gripper_width()], p, _rot_to_quat(R)]).astype(np.float32)
+        buf = np.empty(len(PROPRIO_LAYOUT))  # float64, cast once: what concatenate + astype gave
+        buf[:7] = q
+        buf[7:14] = qd
+        buf[14] = self.backend.gripper_width()
+        buf[15:18] = p
+        buf[18:22] = _rot_to_quat_floats(R)
+        proprio = buf.astype(np.float32)
         s = self.cfg.image_size
         names = ("front", "wrist") if self.cfg.wrist_camera else ("front",)
         if self.cfg.render_images:
             imgs = {n: self.backend.render(n, s, s) for n in names}
         else:
             imgs = {n: np.zeros((s, s, 3), np.uint8) for n in names}
-        if self.cfg.realism.enabled:
+        if self._realism_on:
             proprio = self.realism.proprio(proprio)
             imgs = self.realism.images(imgs)
         obs = {**imgs, "proprio": proprio, "instruction": self.spec_task.instruction}
@@ -315,10 +344,8 @@ class TabletopEnv(gym.Env):
         return obs
 
     def _info(self, success: bool) -> dict:
-        poses = {}
-        for o in self.scene.objects:
-            pos, quat = self.backend.object_pose(o.name)
-            poses[o.name] = np.concatenate([pos, quat])
+        pose7 = self.backend.object_pose7  # the (7,) xyz+wxyz concatenation in one array
+        poses = {o.name: pose7(o.name) for o in self.scene.objects}
         return {
             "success": bool(success), "is_success": bool(success), "task": self.cfg.task,
             "object_poses": poses, "order": self.spec_task.order, "goal": self.spec_task.goal,

@@ -14,6 +14,7 @@ control steps; see :class:`sim.env.TabletopEnv`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,8 +82,16 @@ def make_spec(task: str, scene: Scene, rng: np.random.Generator) -> TaskSpec:
     return TaskSpec(task, text, (target,), goal=scene.goals[0].name)
 
 
+def _norm(v) -> float:
+    """``float(np.linalg.norm(v))``; for a float64 vector its own formula sqrt(v.dot(v)) without
+    the dispatch (a control step takes several)."""
+    if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1:
+        return math.sqrt(v.dot(v))
+    return float(np.linalg.norm(v))
+
+
 def at_rest(lin: np.ndarray, ang: np.ndarray) -> bool:
-    return float(np.linalg.norm(lin)) < LIN_REST_M_S and float(np.linalg.norm(ang)) < ANG_REST_RAD_S
+    return _norm(lin) < LIN_REST_M_S and _norm(ang) < ANG_REST_RAD_S
 
 
 def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
@@ -94,7 +103,7 @@ def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
         for lower, upper in zip(spec.order[:-1], spec.order[1:]):
             (pl, _), (pu, _) = backend.object_pose(lower), backend.object_pose(upper)
             hl, hu = scene.object(lower).half_size_m[0], scene.object(upper).half_size_m[0]
-            if np.linalg.norm(pu[:2] - pl[:2]) > hl or abs((pu[2] - pl[2]) - (hl + hu)) > 0.01:
+            if _norm(pu[:2] - pl[:2]) > hl or abs((pu[2] - pl[2]) - (hl + hu)) > 0.01:
                 return False
         return not backend.fingers_touch(spec.order[-1])
     name = spec.order[0]

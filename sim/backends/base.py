@@ -46,6 +46,10 @@ class PhysicsBackend(Protocol):
     def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Position (3,) m and quaternion (4,) wxyz of an object's centre."""
 
+    def object_pose7(self, name: str) -> np.ndarray:
+        """:meth:`object_pose` as one new (7,) array, xyz + wxyz, with the same numbers (the env's
+        ``info["object_poses"]`` every step)."""
+
     def object_velocity(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Linear (3,) m/s in the world frame and angular (3,) rad/s in the object's own frame."""
 

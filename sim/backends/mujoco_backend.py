@@ -45,6 +45,15 @@ def _quat_from_yaw(yaw: float) -> np.ndarray:
     return np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
 
 
+def _as_slice(idx: np.ndarray):
+    """``slice(a, b)`` selecting the same elements as the index array ``idx`` if they are
+    consecutive ascending addresses, else ``idx`` itself."""
+    a = int(idx[0])
+    if np.array_equal(idx, np.arange(a, a + len(idx))):
+        return slice(a, a + len(idx))
+    return idx
+
+
 def _mat_to_quat(R: np.ndarray) -> np.ndarray:
     import mujoco
 
@@ -116,8 +125,17 @@ class MuJoCoBackend:
         self._fing_dadr = np.array([m.jnt_dofadr[m.joint(n).id] for n in FINGER_JOINTS])
         self._slot_body = [m.body(f"obj{i}").id for i in range(n_slots)]
         self._slot_geom = [m.geom(f"obj{i}_geom").id for i in range(n_slots)]
-        self._slot_qadr = [m.jnt_qposadr[m.body_jntadr[b]] for b in self._slot_body]
-        self._slot_dadr = [m.jnt_dofadr[m.body_jntadr[b]] for b in self._slot_body]
+        self._slot_qadr = [int(m.jnt_qposadr[m.body_jntadr[b]]) for b in self._slot_body]
+        self._slot_dadr = [int(m.jnt_dofadr[m.body_jntadr[b]]) for b in self._slot_body]
+        # Per-step reads: the same elements as the index arrays above, as slices where the
+        # addresses are consecutive (one copy instead of a gather plus a copy), and numpy views
+        # of this MjData's buffers (each attribute access of the bindings builds a new view).
+        self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
+        self._warning_counts = self.data.warning.number  # one count per mjtWarning
+        self._arm_q = _as_slice(self._arm_qadr)
+        self._arm_d = _as_slice(self._arm_dadr)
+        self._fing_q = _as_slice(self._fing_qadr)
+        self._warn_ids = [int(i) for i in self._bad_warnings]
         self._goal_geom = [m.geom(f"goal{i}").id for i in range(N_GOAL_SLOTS)]
         self._finger_bodies = {m.body("panda_leftfinger").id, m.body("panda_rightfinger").id}
         robot_bodies = {m.body(f"panda_link{i}").id for i in range(9)}
@@ -280,10 +298,12 @@ class MuJoCoBackend:
 
     # ------------------------------------------------------------------ control
     def set_arm_targets(self, q_target_rad: np.ndarray) -> None:
-        self.data.ctrl[:7] = q_target_rad
+        self._ctrl[:7] = q_target_rad
 
     def set_gripper_target(self, width_m: float) -> None:
-        self.data.ctrl[7:9] = float(np.clip(width_m, 0.0, GRIPPER_MAX_WIDTH_M)) / 2
+        # np.clip returns a value inside the bounds unchanged, so it is only called outside them
+        w = width_m if 0.0 <= width_m <= GRIPPER_MAX_WIDTH_M else np.clip(width_m, 0.0, GRIPPER_MAX_WIDTH_M)
+        self._ctrl[7:9] = float(w) / 2
 
     def step(self, n_substeps: int) -> None:
         self._mj.mj_step(self.model, self.data, nstep=int(n_substeps))
@@ -292,15 +312,15 @@ class MuJoCoBackend:
     def diverged(self) -> bool:
         """True once MuJoCo flagged NaN/huge values this episode (it then silently resets the
         state, so the env must end the episode and say so)."""
-        counts = self.data.warning.number  # one count per mjtWarning
-        return bool(counts[self._bad_warnings].any())
+        counts = self._warning_counts
+        return any(counts[i] for i in self._warn_ids)
 
     # ------------------------------------------------------------------ state
     def arm_state(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.data.qpos[self._arm_qadr].copy(), self.data.qvel[self._arm_dadr].copy()
+        return self._qpos[self._arm_q].copy(), self._qvel[self._arm_d].copy()
 
     def gripper_width(self) -> float:
-        return float(self.data.qpos[self._fing_qadr].sum())
+        return float(self._qpos[self._fing_q].sum())
 
     def _slot(self, name: str) -> int:
         try:
@@ -310,22 +330,30 @@ class MuJoCoBackend:
 
     def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         qa = self._slot_qadr[self._slot(name)]
-        return self.data.qpos[qa:qa + 3].copy(), self.data.qpos[qa + 3:qa + 7].copy()
+        qpos = self._qpos
+        return qpos[qa:qa + 3].copy(), qpos[qa + 3:qa + 7].copy()
+
+    def object_pose7(self, name: str) -> np.ndarray:
+        """:meth:`object_pose` as one (7,) array, xyz + wxyz (a free joint's qpos, copied)."""
+        qa = self._slot_qadr[self._slot(name)]
+        return self._qpos[qa:qa + 7].copy()
 
     def object_velocity(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         da = self._slot_dadr[self._slot(name)]
+        qvel = self._qvel
         # Free-joint qvel: linear velocity in world frame, angular in the body frame.
-        return self.data.qvel[da:da + 3].copy(), self.data.qvel[da + 3:da + 6].copy()
+        return qvel[da:da + 3].copy(), qvel[da + 3:da + 6].copy()
 
     def fingers_touch(self, name: str) -> bool:
         g = self._slot_geom[self._slot(name)]
-        d, m = self.data, self.model
-        for c in d.contact[: d.ncon]:
-            if c.geom1 == g or c.geom2 == g:
-                other = c.geom2 if c.geom1 == g else c.geom1
-                if m.geom_bodyid[other] in self._finger_bodies:
-                    return True
-        return False
+        d = self.data
+        n = d.ncon
+        if n == 0:
+            return False
+        # the contacts' geom pairs as arrays (not one MjContact object per contact)
+        g1, g2 = d.contact.geom1[:n], d.contact.geom2[:n]
+        other = np.concatenate([g2[g1 == g], g1[g2 == g]])
+        return any(b in self._finger_bodies for b in self.model.geom_bodyid[other].tolist())
 
     # ------------------------------------------------------------------ rendering
     def _renderer(self, height: int, width: int, seg: bool):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -337,7 +338,9 @@ class PyBulletBackend:
         )
 
     def set_gripper_target(self, width_m: float) -> None:
-        half = float(np.clip(width_m, 0.0, GRIPPER_MAX_WIDTH_M)) / 2
+        # np.clip returns a value inside the bounds unchanged, so it is only called outside them
+        w = width_m if 0.0 <= width_m <= GRIPPER_MAX_WIDTH_M else np.clip(width_m, 0.0, GRIPPER_MAX_WIDTH_M)
+        half = float(w) / 2
         for j in self._fingers:
             p.setJointMotorControl2(
                 self._robot, j, p.POSITION_CONTROL, targetPosition=half, targetVelocity=0.0,
@@ -368,7 +371,15 @@ class PyBulletBackend:
     def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         pos, (x, y, z, w) = p.getBasePositionAndOrientation(self._body(name), physicsClientId=self._cid)
         quat = np.array([w, x, y, z])  # pybullet is xyzw
-        return np.array(pos), quat / np.linalg.norm(quat)
+        return np.array(pos), quat / math.sqrt(quat.dot(quat))  # sqrt(dot): np.linalg.norm's own formula
+
+    def object_pose7(self, name: str) -> np.ndarray:
+        """:meth:`object_pose` as one (7,) array, xyz + wxyz (the same numbers)."""
+        pos, (x, y, z, w) = p.getBasePositionAndOrientation(self._body(name), physicsClientId=self._cid)
+        out = np.array([*pos, w, x, y, z])
+        quat = out[3:]
+        quat /= math.sqrt(quat.dot(quat))
+        return out
 
     def object_velocity(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Linear velocity in the world frame, angular velocity in the object's own frame (what a
