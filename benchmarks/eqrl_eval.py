@@ -91,6 +91,7 @@ def run_shard(job: dict) -> dict:
     from edge.telemetry import read_run
 
     cfg = SessionConfig(task="stack", sim=job.get("sim", "mujoco"), distribution=job.get("distribution", "train"),
+                        instructions=job.get("instructions", "train"),
                         checkpoint=job["checkpoint"], seam="replace", execution="sync",
                         latency="constant", latency_ms=job.get("latency_ms", 0.0), episodes=job["n"],
                         seed=job["seed0"], record_ticks=False, video_episodes=0,
@@ -215,6 +216,8 @@ def main() -> None:
                     help="constant inference latency on the virtual clock (> 0 runs async)")
     ap.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"), help="physics engine")
     ap.add_argument("--distribution", default="train", choices=("train", "ood"), help="scene randomisation")
+    ap.add_argument("--instructions", default="train", choices=("train", "paraphrase"),
+                    help="instruction phrasings: as in training, or held-out paraphrases (same scenes)")
     ap.add_argument("--query-mode", default="auto", choices=("auto", "sync", "async"),
                     help="how episodes query the VLA: auto = sync at 0 ms latency, async above it")
     ap.add_argument("--out", default="benchmarks/results/eqrl_eval.json")
@@ -226,7 +229,8 @@ def main() -> None:
     results = json.loads(out.read_text()) if out.exists() else {}
     ident = {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "shard": a.shard,
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms}
-    for key, default in (("query_mode", "auto"), ("sim", "mujoco"), ("distribution", "train")):
+    for key, default in (("query_mode", "auto"), ("sim", "mujoco"), ("distribution", "train"),
+                         ("instructions", "train")):
         if getattr(a, key) != default:  # absent from older result files, which all ran the default
             ident[key] = getattr(a, key)
     if results and any(results.get(k) != v for k, v in ident.items()):
@@ -236,7 +240,7 @@ def main() -> None:
     starts = range(a.seed, a.seed + a.episodes, a.shard)
     jobs = [{"arm": arm, "seed0": s0, "n": min(a.shard, a.seed + a.episodes - s0), "checkpoint": a.checkpoint,
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms, "query_mode": a.query_mode,
-             "sim": a.sim, "distribution": a.distribution}
+             "sim": a.sim, "distribution": a.distribution, "instructions": a.instructions}
             for arm in arms for s0 in starts if f"{arm}@{s0}" not in shards]
     print(f"{len(jobs)} shards to run over {a.workers} workers", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ import numpy as np
 from sim import robot_model as rm
 from sim.randomization import COLORS, DISTRIBUTIONS, sample_scene
 from sim.realism import Realism, RealismConfig
-from sim.tasks import TASKS, TaskSpec, make_spec, progress_stage, scene_request, success_now
+from sim.tasks import INSTRUCTION_SETS, TASKS, TaskSpec, make_spec, progress_stage, scene_request, success_now
 
 SIMS = ("mujoco", "pybullet")
 ACTION_MODES = ("ee_delta", "joint_pos", "discrete8")
@@ -64,6 +64,7 @@ class EnvConfig:
     sim: str = "mujoco"
     n_blocks: int = 2  # stack only: 2 or 3
     distribution: str = "train"
+    instructions: str = "train"  # "paraphrase": held-out phrasings of the same instructions (evaluation)
     control_rate_hz: float = 20.0
     physics_dt_s: float = 0.002  # >= 250 Hz physics; control_dt must be a multiple
     image_size: int = 96
@@ -78,7 +79,8 @@ class EnvConfig:
     realism: RealismConfig = field(default_factory=RealismConfig)
 
     def __post_init__(self) -> None:
-        choices = {"task": TASKS, "sim": SIMS, "distribution": DISTRIBUTIONS, "action_mode": ACTION_MODES}
+        choices = {"task": TASKS, "sim": SIMS, "distribution": DISTRIBUTIONS, "action_mode": ACTION_MODES,
+                   "instructions": INSTRUCTION_SETS}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"env.{key}={getattr(self, key)!r} is not allowed; choose one of {allowed}")
@@ -200,7 +202,7 @@ class TabletopEnv(gym.Env):
         req = scene_request(self.cfg.task, self.cfg.n_blocks, self.cfg.wrist_camera,
                             self.cfg.push_target_color, self.cfg.push_distractors)
         self.scene = sample_scene(rng, req, self.cfg.distribution)
-        self.spec_task = make_spec(self.cfg.task, self.scene, rng)
+        self.spec_task = make_spec(self.cfg.task, self.scene, rng, self.cfg.instructions)
         self.backend.build(self.scene)
         self.realism.reset(np.random.default_rng(rng.integers(2**63)))
         q = np.array(self.scene.q_home_rad)

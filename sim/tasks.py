@@ -45,6 +45,19 @@ _PICK = ("put the {a} block in the white square", "place the {a} cube on the whi
          "pick up the {a} block and put it on the white target")
 _PUSH = ("push the {a} block onto the white square", "slide the {a} cube to the white square")
 
+# Held-out phrasings for evaluation (instructions="paraphrase"): never in the demonstrations. Each list
+# has the length of its training list, so the same seed draws the same index: the scene, the roles and
+# everything after are identical, only the wording differs.
+_PARAPHRASE = {
+    "stack2": ("set the {a} cube down on the {b} one", "move the {a} block so it sits on the {b} block",
+               "the {a} block goes on top of the {b} block"),
+    "stack3": ("put {a} on {b}, and then {c} on top of {a}", "make a stack with {b} first, {a} next and {c} last"),
+    "pick_place": ("move the {a} block into the white square", "drop the {a} cube onto the white target",
+                   "carry the {a} block over to the white square"),
+    "push": ("nudge the {a} block into the white square", "shove the {a} cube onto the white target"),
+}
+INSTRUCTION_SETS = ("train", "paraphrase")
+
 
 def scene_request(task: str, n_blocks: int, wrist_camera: bool, push_target_color: str = "",
                   push_distractors: int = -1) -> SceneRequest:
@@ -66,19 +79,26 @@ def scene_request(task: str, n_blocks: int, wrist_camera: bool, push_target_colo
     raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
 
 
-def make_spec(task: str, scene: Scene, rng: np.random.Generator) -> TaskSpec:
-    """Assign roles to the scene's (non-distractor) cubes and phrase the instruction."""
+def make_spec(task: str, scene: Scene, rng: np.random.Generator, instructions: str = "train") -> TaskSpec:
+    """Assign roles to the scene's (non-distractor) cubes and phrase the instruction
+    (``instructions``: the training phrasings, or held-out ``paraphrase`` ones drawn the same way)."""
+    if instructions not in INSTRUCTION_SETS:
+        raise ValueError(f"instructions={instructions!r}; choose one of {INSTRUCTION_SETS}")
+    para = instructions == "paraphrase"
     cubes = [o.name for o in scene.objects if not o.distractor]
     if task == "stack":
         order = tuple(cubes[i] for i in rng.permutation(len(cubes)))  # bottom first
         if len(order) == 2:
-            text = _STACK2[rng.integers(len(_STACK2))].format(a=order[1], b=order[0])
+            lst = _PARAPHRASE["stack2"] if para else _STACK2
+            text = lst[rng.integers(len(_STACK2))].format(a=order[1], b=order[0])
         else:
-            text = _STACK3[rng.integers(len(_STACK3))].format(a=order[1], b=order[0], c=order[2])
+            lst = _PARAPHRASE["stack3"] if para else _STACK3
+            text = lst[rng.integers(len(_STACK3))].format(a=order[1], b=order[0], c=order[2])
         return TaskSpec("stack", text, order)
     target = cubes[int(rng.integers(len(cubes)))]
     templates = _PICK if task == "pick_place" else _PUSH
-    text = templates[rng.integers(len(templates))].format(a=target)
+    lst = _PARAPHRASE[task] if para else templates
+    text = lst[rng.integers(len(templates))].format(a=target)
     return TaskSpec(task, text, (target,), goal=scene.goals[0].name)
 
 

@@ -40,6 +40,9 @@ class SessionConfig:
     sim: str = cfg("mujoco", "physics engine", choices=("mujoco", "pybullet"))
     distribution: str = cfg("train", "scene randomisation", choices=("train", "ood"))
     n_blocks: int = cfg(2, "stack: number of cubes", range=(2, 3))
+    instructions: str = cfg("train", "instruction phrasings: train (as in the demonstrations) or paraphrase "
+                            "(held-out wordings of the same tasks; same scenes per seed)",
+                            choices=("train", "paraphrase"))
     image_size: int = cfg(0, "camera image side in pixels for a policy that takes it from the session "
                           "(the expert; 0 = its default, 96); the VLA's comes from its checkpoint",
                           range=(0, 512))
@@ -345,6 +348,7 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
     if needs and needs != cfg_.execution:
         raise EdgeError(f"--policy {cfg_.policy} needs --query-mode {needs} (got {cfg_.execution})")
     env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,
+                       instructions=cfg_.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
                        **dict(getattr(policy.spec, "env", None) or {}))
     # A policy that acts from privileged simulator state (the scripted expert) gets the env it will

@@ -135,3 +135,27 @@ def test_measured_kinematics_are_memoised_but_never_shared_mutably():
     assert not np.array_equal(q, q2)
     np.testing.assert_allclose(obs["proprio"][15:18], sim.robot_model.fk(q2)[0], atol=1e-6)
     env.close()
+
+
+def test_paraphrased_instructions_change_only_the_wording():
+    import numpy as np
+    import pytest
+
+    from sim.env import TabletopEnv
+
+    for task in ("stack", "pick_place", "push"):
+        a = TabletopEnv(task=task, render_images=False)
+        b = TabletopEnv(task=task, render_images=False, instructions="paraphrase")
+        try:
+            for seed in (3, 11):
+                oa, _ = a.reset(seed=seed)
+                ob, _ = b.reset(seed=seed)
+                assert oa["instruction"] != ob["instruction"]
+                assert a.spec_task.order == b.spec_task.order
+                np.testing.assert_array_equal(oa["proprio"], ob["proprio"])
+                assert [o.name for o in a.scene.objects] == [o.name for o in b.scene.objects]
+        finally:
+            a.close()
+            b.close()
+    with pytest.raises(ValueError, match="instructions"):
+        TabletopEnv(task="stack", instructions="slang")
