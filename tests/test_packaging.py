@@ -82,6 +82,9 @@ print(json.dumps({"edge": edge.__file__, "modules": [m.__file__ for m in (driver
     assert {"model.pt", "manifest.json"} <= set(info["files"]) and "lineage" in info["files"]
     assert not any(f.startswith("onnx") or f.endswith("train_state.pt") for f in info["files"])
     assert not (site / "configs").exists()  # no top-level "configs" package in site-packages
+    for name in ("stack", "stack_efficient", "stack_latency"):  # the shipped EQRL adapters, by name
+        d = site / "adapters" / "eqrl" / "checkpoints" / name
+        assert {p.name for p in d.iterdir()} == {"adapter.pt", "eqrl_decision.onnx", "manifest.json"}, name
 
 
 def test_wheel_metadata_license_and_extras(installed):
@@ -125,7 +128,7 @@ def test_edge_run_one_episode_from_the_installed_copy(installed):
     before = tree(ckpt)
     res = run([str(site / "bin" / "edge"), "run", "--episodes", "1"], env, cwd, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "success_rate" in res.stdout
+    assert "success   " in res.stdout and "edge report" in res.stdout  # the summary, and how to look at the run
     assert tree(ckpt) == before  # the onnxruntime export went to EDGE_CACHE_DIR, not the package
     assert list((Path(env["EDGE_CACHE_DIR"]) / "onnx").glob("*/metadata.json"))
 
