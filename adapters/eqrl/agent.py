@@ -57,6 +57,7 @@ class Controls:
             out = np.asarray(c_learned, np.float64)
         else:
             out = S.combine(pri, c_learned, self.cfg.residual_scale)
+            out = np.where(self.mask[None] > 0, out, pri)  # no residual where the mode learns none (prior_only)
         if self.uses_prior:  # dimensions the mode does not adapt stay at the default
             adapt = np.array([self.cfg.mode != "chunk_only", self.cfg.mode != "steps_only"])
             out = np.where(adapt[None], out, self.c_def[None])

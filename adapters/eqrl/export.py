@@ -57,6 +57,7 @@ class DecisionModule(nn.Module):
             else:
                 prior = c_def
             c = (prior + cfg.residual_scale * (c_l - 0.5)).clamp(0.0, 1.0)
+            c = self.mask[None] * c + (1.0 - self.mask[None]) * prior  # no residual where the mode learns none
             if self.uses_prior:
                 c = torch.where(self.adapt[None], c, c_def)
         c = c.clamp(0.0, 1.0)

@@ -104,3 +104,15 @@ def test_gap_difficulty_is_hard_minus_easy_value():
     ctl = agent.controls
     q = lambda c: agent.qw(torch.cat([s, w, torch.as_tensor(c, dtype=torch.float32).expand(4, 2)], -1)).min(0).values  # noqa: E731
     torch.testing.assert_close(agent.difficulty_signal(s, w), q(ctl.c_hard) - q(ctl.c_easy))
+
+
+def test_prior_only_is_the_prior_without_a_residual():
+    """prior_only learns no residual: its controls are the difficulty prior itself (the residual
+    heads start at the default schedule, not at 0.5, so applying them would shift C by one)."""
+    from adapters.eqrl import schedule as S
+
+    agent, rng = tiny(mode="prior_only"), np.random.default_rng(1)
+    ctl = agent.controls
+    u = rng.uniform(-1, 1, 5)
+    c = ctl.final(rng.random((5, 2)), u, gate=1.0)
+    np.testing.assert_allclose(c, S.prior(u, ctl.c_def, ctl.c_easy, ctl.c_hard, 1.0, agent.cfg.prior_strength))
