@@ -87,20 +87,21 @@ class PhaseTap:
 def run_shard(job: dict) -> dict:
     from edge.profiler.episodes import episode_rows
     from edge.runtime.registry import SCHEDULERS
-    from edge.runtime.session import SessionConfig, build_runtime
+    from edge.runtime.config import RuntimeConfig
+    from edge.runtime.session import build_runtime
     from edge.telemetry import read_run
 
-    cfg = SessionConfig(task="stack", sim=job.get("sim", "mujoco"), distribution=job.get("distribution", "train"),
+    cfg = RuntimeConfig.of(task="stack", sim=job.get("sim", "mujoco"), distribution=job.get("distribution", "train"),
                         instructions=job.get("instructions", "train"),
                         checkpoint=job["checkpoint"], seam="replace", execution="sync",
                         latency="constant", latency_ms=job.get("latency_ms", 0.0), episodes=job["n"],
                         seed=job["seed0"], record_ticks=False, video_episodes=0,
                         noise_temperature=job["noise_temperature"], **parse_arm(job["arm"]))
     mode = job.get("query_mode", "auto")
-    if mode == "async" or (mode == "auto" and cfg.latency_ms > 0):
-        import dataclasses
+    if mode == "async" or (mode == "auto" and cfg.clock.latency_ms > 0):
+        from edge.runtime.config import apply_settings
 
-        cfg = dataclasses.replace(cfg, execution="async")
+        cfg = apply_settings(cfg, [("execution", "async")])
     t0 = time.perf_counter()
     eps = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,13 +110,13 @@ def run_shard(job: dict) -> dict:
         loader, robot = policy_loader(cfg)
         policy = loader()
         rt = build_runtime(cfg, tmp, policy=policy, robot=robot,
-                           scheduler=SCHEDULERS.resolve(cfg.scheduler)(cfg, policy))
+                           scheduler=SCHEDULERS.resolve(cfg.scheduler.kind)(cfg, policy))
         tap = PhaseTap(rt.loop.worker.scheduler, rt.env)
         rt.loop.worker.scheduler = tap
         try:
-            for i in range(cfg.episodes):
+            for i in range(cfg.run.episodes):
                 tap.phases = []
-                e = rt.run_episode(cfg.seed + i)
+                e = rt.run_episode(cfg.run.seed + i)
                 eps.append((e, list(tap.phases)))
         finally:
             rt.close()

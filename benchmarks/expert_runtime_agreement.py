@@ -42,10 +42,11 @@ def own_loop(task: str, sim_name: str, n_blocks: int, seeds: list[int], image_si
 
 def runtime_loop(task: str, sim_name: str, n_blocks: int, seeds: list[int], image_size: int) -> list[dict]:
     from edge.runtime.factories import EXPERT_SETTINGS
-    from edge.runtime.session import SessionConfig, run_session
+    from edge.runtime.config import RuntimeConfig
+    from edge.runtime.session import run_session
     from edge.telemetry import read_jsonl
 
-    cfg = SessionConfig(policy="expert", task=task, sim=sim_name, n_blocks=n_blocks, image_size=image_size,
+    cfg = RuntimeConfig.of(policy="expert", task=task, sim=sim_name, n_blocks=n_blocks, image_size=image_size,
                         episodes=len(seeds), seed=seeds[0], video_episodes=0, **EXPERT_SETTINGS)
     with tempfile.TemporaryDirectory() as d:
         res = run_session(cfg, Path(d) / "run", progress=False)

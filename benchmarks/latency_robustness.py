@@ -23,11 +23,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def run_cell(job: dict) -> dict:
-    from edge.runtime.session import SessionConfig, run_session
+    from edge.runtime.config import RuntimeConfig
+    from edge.runtime.session import run_session
     from edge.stats import wilson
 
     seam, _, soft = job["seam"].partition(":")  # "rtc:0" = rtc guiding only the frozen actions
-    cfg = SessionConfig(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],
+    cfg = RuntimeConfig.of(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],
                         execute=job["c"], seam=seam, rtc_soft_steps=int(soft) if soft else -1,
                         noise_temperature=job["noise_temperature"], execution=job["execution"], latency="constant",
                         latency_ms=float(job["latency_ms"]), episodes=job["episodes"], seed=job["seed"],

@@ -34,10 +34,11 @@ def run_shard(job: dict) -> dict:
     """One shard of a cell: episodes seed0 .. seed0+n-1 in one runtime session (its own noise seed
     ``seed0``). Returns the profiler's per-episode rows; :func:`cell_from_shards` pools them."""
     from edge.profiler.episodes import episode_rows
-    from edge.runtime.session import SessionConfig, run_session
+    from edge.runtime.config import RuntimeConfig
+    from edge.runtime.session import run_session
     from edge.telemetry import read_run
 
-    cfg = SessionConfig(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
+    cfg = RuntimeConfig.of(task="stack", sim=job["sim"], distribution=job["distribution"], checkpoint=job["checkpoint"],
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
                         execution="sync", latency="constant", latency_ms=0.0, episodes=job["n"],
                         seed=job["seed0"], record_ticks=True, video_episodes=0,

@@ -111,9 +111,9 @@ def query_env_throughput(queries: int, backend: str) -> dict[str, object]:
     """QueryEnv (the env EQRL trains in) with the shipped VLA at K=2, C=8, one process: queries/s
     including the simulator, rendering and the VLA, and the share spent in inference."""
     from edge.runtime.query_env import QueryEnv
-    from edge.runtime.session import SessionConfig
+    from edge.runtime.config import RuntimeConfig
 
-    env = QueryEnv(SessionConfig(num_steps=2, execute=8, execution="sync", latency="constant",
+    env = QueryEnv(RuntimeConfig.of(num_steps=2, execute=8, execution="sync", latency="constant",
                                  latency_ms=0.0, episodes=1, seed=100000, record_ticks=False,
                                  video_episodes=0, backend=backend))
     env.reset()

@@ -105,28 +105,41 @@ class DenoisingVarianceScheduler:
         self._recent.clear()
 
 
-@dataclass
-class SchedulerConfig:
-    """Which scheduler the runtime uses and its settings."""
+@dataclass(frozen=True)
+class FixedSchedulerConfig:
+    """``fixed``: the same K and C on every query."""
 
-    kind: str = cfg(
-        "fixed", "fixed | dvac (EQRL is wired by the CLI from its own checkpoint)", choices=("fixed", "dvac")
-    )
-    num_steps: int = cfg(10, "denoising steps K per query", range=(1, 1000))
-    execute: int = cfg(8, "fixed: actions executed per chunk (C)", range=(1, 10000))
-    next_query_in_steps: int = cfg(0, "fixed: ticks between queries (0 = same as execute)", range=(0, 10000))
-    min_execute: int = cfg(2, "dvac: shortest executed prefix", range=(1, 10000))
-    max_execute: int = cfg(16, "dvac: longest executed prefix", range=(1, 10000))
-    last_steps: int = cfg(3, "dvac: denoising steps whose estimates are compared", range=(2, 1000))
-    kappa: float = cfg(1.5, "dvac: threshold = kappa * rolling median variance", range=(0.0, 1e6))
+    num_steps: int = cfg(10, "denoising steps K per query", range=(1, 100))
+    execute: int = cfg(8, "actions executed per chunk C", range=(1, 64))
+    next_query_in_steps: int = cfg(0, "ticks between queries (0 = same as execute)", range=(0, 10000))
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
-def make_scheduler(config: SchedulerConfig) -> Scheduler:
-    if config.kind == "fixed":
+@dataclass(frozen=True)
+class DvacSchedulerConfig:
+    """``dvac``: execution length from the denoising variance."""
+
+    num_steps: int = cfg(10, "denoising steps K per query", range=(1, 100))
+    min_execute: int = cfg(2, "shortest executed prefix", range=(1, 64))
+    max_execute: int = cfg(16, "longest executed prefix", range=(1, 64))
+    last_steps: int = cfg(3, "denoising steps whose estimates are compared", range=(2, 100))
+    kappa: float = cfg(1.5, "threshold = kappa * rolling median variance", range=(0.0, 1e6))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.min_execute > self.max_execute:
+            raise ConfigError(f"min_execute={self.min_execute} > max_execute={self.max_execute}; "
+                              "lower min_execute or raise max_execute")
+
+
+def make_scheduler(config: FixedSchedulerConfig | DvacSchedulerConfig) -> Scheduler:
+    """The scheduler a kind's config describes."""
+    if isinstance(config, FixedSchedulerConfig):
         return FixedScheduler(config.num_steps, config.execute, config.next_query_in_steps or None)
-    return DenoisingVarianceScheduler(
-        config.num_steps, config.min_execute, config.max_execute, config.last_steps, config.kappa
-    )
+    if isinstance(config, DvacSchedulerConfig):
+        return DenoisingVarianceScheduler(
+            config.num_steps, config.min_execute, config.max_execute, config.last_steps, config.kappa
+        )
+    raise ConfigError(f"make_scheduler: no scheduler for {type(config).__name__}")

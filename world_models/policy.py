@@ -146,8 +146,8 @@ class WorldModelPolicy:
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     """Registry factory: ``--world-model DIR`` ('' = the shipped push3 model), ``--plan-simulations``."""
-    path = getattr(cfg, "world_model", "") or str(SHIPPED)
-    if cfg.task != "push":
-        raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.task})")
-    return WorldModelPolicy(path, simulations=int(getattr(cfg, "plan_simulations", 0) or 0),
-                            seed=int(getattr(cfg, "seed", 0)), verify=getattr(cfg, "verify", True))
+    path = cfg.policy.comet.world_model or str(SHIPPED)
+    if cfg.scene.task != "push":
+        raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.scene.task})")
+    return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
+                            seed=int(cfg.run.seed), verify=cfg.policy.verify)

@@ -20,14 +20,15 @@ log = logging.getLogger("adapters.eqrl.collect")
 
 
 def open_env(session: dict, threads: int = 1) -> Any:
-    """A QueryEnv on the session dict (a :class:`~edge.runtime.session.SessionConfig`'s fields),
+    """A QueryEnv on the session dict (short names or dotted paths of
+    :class:`~edge.runtime.config.RuntimeConfig`),
     with headless rendering and ``threads`` OpenMP threads unless the environment says otherwise."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     from edge.runtime.query_env import QueryEnv
-    from edge.runtime.session import SessionConfig
+    from edge.runtime.config import RuntimeConfig
 
-    return QueryEnv(SessionConfig(**session))
+    return QueryEnv(RuntimeConfig.of(**session))
 
 
 def answer(env: Any, kind: str, arg: Any) -> tuple[str, Any]:

@@ -98,11 +98,11 @@ class EqrlScheduler:
 
 
 def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler:
-    """Registry factory: the adapter at ``cfg.adapter`` — a directory, or the name of a shipped one
+    """Registry factory: the adapter at ``cfg.scheduler.eqrl.adapter`` — a directory, or the name of a shipped one
     (``stack``, ``stack_efficient``, ``stack_latency``); '' = ``stack``. Its noise draws are seeded by the session's
     seed, like a fixed schedule's."""
-    name = getattr(cfg, "adapter", "")
+    name = cfg.scheduler.eqrl.adapter
     path = Path(name) if name else SHIPPED_ADAPTER
     if name and not path.exists() and "/" not in name and (SHIPPED_ADAPTERS / name).is_dir():
         path = SHIPPED_ADAPTERS / name
-    return EqrlScheduler.load(path, noise=getattr(cfg, "adapter_noise", "sample"), seed=int(cfg.seed))
+    return EqrlScheduler.load(path, noise=cfg.scheduler.eqrl.noise, seed=int(cfg.run.seed))

@@ -24,7 +24,8 @@ def register(sub) -> None:
   edge hil --scenario link_cut                 # one scenario; run dir runs/hil-<time>/
   edge hil --scenario bit_flip --scenario nan_action --out runs/hil-smoke
   edge hil --all --out runs/hil --publish      # whole catalogue; copy the report to benchmarks/results/
-  edge hil --all --policy vla                  # shipped VLA instead of the replayed scripted expert""")
+  edge hil --all --policy vla                  # shipped VLA instead of the replayed scripted expert
+  edge hil --scenario link_cut --set watchdog_ms=400   # the same fault on a rig with a slower watchdog""")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME",
                    help="scenario name (repeatable; default: none, give --all or --scenario); a "
                         "sweep's rows are selected by its base name")
@@ -39,6 +40,12 @@ def register(sub) -> None:
                    help="VLA checkpoint (default edge/vla/checkpoints/stack)")
     p.add_argument("--publish", action="store_true",
                    help="also write hil_report.{md,json} to benchmarks/results/")
+    p.add_argument("--config", metavar="YAML", default=None,
+                   help="rig settings (keys of HilRigConfig, e.g. watchdog_ms) applied on top of the "
+                        "catalogue's rig.yaml (default: none)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one rig setting after --config, e.g. --set watchdog_ms=300 "
+                        "(repeatable; default: none)")
     p.set_defaults(func=run)
 
 
@@ -77,15 +84,22 @@ def run(args: argparse.Namespace) -> int:
         policy = "vla" if checkpoint.exists() else "replay"
     elif policy == "vla" and not checkpoint.exists():
         raise EdgeError(f"checkpoint {checkpoint} not found; train one with `edge train vla` or use --policy replay")
+    rig = load_rig(catalogue)
+    if args.config or args.set:
+        from edge.config import layer_config
+
+        rig = layer_config(rig, args.config, args.set)
+    if args.publish and not args.all:
+        raise EdgeError("--publish writes the committed catalogue report; use it with --all")
+    if args.publish and (args.config or args.set):
+        raise EdgeError("--publish writes the committed catalogue report, which runs on the catalogue's "
+                        "rig.yaml; drop --config/--set or --publish")
     out = Path(args.out or f"runs/hil-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise EdgeError(f"cannot create run directory {out}: {err.strerror}; choose another --out") from None
-    if args.publish and not args.all:
-        raise EdgeError("--publish writes the committed catalogue report; use it with --all")
 
-    rig = load_rig(catalogue)
     ctx = HilContext(rig, policy=policy, checkpoint=str(checkpoint))
     rows = []
     t_start = time.perf_counter()
@@ -108,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ctx.close()
     meta = {
-        "command": "edge hil " + ("--all" if args.all else " ".join(f"--scenario {s}" for s in args.scenario)),
+        "command": "edge hil " + ("--all" if args.all else " ".join(f"--scenario {s}" for s in args.scenario))
+                   + (f" --config {args.config}" if args.config else "")
+                   + "".join(f" --set {s}" for s in args.set),
         "policy": policy,
         "rig": dataclasses.asdict(rig),
         "rig_summary": (f"control 20 Hz (T = 50 ms), MCU watchdog W = {rig.watchdog_ms} ms, tick "

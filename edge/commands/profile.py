@@ -63,15 +63,12 @@ def register(sub) -> None:
 
 
 def _latency_kinds() -> tuple[str, ...]:
-    """The session layer's latency kinds (``device`` once it offers it)."""
+    """The runtime's latency kinds (``clock.latency``)."""
     import dataclasses
 
-    from edge.runtime.session import SessionConfig
+    from edge.runtime.config import ClockSettings
 
-    for f in dataclasses.fields(SessionConfig):
-        if f.name == "latency":
-            return tuple(f.metadata.get("choices") or ("measured", "constant", "per_step"))
-    return ("measured", "constant", "per_step")
+    return next(f.metadata["choices"] for f in dataclasses.fields(ClockSettings) if f.name == "latency")
 
 
 def run(args) -> int:

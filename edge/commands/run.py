@@ -71,10 +71,12 @@ def register(sub) -> None:
                         "schedule's success at 0.7x its compute) or stack_latency (trained with 0-300 ms "
                         "inference latency)")
     p.add_argument("--config", metavar="YAML",
-                   help="session settings (keys of edge.runtime.session.SessionConfig, e.g. "
-                        "configs/run/default.yaml) applied on top of the flags (default: none)")
+                   help="runtime settings (edge.runtime.config.RuntimeConfig: nested sections, or the "
+                        "flags' short names; e.g. configs/run/default.yaml) applied on top of the flags "
+                        "(default: none)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one session setting after --config, e.g. --set adapter_noise=mean (repeatable; default: none)")
+                   help="override one setting after --config by dotted path or short name, e.g. "
+                        "--set scheduler.dvac.kappa=2 or --set adapter_noise=mean (repeatable; default: none)")
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, action=_Given,
@@ -272,7 +274,8 @@ def run(args: argparse.Namespace) -> int:
     if args.latency_ms is not None and latency_kind != "constant":
         raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
                         f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
-    from edge.runtime.session import SessionConfig, run_session
+    from edge.runtime.config import RuntimeConfig, load_runtime_config
+    from edge.runtime.session import run_session
     from edge.telemetry import format_summary
 
     if not custom and not expert:
@@ -284,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
                 "image_size": (getattr(args, "image_size", None) or 0) if custom else 0}
     if expert:
         settings.update(_expert_settings(args))
-    cfg = SessionConfig(policy="vla" if not custom and not expert else args.policy, task=args.task,
+    cfg = RuntimeConfig.of(policy="vla" if not custom and not expert else args.policy, task=args.task,
                         sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
@@ -293,9 +296,7 @@ def run(args: argparse.Namespace) -> int:
                         clock=args.clock, device=args.device,
                         episodes=args.episodes, seed=args.seed, **settings)
     if args.config or args.set:
-        from edge.config import layer_config
-
-        cfg = layer_config(cfg, args.config, args.set)
+        cfg = load_runtime_config(cfg, args.config, args.set)
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume)

@@ -43,7 +43,7 @@ DEFAULT_GRID = REPO / "benchmarks" / "results" / "vla_grid.json"
 class Arm:
     label: str  # the scheduler spec as given, e.g. "fixed:10x8"
     backend: str
-    session: dict[str, Any] = field(default_factory=dict)  # SessionConfig overrides
+    session: dict[str, Any] = field(default_factory=dict)  # RuntimeConfig settings by short name
 
     @property
     def name(self) -> str:
@@ -55,7 +55,7 @@ class Arm:
 
 
 def parse_scheduler(spec: str) -> dict[str, Any]:
-    """A scheduler spec -> SessionConfig overrides (scheduler, num_steps, execute, adapter)."""
+    """A scheduler spec -> RuntimeConfig settings by short name (scheduler, num_steps, execute, adapter)."""
     kind, _, arg = spec.strip().partition(":")
     if kind == "fixed":
         if not arg:
@@ -135,19 +135,14 @@ class ProfileConfig:
 
 
 def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:
-    from edge.runtime.session import DEFAULT_CHECKPOINT, SessionConfig
+    from edge.runtime.config import DEFAULT_CHECKPOINT, RuntimeConfig
 
-    extra: dict[str, Any] = {}
-    if pc.latency == "device":  # "as if on an Orin Nano": needs SessionConfig.device (see the README)
-        if "device" not in {f.name for f in dataclasses.fields(SessionConfig)}:
-            raise EdgeError("latency 'device' needs SessionConfig.device and build_runtime passing it to "
-                            "LatencyConfig(kind='device', device=...); this session layer has neither")
-        extra["device"] = pc.latency_device
-    return SessionConfig(**extra,task=pc.task, sim=pc.sim, checkpoint=pc.checkpoint or str(DEFAULT_CHECKPOINT),
-                         verify=pc.verify, backend=arm.backend, seam=pc.seam, execution=pc.execution,
-                         latency=pc.latency, latency_ms=pc.latency_ms, episodes=episodes, seed=seed,
-                         max_steps=pc.max_steps, record_ticks=True, video_episodes=pc.video_episodes,
-                         noise_temperature=pc.noise_temperature, **arm.session)
+    return RuntimeConfig.of(task=pc.task, sim=pc.sim, checkpoint=pc.checkpoint or str(DEFAULT_CHECKPOINT),
+                            verify=pc.verify, backend=arm.backend, seam=pc.seam, execution=pc.execution,
+                            latency=pc.latency, latency_ms=pc.latency_ms, device=pc.latency_device,
+                            episodes=episodes, seed=seed, max_steps=pc.max_steps, record_ticks=True,
+                            video_episodes=pc.video_episodes, noise_temperature=pc.noise_temperature,
+                            **arm.session)
 
 
 def _run_job(job: dict[str, Any]) -> str:

@@ -26,7 +26,6 @@ at the episode's end, ``episode`` (its record: success, steps, nfe, executed, ..
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import queue
 import threading
@@ -35,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from edge.contracts import QueryContext, QueryPlan
-from edge.runtime.session import SessionConfig, build_runtime
+from edge.runtime.config import RuntimeConfig, apply_settings
+from edge.runtime.session import build_runtime
 
 CONTEXT_DIM = 8
 
@@ -104,13 +104,13 @@ def as_plan(action: Any, chunk_len: int) -> QueryPlan:
 
 class QueryEnv:
     """gymnasium-style env over the runtime (see the module doc). ``seed`` in :meth:`reset` picks
-    the scene; without one, episodes use ``cfg.seed``, ``cfg.seed + 1``, ... in order."""
+    the scene; without one, episodes use ``cfg.run.seed``, ``cfg.run.seed + 1``, ... in order."""
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, cfg: SessionConfig | None = None, policy: Any = None, robot: Any = None) -> None:
-        cfg = cfg or SessionConfig(execution="sync", latency="constant", latency_ms=0.0)
-        self.cfg = dataclasses.replace(cfg, record_ticks=False, video_episodes=0)
+    def __init__(self, cfg: RuntimeConfig | None = None, policy: Any = None, robot: Any = None) -> None:
+        cfg = cfg or RuntimeConfig.of(execution="sync", latency="constant", latency_ms=0.0)
+        self.cfg = apply_settings(cfg, [("record_ticks", False), ("video_episodes", 0)])
         self._planner = _Planner()
         self._cmd: queue.Queue = queue.Queue()
         # one thread builds, runs and closes the runtime: the renderer's GL context is bound to it
@@ -121,7 +121,7 @@ class QueryEnv:
         self.runtime = runtime
         self.policy = runtime.loop.worker.policy
         self.chunk_len, self.action_dim = self.policy.chunk_len, self.policy.action_dim
-        self._next_seed = self.cfg.seed
+        self._next_seed = self.cfg.run.seed
         self._in_episode = False
         self._closed = False
         self._ticks = self._executed = 0
@@ -213,11 +213,11 @@ class QueryEnv:
         """Charge ``latency_ms`` per query from the next episode on (constant latency only)."""
         from edge.clock import ConstantLatency
 
-        if self.cfg.latency != "constant":
-            raise ValueError(f"QueryEnv: a per-episode latency needs latency='constant' (got {self.cfg.latency!r})")
+        if self.cfg.clock.latency != "constant":
+            raise ValueError(f"QueryEnv: a per-episode latency needs latency='constant' (got {self.cfg.clock.latency!r})")
         if not 0.0 <= latency_ms <= 10_000.0:
             raise ValueError(f"QueryEnv: latency_ms={latency_ms} outside [0, 10000]")
-        if latency_ms > 0.0 and self.cfg.execution != "async":
+        if latency_ms > 0.0 and self.cfg.loop.execution != "async":
             raise ValueError(f"QueryEnv: latency_ms={latency_ms} needs execution='async' (sync queries "
                              "never overlap execution, so latency would only pause the arm)")
         self.runtime.loop.worker.latency_model = ConstantLatency(latency_ms / 1000.0)

@@ -8,8 +8,8 @@ which is how a user's own policy or scheduler plugs in::
 
 Factory signatures:
 
-* scheduler: ``factory(cfg: SessionConfig, policy) -> Scheduler``
-* policy:    ``factory(cfg: SessionConfig, robot) -> ChunkPolicy``
+* scheduler: ``factory(cfg: RuntimeConfig, policy) -> Scheduler`` (its own settings: ``cfg.scheduler.options``)
+* policy:    ``factory(cfg: RuntimeConfig, robot) -> ChunkPolicy`` (its own settings: ``cfg.policy.options``)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ episode runner every campaign uses (``edge run``, the VLA grid, latency robustne
 evaluation, :class:`edge.runtime.query_env.QueryEnv`), so every number comes from the code path
 that drives the robot.
 
-    rt = build_runtime(SessionConfig(num_steps=2, execute=8), out_dir="runs/x")
+    rt = build_runtime(RuntimeConfig.of(num_steps=2, execute=8), out_dir="runs/x")
     ep = rt.run_episode(seed=100000)      # dict: success, steps, queries, nfe, executed, ...
     summary = rt.close()
 
@@ -14,7 +14,6 @@ finished (the unfinished one's lines are dropped), and the summary covers all of
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -23,80 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge.action_queue import SEAMS
-from edge.backends import BACKENDS
-from edge.config import cfg, check_fields
+from edge.config import to_dict
+from edge.runtime.config import (  # noqa: F401 (re-export)
+    DEFAULT_CHECKPOINT,
+    RuntimeConfig,
+    config_from_meta,
+    flag_of,
+)
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.wiring import wire_loop
-
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "vla" / "checkpoints" / "stack"
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """One run: which scene, which policy/backend/scheduler, which clock and seam."""
-
-    task: str = cfg("stack", "task", choices=("stack", "pick_place", "push"))
-    sim: str = cfg("mujoco", "physics engine", choices=("mujoco", "pybullet"))
-    distribution: str = cfg("train", "scene randomisation", choices=("train", "ood"))
-    n_blocks: int = cfg(2, "stack: number of cubes", range=(2, 3))
-    instructions: str = cfg("train", "instruction phrasings: train (as in the demonstrations) or paraphrase "
-                            "(held-out wordings of the same tasks; same scenes per seed)",
-                            choices=("train", "paraphrase"))
-    image_size: int = cfg(0, "camera image side in pixels for a policy that takes it from the session "
-                          "(the expert; 0 = its default, 96); the VLA's comes from its checkpoint",
-                          range=(0, 512))
-    checkpoint: str = cfg(str(DEFAULT_CHECKPOINT), "VLA checkpoint dir / model.pt / ONNX export dir")
-    verify: bool = cfg(True, "check the checkpoint's files against the sha256 in its manifest before loading")
-    backend: str = cfg("onnxruntime", "inference backend", choices=BACKENDS)
-    policy: str = cfg("vla", "who acts: a registered policy name (vla) or 'pkg.module:factory' "
-                      "(factory(session_config, robot_spec) -> ChunkPolicy with a spec.cameras and "
-                      "spec.image_hw)")
-    scheduler: str = cfg("fixed", "compute scheduler: a registered name or 'pkg.module:factory'")
-    adapter: str = cfg("", "eqrl scheduler: adapter checkpoint dir ('' = the shipped adapter)")
-    world_model: str = cfg("", "comet policy: world-model checkpoint dir ('' = the shipped push3 model)")
-    plan_simulations: int = cfg(0, "comet policy: tree-search simulations per decision (0 = the model's own)",
-                                range=(0, 10000))
-    adapter_noise: str = cfg("sample", "eqrl scheduler: draw each query's noise from the adapter "
-                             "(sample) or take its mode (mean)", choices=("sample", "mean"))
-    num_steps: int = cfg(10, "denoising steps K (fixed; dvac: steps per query)", range=(1, 100))
-    execute: int = cfg(8, "actions executed per chunk C (fixed)", range=(1, 64))
-    seam: str = cfg("replace", "how a new chunk joins what is left of the previous one", choices=SEAMS)
-    noise_temperature: float = cfg(0.5, "scale of the initial noise the worker draws for a query when "
-                                   "the scheduler leaves it to it (1 = as trained, 0 = deterministic)",
-                                   range=(0.0, 4.0))
-    rtc_soft_steps: int = cfg(-1, "rtc seam: queued actions after the frozen ones that are softly "
-                              "guided (-1 = all, as the RTC paper; 0 = only the frozen ones)",
-                              range=(-1, 1024))
-    execution: str = cfg("async", "async (never wait on inference) or sync", choices=("async", "sync"))
-    clock: str = cfg("virtual", "virtual (deterministic) or real (wall clock)", choices=("virtual", "real"))
-    inference: str = cfg("auto", "where queries run: auto (virtual clock: inline, real: thread), "
-                         "thread, process (own process: no GIL contention with the loop), inline",
-                         choices=("auto", "thread", "process", "inline"))
-    latency: str = cfg("measured", "virtual clock: measured, constant, per_step, or device latency "
-                       "(the query time projected for --device)",
-                       choices=("measured", "constant", "per_step", "device"))
-    device: str = cfg("orin-nano", "latency device: the target whose projected query time is charged "
-                      "(edge.profiler.device_model)")
-    latency_ms: float = cfg(0.0, "constant latency per query (ms)", range=(0.0, 10000.0))
-    episodes: int = cfg(3, "episodes", range=(1, 100000))
-    seed: int = cfg(100000, "first episode seed (VLA evaluation seeds are disjoint from demo seeds)",
-                    range=(0, None))
-    max_steps: int = cfg(0, "control steps per episode (0 = the task's default)", range=(0, 100000))
-    record_ticks: bool = cfg(True, "write one telemetry line per tick")
-    video_episodes: int = cfg(1, "save a GIF of the first N episodes", range=(0, 1000))
-    loop_cpus: str = cfg("", "real clock: CPUs the control-loop thread runs on, e.g. '0' or '0,2' "
-                         "(empty = leave as is); with "
-                         "inference_cpus on the others, inference never shares the loop's core")
-    inference_cpus: str = cfg("", "inference=process: CPUs the worker process runs on, e.g. '1' "
-                              "(empty = inherit)")
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        from edge.clock import parse_cpus
-
-        parse_cpus(self.loop_cpus, "loop_cpus")
-        parse_cpus(self.inference_cpus, "inference_cpus")
 
 
 @dataclass
@@ -120,28 +54,26 @@ def checkpoint_spec(path: str | Path) -> Any:
     return ModelSpec.from_dict(read_payload(p, verify=False)["spec"])
 
 
-def policy_loader(cfg_: SessionConfig) -> tuple[Callable[[], Any], Any]:
+def policy_loader(cfg_: RuntimeConfig) -> tuple[Callable[[], Any], Any]:
     """(loader, robot): ``loader()`` builds the session's policy; picklable, so a worker process
     (``inference='process'``) can build its own copy."""
     from edge.robot_spec import load_robot_spec
     from edge.runtime.registry import POLICIES
 
     robot = load_robot_spec("panda")
-    return functools.partial(POLICIES.resolve(cfg_.policy), cfg_, robot), robot
+    return functools.partial(POLICIES.resolve(cfg_.policy.name), cfg_, robot), robot
 
 
-#: SessionConfig fields whose edge run flag is not the field's name
-FLAG_OF = {"execution": "query-mode"}
-
-#: SessionConfig fields a resumed run may change (how many episodes, what is recorded)
-RESUMABLE_FIELDS = ("episodes", "video_episodes", "record_ticks")
+#: settings a resumed run may change (how many episodes, what is recorded)
+RESUMABLE = ("run.episodes", "run.video_episodes", "loop.record_ticks")
 
 
-def resume_state(cfg_: SessionConfig, out_dir: str | Path) -> tuple[dict[str, Any], int]:
+def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, Any], int]:
     """(meta.json, finished episodes) of the run in ``out_dir`` that ``cfg_`` continues; raises
     EdgeError naming the first setting that differs from the one the run was started with."""
     import json
 
+    from edge.config import ConfigError
     from edge.errors import EdgeError
     from edge.telemetry import read_jsonl
 
@@ -150,13 +82,17 @@ def resume_state(cfg_: SessionConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d} is not a run directory (no meta.json); drop --resume to "
                         "start a new run there")
     meta = json.loads((d / "meta.json").read_text())
-    old = meta.get("session") or {}
-    new = dataclasses.asdict(cfg_)
+    try:
+        old = config_from_meta(meta).dotted()
+    except ConfigError as err:
+        raise EdgeError(f"--resume: {d}/meta.json holds settings this version cannot read ({err}); "
+                        "choose another --out") from None
+    new = cfg_.dotted()
     for key in new:
-        if key in RESUMABLE_FIELDS or old.get(key, new[key]) == new[key]:
+        if key in RESUMABLE or old.get(key, new[key]) == new[key]:
             continue
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
-                        f"{key}={new[key]!r} (--{FLAG_OF.get(key, key.replace('_', '-'))}); resume with the settings "
+                        f"{key}={new[key]!r} ({flag_of(key)}); resume with the settings "
                         "it was started with or choose another --out")
     return meta, len(read_jsonl(d / "episodes.jsonl"))
 
@@ -191,19 +127,19 @@ def _line_episode(line: str) -> int | None:
         return None  # a truncated last line
 
 
-def _policy_meta(policy: Any, cfg_: SessionConfig) -> dict[str, Any]:
+def _policy_meta(policy: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
     describe = getattr(policy, "describe", None)
     if callable(describe):
         return describe()
-    return {"kind": type(policy).__name__, "checkpoint": cfg_.checkpoint,
+    return {"kind": type(policy).__name__, "checkpoint": cfg_.policy.checkpoint,
             "backend_name": str(getattr(policy, "backend_name", getattr(policy, "backend", "?")))}
 
 
-def _scheduler_meta(scheduler: Any, cfg_: SessionConfig) -> dict[str, Any]:
-    out = {"name": getattr(scheduler, "name", type(scheduler).__name__), "configured": cfg_.scheduler,
+def _scheduler_meta(scheduler: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
+    out = {"name": getattr(scheduler, "name", type(scheduler).__name__), "configured": cfg_.scheduler.kind,
            "num_steps": cfg_.num_steps, "execute": cfg_.execute,
-           "noise_temperature": cfg_.noise_temperature, "seam": cfg_.seam,
-           "rtc_soft_steps": cfg_.rtc_soft_steps, "adapter": cfg_.adapter or None}
+           "noise_temperature": cfg_.worker.noise_temperature, "seam": cfg_.queue.seam,
+           "rtc_soft_steps": cfg_.worker.rtc_soft_steps, "adapter": cfg_.scheduler.eqrl.adapter or None}
     describe = getattr(scheduler, "describe", None)
     if callable(describe):
         out["describe"] = describe()
@@ -213,14 +149,14 @@ def _scheduler_meta(scheduler: Any, cfg_: SessionConfig) -> dict[str, Any]:
 class Runtime:
     """A built session. :meth:`run_episode` per seed; :meth:`close` writes the summary."""
 
-    def __init__(self, cfg_: SessionConfig, env: Any, driver: Any, loop: Any, recorder: Any,
+    def __init__(self, cfg_: RuntimeConfig, env: Any, driver: Any, loop: Any, recorder: Any,
                  scheduler: Any, first_episode: int = 0) -> None:
         self.cfg, self.env, self.driver, self.loop = cfg_, env, driver, loop
         self.recorder, self.scheduler = recorder, scheduler
         self.episodes: list[dict[str, Any]] = []
         self.first_episode = first_episode  # episodes the run directory held before (resume)
         loop.episode = first_episode
-        self.max_steps = cfg_.max_steps or env.unwrapped.max_steps
+        self.max_steps = cfg_.scene.max_steps or env.unwrapped.max_steps
         self._closed = False
 
     @property
@@ -298,7 +234,7 @@ class Runtime:
         return summary
 
 
-def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
+def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
                   scheduler: Any = None, resume: bool = False) -> Runtime:
     """Wire one session. ``out_dir=None`` records nothing (training collectors); ``scheduler``
     overrides the configured one (e.g. QueryEnv's external planner); ``resume`` continues the run
@@ -317,8 +253,8 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
     if policy is None:
         loader, robot = policy_loader(cfg_)
         policy = loader()
-        factory = loader if cfg_.inference == "process" else None
-    elif cfg_.inference == "process":
+        factory = loader if cfg_.worker.mode == "process" else None
+    elif cfg_.worker.mode == "process":
         raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
                         "process; it cannot take a policy object")
     if robot is None:
@@ -326,10 +262,10 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
 
         robot = load_robot_spec("panda")
     trained_for = getattr(policy.spec, "task", None)
-    if trained_for in ("stack", "pick_place", "push") and trained_for != cfg_.task:
-        raise EdgeError(f"--task {cfg_.task}: the checkpoint {cfg_.checkpoint} was trained for task "
+    if trained_for in ("stack", "pick_place", "push") and trained_for != cfg_.scene.task:
+        raise EdgeError(f"--task {cfg_.scene.task}: the checkpoint {cfg_.policy.checkpoint} was trained for task "
                         f"{trained_for!r} (its spec); run --task {trained_for} or pass a checkpoint "
-                        f"trained for {cfg_.task!r} (edge train vla --task {cfg_.task})")
+                        f"trained for {cfg_.scene.task!r} (edge train vla --task {cfg_.scene.task})")
     resumed: tuple[dict[str, Any], int] | None = None
     if resume and out_dir is not None:
         resumed = resume_state(cfg_, out_dir)
@@ -341,14 +277,14 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
                             "another --out")
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
     side = int(policy.spec.image_hw[0])
-    if cfg_.image_size and cfg_.image_size != side:
-        raise EdgeError(f"--image-size {cfg_.image_size}: --policy {cfg_.policy} sees {side}x"
+    if cfg_.scene.image_size and cfg_.scene.image_size != side:
+        raise EdgeError(f"--image-size {cfg_.scene.image_size}: --policy {cfg_.policy.name} sees {side}x"
                         f"{int(policy.spec.image_hw[1])} camera images (its spec); drop --image-size")
     needs = getattr(policy.spec, "execution", None)
-    if needs and needs != cfg_.execution:
-        raise EdgeError(f"--policy {cfg_.policy} needs --query-mode {needs} (got {cfg_.execution})")
-    env = sim.make_env(cfg_.task, sim=cfg_.sim, distribution=cfg_.distribution, n_blocks=cfg_.n_blocks,
-                       instructions=cfg_.instructions,
+    if needs and needs != cfg_.loop.execution:
+        raise EdgeError(f"--policy {cfg_.policy.name} needs --query-mode {needs} (got {cfg_.loop.execution})")
+    env = sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution, n_blocks=cfg_.scene.n_blocks,
+                       instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
                        **dict(getattr(policy.spec, "env", None) or {}))
     # A policy that acts from privileged simulator state (the scripted expert) gets the env it will
@@ -361,19 +297,19 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
         except BaseException:
             env.close()
             raise
-    clock = VirtualClock() if cfg_.clock == "virtual" else RealClock()
+    clock = VirtualClock() if cfg_.clock.kind == "virtual" else RealClock()
     driver = SimArmDriver(env, clock)
     observer = SimObserver(driver, cameras=cams)
-    lat = LatencyConfig(kind=cfg_.latency, latency_s=cfg_.latency_ms / 1000.0, device=cfg_.device,
-                        checkpoint=cfg_.checkpoint if (Path(cfg_.checkpoint) / "model.pt").is_file() else "")
+    lat = LatencyConfig(kind=cfg_.clock.latency, latency_s=cfg_.clock.latency_ms / 1000.0, device=cfg_.clock.device,
+                        checkpoint=cfg_.policy.checkpoint if (Path(cfg_.policy.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
-        scheduler = SCHEDULERS.resolve(cfg_.scheduler)(cfg_, policy)
+        scheduler = SCHEDULERS.resolve(cfg_.scheduler.kind)(cfg_, policy)
     recorder = None
     first_episode = 0
     if out_dir is not None:
         from edge.telemetry import machine_info
 
-        meta = {"session": dataclasses.asdict(cfg_), "period_s": 1.0 / robot.control_rate_hz,
+        meta = {"session": cfg_.short(), "config": to_dict(cfg_), "period_s": 1.0 / robot.control_rate_hz,
                 "policy": _policy_meta(policy, cfg_), "scheduler": _scheduler_meta(scheduler, cfg_)}
         if resumed is not None:
             old, first_episode = resumed
@@ -381,32 +317,33 @@ def build_runtime(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any =
             # the start's meta stays (its machine too); each resume is appended
             meta = {k: v for k, v in old.items() if k != "schema_version"}
             meta["resumed"] = [*old.get("resumed", []), {"episodes_before": first_episode,
-                                                        "session": dataclasses.asdict(cfg_),
+                                                        "session": cfg_.short(), "config": to_dict(cfg_),
                                                         "machine": machine_info()}]
         recorder = RunRecorder(Path(out_dir), meta=meta)
-    loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, inference=cfg_.inference,
-                     latency=lat, seed=cfg_.seed, noise_temperature=cfg_.noise_temperature,
-                     rtc_soft_steps=cfg_.rtc_soft_steps, execution=cfg_.execution, seam=cfg_.seam,
-                     record_ticks=cfg_.record_ticks, policy_factory=factory,
-                     loop_cpus=cfg_.loop_cpus, inference_cpus=cfg_.inference_cpus)
+    loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, inference=cfg_.worker.mode,
+                     latency=lat, seed=cfg_.run.seed, noise_temperature=cfg_.worker.noise_temperature,
+                     rtc_soft_steps=cfg_.worker.rtc_soft_steps, execution=cfg_.loop.execution, seam=cfg_.queue.seam,
+                     record_ticks=cfg_.loop.record_ticks, policy_factory=factory,
+                     loop_cpus=cfg_.loop.cpus, inference_cpus=cfg_.worker.cpus, queue=cfg_.queue,
+                     safety=cfg_.safety)
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 
-def run_session(cfg_: SessionConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
+def run_session(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
                 progress: bool = True, scheduler: Any = None, resume: bool = False) -> SessionResult:
-    """Run ``cfg_.episodes`` episodes (seeds ``cfg_.seed`` ..) through the runtime loop; with
+    """Run ``cfg_.run.episodes`` episodes (seeds ``cfg_.run.seed`` ..) through the runtime loop; with
     ``resume``, those of them the run in ``out_dir`` has not finished yet."""
     from tqdm import tqdm
 
     rt = build_runtime(cfg_, out_dir, policy=policy, robot=robot, scheduler=scheduler, resume=resume)
     summary: dict[str, Any] = {}
     try:
-        bar = tqdm(range(rt.first_episode, cfg_.episodes), desc=f"run {cfg_.task}/{cfg_.sim} "
-                   f"{cfg_.scheduler}" + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler == "fixed" else ""),
+        bar = tqdm(range(rt.first_episode, cfg_.run.episodes), desc=f"run {cfg_.scene.task}/{cfg_.scene.sim} "
+                   f"{cfg_.scheduler.kind}" + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler.kind == "fixed" else ""),
                    unit="ep", disable=not progress,
-                   initial=rt.first_episode, total=cfg_.episodes)
+                   initial=rt.first_episode, total=cfg_.run.episodes)
         for i in bar:
-            rt.run_episode(cfg_.seed + i, video=i < cfg_.video_episodes)
+            rt.run_episode(cfg_.run.seed + i, video=i < cfg_.run.video_episodes)
             bar.set_postfix(success=f"{sum(e['success'] for e in rt.episodes)}/{len(rt.episodes)}")
     finally:
         summary = rt.close()

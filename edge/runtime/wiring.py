@@ -14,8 +14,10 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
               noise_temperature: float = 0.5, rtc_soft_steps: int = -1, execution: str = "async",
               seam: str = "replace", record_ticks: bool = True,
               policy_factory: Callable[[], Any] | None = None, loop_cpus: str = "",
-              inference_cpus: str = "") -> Any:
-    """-> a ControlLoop (not started). ``latency``: an ``edge.clock.LatencyConfig`` (None = measured)."""
+              inference_cpus: str = "", queue: Any = None, safety: Any = None) -> Any:
+    """-> a ControlLoop (not started). ``latency``: an ``edge.clock.LatencyConfig`` (None = measured);
+    ``queue``: an ``edge.action_queue.QueueConfig`` (None: ``seam`` with the other defaults);
+    ``safety``: an ``edge.safety.SafetyConfig`` (None = the defaults)."""
     from edge.action_queue import QueueConfig
     from edge.clock import LatencyConfig
     from edge.control_loop import ControlLoop, LoopConfig
@@ -29,5 +31,5 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=execution,
                                   record_ticks=record_ticks and recorder is not None, cpus=loop_cpus),
-                       clock, driver, observer, worker, SafetySupervisor(robot, SafetyConfig()),
-                       QueueConfig(seam=seam), recorder)
+                       clock, driver, observer, worker, SafetySupervisor(robot, safety or SafetyConfig()),
+                       queue or QueueConfig(seam=seam), recorder)

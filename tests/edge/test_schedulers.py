@@ -13,7 +13,8 @@ from edge.contracts import (
 from edge.inference_worker import InferenceWorker, QueryRequest, WorkerConfig
 from edge.schedulers import (
     DenoisingVarianceScheduler,
-    SchedulerConfig,
+    DvacSchedulerConfig,
+    FixedSchedulerConfig,
     fixed,
     make_scheduler,
 )
@@ -66,11 +67,14 @@ def test_dvac_executes_the_settled_prefix():
 
 
 def test_scheduler_config_factory():
-    assert make_scheduler(SchedulerConfig()).name == "fixed"
-    d = make_scheduler(SchedulerConfig(kind="dvac", max_execute=8))
-    assert d.name == "dvac" and d.max_execute == 8
+    f = make_scheduler(FixedSchedulerConfig(num_steps=3, execute=5))
+    assert f.name == "fixed" and (f.num_steps, f.execute) == (3, 5)
+    d = make_scheduler(DvacSchedulerConfig(max_execute=8, kappa=2.0))
+    assert d.name == "dvac" and d.max_execute == 8 and d.kappa == 2.0
+    with pytest.raises(ConfigError, match="min_execute=5 > max_execute=2"):
+        DvacSchedulerConfig(min_execute=5, max_execute=2)
     with pytest.raises(ConfigError):
-        SchedulerConfig(kind="eqrl")
+        make_scheduler(object())
     with pytest.raises(ConfigError):
         DenoisingVarianceScheduler(min_execute=5, max_execute=2)
 

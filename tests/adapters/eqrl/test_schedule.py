@@ -68,12 +68,11 @@ def test_training_latency_list_is_validated_and_drawn_per_episode_seed():
 
 
 def test_shipped_adapters_load_by_name_and_verify():
-    from types import SimpleNamespace
-
     from adapters.eqrl.deploy import SHIPPED_ADAPTERS, eqrl_scheduler
+    from edge.runtime.config import RuntimeConfig
 
     for name in ("stack", "stack_efficient", "stack_latency"):
-        s = eqrl_scheduler(SimpleNamespace(adapter=name, adapter_noise="sample", seed=0))
+        s = eqrl_scheduler(RuntimeConfig.of(adapter=name, adapter_noise="sample", seed=0))
         assert s.backend == "onnxruntime" and (SHIPPED_ADAPTERS / name / "manifest.json").is_file()
     latency = json.loads((SHIPPED_ADAPTERS / "stack_latency" / "manifest.json").read_text())
     assert latency["config"]["train_latency_ms"] == "0,100,200,300" and latency["complete"]

@@ -6,9 +6,10 @@ import json
 import pytest
 
 from edge.cli import main
-from edge.runtime.session import SessionConfig, run_session
 from edge.config import ConfigError
 from edge.errors import EdgeError
+from edge.runtime.config import RuntimeConfig, apply_settings
+from edge.runtime.session import run_session
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def tiny_ckpt(tmp_path_factory):
 
 
 def test_session_writes_complete_run_records(tiny_ckpt, tmp_path):
-    cfg = SessionConfig(checkpoint=str(tiny_ckpt), backend="torch", episodes=2, max_steps=12, num_steps=2,
+    cfg = RuntimeConfig.of(checkpoint=str(tiny_ckpt), backend="torch", episodes=2, max_steps=12, num_steps=2,
                         execute=4, latency="constant", latency_ms=60.0)
     res = run_session(cfg, tmp_path / "run", progress=False)
     files = {p.name for p in (tmp_path / "run").iterdir()}
@@ -46,9 +47,9 @@ def test_session_writes_complete_run_records(tiny_ckpt, tmp_path):
 
 def test_session_config_is_validated():
     with pytest.raises(ConfigError, match="num_steps"):
-        SessionConfig(num_steps=0)
+        RuntimeConfig.of(num_steps=0)
     with pytest.raises(ConfigError, match="seam"):
-        SessionConfig(seam="blend")
+        RuntimeConfig.of(seam="blend")
 
 
 def test_edge_run_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
@@ -139,13 +140,13 @@ def test_default_run_directory_never_reuses_an_existing_one(tmp_path, monkeypatc
 
 
 def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
-    cfg = SessionConfig(checkpoint=str(tiny_ckpt), backend="torch", episodes=1, max_steps=6, num_steps=1,
+    cfg = RuntimeConfig.of(checkpoint=str(tiny_ckpt), backend="torch", episodes=1, max_steps=6, num_steps=1,
                         execute=4, video_episodes=0)
     run_session(cfg, tmp_path / "run", progress=False)
     # a killed second episode: its lines without an episode record are dropped on resume
     with open(tmp_path / "run" / "ticks.jsonl", "a") as f:
         f.write('{"ep":1,"slot":99}\n{"ep":1,"sl')
-    res = run_session(SessionConfig(**{**cfg.__dict__, "episodes": 3}), tmp_path / "run",
+    res = run_session(apply_settings(cfg, [("episodes", 3)]), tmp_path / "run",
                       progress=False, resume=True)
     assert [e["ep"] for e in res.episodes] == [1, 2] and [e["seed"] for e in res.episodes] == [100001, 100002]
     eps = [json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
@@ -154,15 +155,22 @@ def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["session"]["episodes"] == 1 and meta["resumed"][0]["episodes_before"] == 1
     with pytest.raises(EdgeError, match="num_steps=1.*num_steps=2"):
-        run_session(SessionConfig(**{**cfg.__dict__, "episodes": 4, "num_steps": 2}), tmp_path / "run",
+        run_session(apply_settings(cfg, [("episodes", 4), ("num_steps", 2)]), tmp_path / "run",
                     progress=False, resume=True)
+    # a run written before the nested config (meta.json: only the flat session) still resumes
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["config"]["scheduler"]["fixed"]["num_steps"] == 1
+    meta.pop("config")
+    (tmp_path / "run" / "meta.json").write_text(json.dumps(meta))
+    res = run_session(apply_settings(cfg, [("episodes", 4)]), tmp_path / "run", progress=False, resume=True)
+    assert [e["seed"] for e in res.episodes] == [100003]
 
 
 def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
     """An instruction the checkpoint has not cached loads its encoder before tick 0, not in query 1."""
     from edge.runtime.session import build_runtime
 
-    rt = build_runtime(SessionConfig(checkpoint=str(tiny_ckpt), backend="torch", max_steps=2,
+    rt = build_runtime(RuntimeConfig.of(checkpoint=str(tiny_ckpt), backend="torch", max_steps=2,
                                      num_steps=1, execute=4), None)
     policy = rt.loop.worker.policy
     policy.language._table.clear()  # every instruction is new now

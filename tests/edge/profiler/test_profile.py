@@ -104,8 +104,8 @@ def test_scheduler_specs():
         "fixed:10x8", "dvac:3", "eqrl", "eqrl:d"]
     cfg = session_config(ProfileConfig(episodes=3), Arm("eqrl:runs/ad", "onnxruntime",
                                                         parse_scheduler("eqrl:runs/ad")), 7, 3)
-    assert (cfg.scheduler, cfg.adapter, cfg.seed, cfg.episodes, cfg.backend) == ("eqrl", "runs/ad", 7, 3,
-                                                                                 "onnxruntime")
+    assert (cfg.scheduler.kind, cfg.scheduler.eqrl.adapter, cfg.run.seed, cfg.run.episodes,
+            cfg.backend.name) == ("eqrl", "runs/ad", 7, 3, "onnxruntime")
     for bad in ("fixed:10", "dvac:x", "random"):
         with pytest.raises(EdgeError, match="scheduler"):
             parse_scheduler(bad)

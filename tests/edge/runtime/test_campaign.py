@@ -3,8 +3,6 @@ import os
 import pytest
 
 from edge.runtime.campaign import CampaignError, run_campaign
-
-
 from tests.fakes import campaign_square as square
 
 

@@ -8,15 +8,16 @@ import pytest
 import sim
 from edge.contracts import ChunkPolicy
 from edge.errors import EdgeError
+from edge.runtime.config import RuntimeConfig
 from edge.runtime.factories import EXPERT_SETTINGS
 from edge.runtime.registry import POLICIES
-from edge.runtime.session import SessionConfig, build_runtime, run_session
+from edge.runtime.session import build_runtime, run_session
 from sim.expert_policy import ExpertPolicy
 from sim.rollout import expert_episode
 
 
-def _cfg(**kw) -> SessionConfig:
-    return SessionConfig(**{"policy": "expert", "image_size": 16, "video_episodes": 0, **EXPERT_SETTINGS, **kw})
+def _cfg(**kw) -> RuntimeConfig:
+    return RuntimeConfig.of(**{"policy": "expert", "image_size": 16, "video_episodes": 0, **EXPERT_SETTINGS, **kw})
 
 
 def test_the_expert_policy_runs_episodes_in_run_session_as_in_its_own_loop(tmp_path):

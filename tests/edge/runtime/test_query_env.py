@@ -4,10 +4,11 @@ runner's per-episode records exactly (the grid's equivalence), and the step acco
 import numpy as np
 import pytest
 
+from edge.runtime.config import RuntimeConfig
 from edge.runtime.query_env import CONTEXT_DIM, QueryEnv
-from edge.runtime.session import SessionConfig, run_session
+from edge.runtime.session import run_session
 
-CFG = SessionConfig(num_steps=2, execute=8, execution="sync", latency="constant", latency_ms=0.0,
+CFG = RuntimeConfig.of(num_steps=2, execute=8, execution="sync", latency="constant", latency_ms=0.0,
                     episodes=2, seed=100000, record_ticks=False, video_episodes=0)
 
 
@@ -49,7 +50,7 @@ def test_latency_drawn_per_episode_reaches_the_context_and_the_episode():
     """reset(options={"latency_ms": x}) charges x per query from that episode on: the context's
     delay (ceil(p95 / period) / H) reads 6 ticks at 300 ms after the first measurement and 0 again
     after a reset to 0 ms; the same seed at 0 ms reproduces itself after a 300 ms episode."""
-    cfg = SessionConfig(execution="async", latency="constant", latency_ms=0.0, seed=100000,
+    cfg = RuntimeConfig.of(execution="async", latency="constant", latency_ms=0.0, seed=100000,
                         record_ticks=False, video_episodes=0)
     env = QueryEnv(cfg)
     try:

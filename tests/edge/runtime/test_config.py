@@ -1,0 +1,120 @@
+"""RuntimeConfig: nested sections, short names, YAML round trip, errors, old flat run records."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from edge.config import ConfigError, to_dict
+from edge.resources import config_dir
+from edge.runtime.config import (
+    SHORTCUTS,
+    RuntimeConfig,
+    apply_settings,
+    config_from_meta,
+    dump_yaml,
+    flag_of,
+    load_runtime_config,
+)
+
+
+def test_short_names_and_dotted_paths_reach_the_same_fields():
+    a = RuntimeConfig.of(num_steps=2, execute=16, seam="rtc", backend="torch", clock="real", inference="process")
+    b = RuntimeConfig.of(**{"scheduler.fixed.num_steps": 2, "scheduler.fixed.execute": 16, "queue.seam": "rtc",
+                            "backend.name": "torch", "clock.kind": "real", "worker.mode": "process"})
+    assert a == b
+    assert (a.num_steps, a.execute, a.queue.seam, a.backend.name) == (2, 16, "rtc", "torch")
+
+
+def test_num_steps_and_execute_follow_the_scheduler_kind():
+    c = RuntimeConfig.of(scheduler="dvac", num_steps=4, execute=12)
+    assert (c.scheduler.dvac.num_steps, c.scheduler.dvac.max_execute) == (4, 12)
+    assert (c.scheduler.fixed.num_steps, c.scheduler.fixed.execute) == (10, 8)  # untouched
+    assert (c.num_steps, c.execute) == (4, 12)
+    assert c.short()["num_steps"] == 4 and c.short()["scheduler"] == "dvac"
+    # the kind given after the short names still decides where they go
+    assert RuntimeConfig.of(num_steps=4, scheduler="dvac").scheduler.dvac.num_steps == 4
+
+
+def test_every_short_name_addresses_a_field():
+    c = RuntimeConfig()
+    short = c.short()
+    assert set(short) == set(SHORTCUTS)
+    assert RuntimeConfig.of(**short) == c  # the flat view rebuilds the config
+
+
+def test_defaults_are_the_runtime_defaults():
+    c = RuntimeConfig()
+    assert c.backend.name == "onnxruntime" and c.backend.threads == 1
+    assert c.queue.seam == "replace" and c.worker.noise_temperature == 0.5
+    assert c.scheduler.dvac.max_execute == 8 and c.run.seed == 100000
+
+
+def test_yaml_round_trip_and_the_shipped_presets(tmp_path):
+    base = RuntimeConfig.of(num_steps=2)
+    cfg = load_runtime_config(base, config_dir("run") / "default.yaml", ["execute=16"])
+    assert cfg.num_steps == 10 and cfg.execute == 16  # the file's value, then --set
+    p = tmp_path / "s.yaml"
+    p.write_text(dump_yaml(cfg))
+    assert load_runtime_config(None, p) == cfg
+    assert yaml.safe_load(p.read_text())["scheduler"]["fixed"]["execute"] == 16
+    dvac = load_runtime_config(None, config_dir("run") / "dvac.yaml")
+    assert dvac.scheduler.kind == "dvac" and dvac.scheduler.dvac.num_steps == 4 and dvac.queue.seam == "weighted"
+    assert dvac.scheduler.dvac.last_steps == 3  # a partial section keeps the other defaults
+
+
+def test_a_flat_yaml_of_short_names_still_loads(tmp_path):
+    p = tmp_path / "flat.yaml"
+    p.write_text("num_steps: 3\nseam: weighted\nscheduler: fixed\nepisodes: 7\n")
+    c = load_runtime_config(None, p)
+    assert (c.num_steps, c.queue.seam, c.run.episodes) == (3, "weighted", 7)
+
+
+@pytest.mark.parametrize("override,msg", [
+    ("bogus=1", "unknown key bogus"),
+    ("scheduler.nope.x=1", "unknown key scheduler.nope"),
+    ("scheduler.kind.x=1", "scheduler.kind is a setting, not a section"),
+    ("scheduler.dvac.kappa=-1", r"scheduler\.dvac\.kappa=-1\.0 is out of range"),
+    ("scheduler.dvac.min_execute=9", "min_execute=9 > max_execute=8"),
+    ("safety.stop_s=0.1", "stop_s=0.1 must be >= stale_s"),
+    ("backend.name=cuda", "name='cuda' is not allowed"),
+    ("seam=zip", "seam='zip' is not allowed"),
+])
+def test_bad_settings_name_the_key_and_where_they_came_from(override, msg):
+    with pytest.raises(ConfigError, match=msg) as err:
+        load_runtime_config(None, None, [override])
+    assert "--set" in str(err.value)
+
+
+def test_the_safety_and_queue_sections_reach_the_loop():
+    from edge.runtime.session import build_runtime
+
+    cfg = RuntimeConfig.of(policy="tests.fakes:hold_policy", episodes=1, max_steps=4, record_ticks=False,
+                           video_episodes=0, num_steps=1, execute=8,
+                           **{"safety.max_ee_step_m": 0.01, "queue.blend_new": 0.25})
+    rt = build_runtime(cfg, None)
+    try:
+        assert rt.loop.safety.config.max_ee_step_m == 0.01
+        assert rt.loop.queue_config.blend_new == 0.25
+    finally:
+        rt.close()
+
+
+def test_old_flat_run_records_read_as_configs():
+    old = {"session": {"num_steps": 2, "execute": 8, "seam": "rtc", "episodes": 5, "scheduler": "fixed"}}
+    c = config_from_meta(old)
+    assert (c.num_steps, c.queue.seam, c.run.episodes) == (2, "rtc", 5)
+    new = {"session": c.short(), "config": to_dict(c)}
+    assert config_from_meta(new) == c
+
+
+def test_flags_named_in_messages():
+    assert flag_of("scheduler.fixed.num_steps") == "--num-steps"
+    assert flag_of("loop.execution") == "--query-mode"
+    assert flag_of("scheduler.dvac.kappa") == "--set scheduler.dvac.kappa=..."
+
+
+def test_options_sections_pass_through_for_plugins():
+    c = apply_settings(RuntimeConfig(), [("scheduler.options", {"gain": 2, "mode": {"a": 1}})])
+    assert c.scheduler.options == {"gain": 2, "mode": {"a": 1}}
+    assert dataclasses.asdict(c)["scheduler"]["options"]["mode"] == {"a": 1}
