@@ -17,8 +17,11 @@ FORBIDDEN = {
 # The one exception to FORBIDDEN: sim may import the numpy-only leaf module edge.kinematics (the shared
 # FK/IK), and nothing else from edge; test_the_kinematics_leaf_imports_only_stdlib_and_numpy keeps it a leaf.
 ALLOWED_MODULES = {"sim": {"edge.kinematics"}}
-COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/",  # where concrete classes are wired
+COMPOSITION = ("edge/cli.py", "edge/commands/", "edge/runtime/", "edge/hil/",  # where concrete classes are wired
                "edge/profiler/profile.py")  # runs sessions for `edge profile`
+# The CLI's commands parse flags and call the app layer: hardware wiring (drivers, the firmware bridge)
+# happens in edge/runtime/ and edge/hil/, never in a command module.
+COMMANDS_FORBIDDEN = {"drivers", "firmware_bridge"}
 
 
 def imported_packages(path: Path, allowed: frozenset[str] | set[str] = frozenset()) -> set[str]:
@@ -120,6 +123,28 @@ TRAINING = ("edge/training/",)  # the VLA training package: data, rollouts, synt
 
 def test_the_on_robot_core_imports_no_app_layer_and_no_simulator():
     assert core_violations() == []
+
+
+def command_violations(root: Path = ROOT) -> list[str]:
+    bad = []
+    for path in sorted((root / "edge" / "commands").rglob("*.py")):
+        for mod in imported_modules(path):
+            if mod.split(".")[0] in COMMANDS_FORBIDDEN:
+                bad.append(f"{path.relative_to(root).as_posix()} imports {mod}")
+    return bad
+
+
+def test_commands_wire_no_hardware_themselves():
+    assert command_violations() == []
+
+
+def test_command_checker_catches_a_driver_import_also_by_import_module(tmp_path):
+    (tmp_path / "edge" / "commands").mkdir(parents=True)
+    (tmp_path / "edge" / "commands" / "ok.py").write_text("from edge.runtime.session import run_session\n")
+    (tmp_path / "edge" / "commands" / "bad.py").write_text(
+        "import importlib\nfrom drivers.sim_arm import SimArmDriver\nimportlib.import_module('firmware_bridge.link')\n")
+    assert sorted(command_violations(tmp_path)) == ["edge/commands/bad.py imports drivers.sim_arm",
+                                                    "edge/commands/bad.py imports firmware_bridge.link"]
 
 
 def test_checker_catches_import_module_with_a_literal(tmp_path):

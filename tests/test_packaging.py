@@ -60,7 +60,7 @@ def tree(directory: Path) -> dict[str, tuple[int, int]]:
 def test_installed_package_uses_its_own_configs_and_checkpoint(installed):
     site, env, cwd = installed
     probe = """
-import json, edge, edge.resources, edge.robot_spec, edge.commands._hil as hil, edge.commands.train as tr
+import json, edge, edge.resources, edge.robot_spec, edge.hil.harness as hil, edge.commands.train as tr
 import drivers, sim, firmware_bridge
 from edge.vla.verify import verify_checkpoint
 ckpt = edge.resources.PACKAGE_DIR / "vla" / "checkpoints" / "stack"

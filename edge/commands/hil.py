@@ -16,6 +16,8 @@ from pathlib import Path
 from edge.cli import add_subparser
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+#: the host runtime's config sections ``edge hil --set`` reaches (edge.runtime.config.RuntimeConfig)
+RUNTIME_SECTIONS = ("scheduler", "worker", "queue", "loop", "safety")
 
 
 def register(sub) -> None:
@@ -44,20 +46,21 @@ def register(sub) -> None:
                    help="rig settings (keys of HilRigConfig, e.g. watchdog_ms) applied on top of the "
                         "catalogue's rig.yaml (default: none)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one rig setting after --config, e.g. --set watchdog_ms=300 "
-                        "(repeatable; default: none)")
+                   help="override one rig setting after --config, e.g. --set watchdog_ms=300, or a "
+                        "setting of the host runtime's worker, queue, loop or safety section, e.g. "
+                        "--set safety.stale_s=0.3 (repeatable; default: none)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from edge.commands._hil import (
+    from edge.hil.harness import (
         CATALOGUE_DIR,
         HilContext,
         load_catalogue,
         load_rig,
         run_scenario,
     )
-    from edge.commands._hil_report import harness_failure, write_report
+    from edge.hil.report import harness_failure, write_report
     from edge.runtime.session import DEFAULT_CHECKPOINT
     from edge.errors import EdgeError
     from edge.telemetry import machine_info
@@ -85,10 +88,17 @@ def run(args: argparse.Namespace) -> int:
     elif policy == "vla" and not checkpoint.exists():
         raise EdgeError(f"checkpoint {checkpoint} not found; train one with `edge train vla` or use --policy replay")
     rig = load_rig(catalogue)
-    if args.config or args.set:
+    # --set KEY=V: a rig key, or a dotted key of the host runtime's sections (safety.stale_s=0.3)
+    runtime_sets = [s for s in args.set if s.split("=", 1)[0].split(".")[0] in RUNTIME_SECTIONS]
+    rig_sets = [s for s in args.set if s not in runtime_sets]
+    if args.config or rig_sets:
         from edge.config import layer_config
 
-        rig = layer_config(rig, args.config, args.set)
+        rig = layer_config(rig, args.config, rig_sets)
+    if runtime_sets:
+        from edge.runtime.config import load_runtime_config
+
+        load_runtime_config(None, None, runtime_sets)  # a bad key or value stops here, before anything runs
     if args.publish and not args.all:
         raise EdgeError("--publish writes the committed catalogue report; use it with --all")
     if args.publish and (args.config or args.set):
@@ -100,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         raise EdgeError(f"cannot create run directory {out}: {err.strerror}; choose another --out") from None
 
-    ctx = HilContext(rig, policy=policy, checkpoint=str(checkpoint))
+    ctx = HilContext(rig, policy=policy, checkpoint=str(checkpoint), runtime=tuple(runtime_sets))
     rows = []
     t_start = time.perf_counter()
     print(f"HIL: {len(scenarios)} scenario runs, policy {policy}, run directory {out}")

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from edge.commands._hil import (
+from edge.hil.harness import (
     HilContext,
     HilScenario,
     expand,
@@ -15,7 +15,7 @@ from edge.commands._hil import (
     load_rig,
     run_scenario,
 )
-from edge.commands._hil_report import judge
+from edge.hil.report import judge
 from edge.telemetry import RunRecorder
 
 REQUIRED = {
@@ -156,9 +156,12 @@ def test_hil_cli_set_changes_the_rig_and_is_recorded(tmp_path, capsys):
     from edge.cli import main
 
     code = main(["hil", "--scenario", "estop_release", "--policy", "replay", "--set", "watchdog_ms=400",
-                 "--set", "margin_s=0.05", "--out", str(tmp_path / "h")])
+                 "--set", "margin_s=0.05", "--set", "safety.max_ee_step_m=0.03", "--out", str(tmp_path / "h")])
     report = json.loads((tmp_path / "h" / "hil_report.json").read_text())
     assert report["meta"]["rig"]["watchdog_ms"] == 400 and report["meta"]["rig"]["margin_s"] == 0.05
     assert "--set watchdog_ms=400" in report["meta"]["command"]
     assert "W = 400 ms" in report["meta"]["rig_summary"]
+    host = json.loads((tmp_path / "h" / "estop_release" / "host" / "meta.json").read_text())
+    assert host["config"]["safety"]["max_ee_step_m"] == 0.03  # the host's safety layer ran with it
+    assert host["config"]["clock"]["kind"] == "real" and host["config"]["worker"]["mode"] == "thread"
     assert code in (0, 1)  # judged on the trace; the rig settings are what this test checks

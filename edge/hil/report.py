@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edge.commands._hil_checks import CHECKS, INVARIANTS, MODE, Ctx, Result
+from edge.hil.checks import CHECKS, INVARIANTS, MODE, Ctx, Result
 
 
 def judge(sc: Any, rig: Any, host: dict[str, Any], trace: dict[str, Any], out_dir: Path) -> dict[str, Any]:

@@ -3,7 +3,7 @@ worker, telemetry) driving the firmware-bridge arm over a serial port. Exactly w
 robot computer, pointed at the emulator's pty instead of ``/dev/ttyACM0``.
 
 Used in-process by ``edge hil`` (with a camera on the simulator) and as a separate process
-(``python -m edge.commands._hil_host SPEC.json``) for the scenarios that kill or interrupt the host;
+(``python -m edge.hil.host SPEC.json``) for the scenarios that kill or interrupt the host;
 that process prints ``T0 <monotonic seconds>`` once the loop has started.
 
 Run directory (``HostSpec.out_dir``): the runtime's run record (meta, ticks, queries, events with the
@@ -43,6 +43,18 @@ class HostSpec:
     driver: dict[str, Any] = field(default_factory=dict)  # BridgeArmConfig overrides
     actions_file: str = ""  # replay actions (.npy) for a subprocess host
     instruction: str = ""
+    runtime: list[str] = field(default_factory=list)  # RuntimeConfig key=value settings (worker/queue/safety)
+
+
+def host_config(spec: HostSpec) -> Any:
+    """The host's :class:`edge.runtime.config.RuntimeConfig`: the runtime's defaults with the HIL
+    host's own (fixed K/C and seam from the spec, real clock, inference in a thread), then
+    ``spec.runtime``'s settings."""
+    from edge.runtime.config import RuntimeConfig, load_runtime_config
+
+    base = RuntimeConfig.of(scheduler="fixed", num_steps=spec.num_steps, execute=spec.execute, seam=spec.seam,
+                            clock="real", inference="thread")
+    return load_runtime_config(base, None, spec.runtime)
 
 
 class _Jsonl:
@@ -70,23 +82,29 @@ def run_host(
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
     from drivers.sim_camera import ProprioObserver
     from edge.clock import RealClock
-    from edge.config import from_dict
+    from edge.config import from_dict, to_dict
     from edge.robot_spec import load_robot_spec
     from edge.runtime.wiring import wire_loop
-    from edge.schedulers import fixed
+    from edge.schedulers import make_scheduler
     from edge.telemetry import RunRecorder
+
+    cfg = host_config(spec)
 
     out = Path(spec.out_dir)
     robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
-    recorder = RunRecorder(out, meta={"hil_host": asdict(spec), "period_s": robot.period_s})
+    used = ("scheduler", "worker", "queue", "loop", "clock", "safety")  # the sections the host reads
+    recorder = RunRecorder(out, meta={"hil_host": asdict(spec), "period_s": robot.period_s,
+                                      "config": {k: v for k, v in to_dict(cfg).items() if k in used}})
     commands = _Jsonl(out / "commands.jsonl")
     clock = RealClock()
     dcfg = from_dict(BridgeArmConfig, {**spec.driver, "port": spec.port})
     driver = BridgeArmDriver(dcfg, robot, clock=clock, event_sink=recorder.event,
                              command_sink=lambda seq, t, q: commands.write({"seq": seq, "t": t, "q": q}))
     observer = observer or ProprioObserver(spec.instruction)
-    loop = wire_loop(robot, clock, driver, observer, policy, fixed(spec.num_steps, spec.execute), recorder,
-                     inference="thread", seam=spec.seam)
+    loop = wire_loop(robot, clock, driver, observer, policy, make_scheduler(cfg.scheduler.fixed), recorder,
+                     inference=cfg.worker.mode, noise_temperature=cfg.worker.noise_temperature,
+                     rtc_soft_steps=cfg.worker.rtc_soft_steps, execution=cfg.loop.execution,
+                     queue=cfg.queue, safety=cfg.safety, inference_cpus=cfg.worker.cpus, loop_cpus=cfg.loop.cpus)
     safety = loop.safety
     res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
                            "release_t": None, "interrupted": False}
@@ -171,9 +189,9 @@ def _restore_sigint() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Subprocess entry: ``python -m edge.commands._hil_host SPEC.json``."""
+    """Subprocess entry: ``python -m edge.hil.host SPEC.json``."""
     from drivers.sim_camera import ProprioObserver
-    from edge.commands._hil_policy import FaultyPolicy, PolicyFault, ReplayPolicy
+    from edge.hil.policy import FaultyPolicy, PolicyFault, ReplayPolicy
     from edge.robot_spec import load_robot_spec
 
     argv = sys.argv[1:] if argv is None else argv

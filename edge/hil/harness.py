@@ -95,7 +95,7 @@ class HilScenario:
     stop_bound_s: float = cfg(0.0, "safe state within this long after the fault (+ rig margin)", range=(0.0, 60.0))
     mcu_final: str = cfg("", "MCU mode at the end of the trace",
                          choices=("", "disarmed", "fault", "estop", "not_armed", "armed"))
-    checks: tuple[str, ...] = cfg((), "scenario-specific checks (edge/commands/_hil_checks.py)")
+    checks: tuple[str, ...] = cfg((), "scenario-specific checks (edge/hil/checks.py)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -157,11 +157,15 @@ def expand(sc: HilScenario) -> list[HilScenario]:
 class HilContext:
     """What scenarios share within one ``edge hil`` invocation: the sim env, expert actions, policy."""
 
-    def __init__(self, rig: HilRigConfig, policy: str = "replay", checkpoint: str = "") -> None:
+    def __init__(self, rig: HilRigConfig, policy: str = "replay", checkpoint: str = "",
+                 runtime: tuple[str, ...] = ()) -> None:
+        """``runtime``: ``key=value`` settings of the host's :class:`edge.runtime.config.RuntimeConfig`
+        (its worker, queue and safety sections; e.g. ``safety.stale_s=0.3``)."""
         os.environ.setdefault("MUJOCO_GL", "egl")
         import sim
 
         self.rig, self.policy_kind, self.checkpoint = rig, policy, checkpoint
+        self.runtime = tuple(runtime)
         self.env = sim.make_env(rig.task, sim=rig.sim, render_images=False, image_size=rig.image_size)
         self._actions: dict[str, np.ndarray] | None = None
         self._vla = None
@@ -169,7 +173,7 @@ class HilContext:
 
     def actions(self) -> dict[str, np.ndarray]:
         """The scripted expert on this scene, recorded once (``ee_delta`` and ``joint_pos``)."""
-        from edge.commands._hil_policy import expert_actions
+        from edge.hil.policy import expert_actions
 
         if self._actions is None:
             n = round(8.0 / self.env.control_dt_s) + self.rig.chunk_len  # longer than any scenario
@@ -177,7 +181,7 @@ class HilContext:
         return self._actions
 
     def make_policy(self, sc: HilScenario) -> Any:
-        from edge.commands._hil_policy import FaultyPolicy, PolicyFault, ReplayPolicy
+        from edge.hil.policy import FaultyPolicy, PolicyFault, ReplayPolicy
         from edge.robot_spec import load_robot_spec
 
         robot = load_robot_spec("panda", [f"action_layout={sc.layout}"])
@@ -226,7 +230,7 @@ class HilContext:
 def run_scenario(sc: HilScenario, ctx: HilContext, out_dir: Path) -> dict[str, Any]:
     """Run one scenario; returns its report row (also written to ``out_dir/result.json``)."""
     from drivers.hil_rig import HilBench
-    from edge.commands._hil_report import judge
+    from edge.hil.report import judge
     from firmware_bridge.emulator.config import McuConfig
     from firmware_bridge.fault_proxy import FaultRule, FaultSchedule
 
@@ -260,8 +264,9 @@ def run_scenario(sc: HilScenario, ctx: HilContext, out_dir: Path) -> dict[str, A
     return row
 
 
-def _host_spec(sc: HilScenario, rig: HilRigConfig, port: str, out_dir: Path, policy: str) -> Any:
-    from edge.commands._hil_host import HostSpec
+def _host_spec(sc: HilScenario, rig: HilRigConfig, port: str, out_dir: Path, policy: str,
+               runtime: tuple[str, ...] = ()) -> Any:
+    from edge.hil.host import HostSpec
 
     vla = policy == "vla" and sc.layout == "ee_delta"
     return HostSpec(
@@ -270,7 +275,8 @@ def _host_spec(sc: HilScenario, rig: HilRigConfig, port: str, out_dir: Path, pol
         estop_at_s=sc.estop_at_s, release_at_s=sc.release_at_s,
         driver={"state_timeout_s": rig.state_timeout_s, "command_valid_for_s": rig.command_valid_for_s,
                 "confirm_timeout_s": rig.confirm_timeout_s},
-        policy_fault={"kind": sc.policy_fault, "t_s": sc.fault_at_s} if sc.policy_fault else {})
+        policy_fault={"kind": sc.policy_fault, "t_s": sc.fault_at_s} if sc.policy_fault else {},
+        runtime=list(runtime))
 
 
 def _start_hogs(n: int, hogs: list[subprocess.Popen]) -> None:
@@ -281,7 +287,7 @@ def _start_hogs(n: int, hogs: list[subprocess.Popen]) -> None:
 def _run_inline_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: Path,
                      hogs: list[subprocess.Popen]) -> dict[str, Any]:
     from drivers.sim_camera import SimCamera
-    from edge.commands._hil_host import run_host
+    from edge.hil.host import run_host
 
     policy = ctx.make_policy(sc)
     cams, size = ctx.cameras(sc)
@@ -300,7 +306,8 @@ def _run_inline_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: Path
             timers.append(threading.Timer(delay, _start_hogs, (sc.cpu_hog, hogs)))
             timers[-1].start()
 
-    spec = _host_spec(sc, ctx.rig, bench.path, out_dir, "vla" if ctx.policy_kind == "vla" else "replay")
+    spec = _host_spec(sc, ctx.rig, bench.path, out_dir, "vla" if ctx.policy_kind == "vla" else "replay",
+                      ctx.runtime)
     spec.policy_fault = {}  # the in-process policy object carries its fault already
     try:
         res = run_host(spec, policy, cam, on_start=on_start)
@@ -318,13 +325,13 @@ def _run_subprocess_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: 
     host_dir.mkdir(parents=True, exist_ok=True)
     actions_file = out_dir / "actions.npy"
     np.save(actions_file, ctx.actions()[sc.layout])
-    spec = _host_spec(sc, ctx.rig, bench.path, out_dir, "replay")
+    spec = _host_spec(sc, ctx.rig, bench.path, out_dir, "replay", ctx.runtime)
     spec.actions_file = str(actions_file)
     spec_file = out_dir / "host_spec.json"
     spec_file.write_text(json.dumps(dataclasses.asdict(spec), indent=2))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     with open(out_dir / "host_stderr.txt", "w") as err_file:
-        proc = subprocess.Popen([sys.executable, "-m", "edge.commands._hil_host", str(spec_file)],
+        proc = subprocess.Popen([sys.executable, "-m", "edge.hil.host", str(spec_file)],
                                 stdout=subprocess.PIPE, stderr=err_file, text=True, env=env, cwd=REPO_ROOT)
         res: dict[str, Any] = {"host_mode": "subprocess", "signal": sc.host_signal}
         try:
