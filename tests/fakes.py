@@ -329,3 +329,22 @@ class HoldPolicy:
 def hold_policy(cfg: Any, robot: Any) -> HoldPolicy:
     """TEST FIXTURE: ``--policy tests.fakes:hold_policy``."""
     return HoldPolicy()
+
+
+CUSTOM_BACKEND_CALLS: list[str] = []
+
+
+def counting_backend(config: Any, model_path: Any, robot: Any = None, verify: bool = True) -> Any:
+    """TEST FIXTURE: ``--backend tests.fakes:counting_backend`` — the built-in torch backend, with each
+    ``encode`` call recorded in :data:`CUSTOM_BACKEND_CALLS` (shows a user's backend is the one used)."""
+    from edge.backends.factories import torch_backend
+
+    backend = torch_backend(config, model_path, robot=robot, verify=verify)
+    encode = backend.encode
+
+    def counted(inputs: Any) -> Any:
+        CUSTOM_BACKEND_CALLS.append(config.name)
+        return encode(inputs)
+
+    backend.encode = counted
+    return backend

@@ -31,13 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from edge.backends.base import Backend, BackendUnavailable, steps_per_row
-from edge.config import cfg, check_fields
-from edge.errors import EdgeError
+from edge.config import ConfigError, cfg, check_fields
+from edge.registry import Registry
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnxruntime", "tensorrt")
-__all__ = ["BACKENDS", "Backend", "BackendConfig", "BackendUnavailable", "availability",
+#: the built-in backends' factories; a name of the form ``pkg.module:factory`` is a user's own backend
+BACKEND_FACTORIES = Registry("backend", {
+    "torch": "edge.backends.factories:torch_backend",
+    "onnxruntime": "edge.backends.factories:ort_backend",
+    "tensorrt": "edge.backends.factories:tensorrt_backend",
+})
+BACKENDS = BACKEND_FACTORIES.names()
+__all__ = ["BACKENDS", "BACKEND_FACTORIES", "Backend", "BackendConfig", "BackendUnavailable", "availability",
            "make_backend", "steps_per_row"]
 
 
@@ -45,7 +51,8 @@ __all__ = ["BACKENDS", "Backend", "BackendConfig", "BackendUnavailable", "availa
 class BackendConfig:
     """How to run the VLA. Fields that do not apply to the chosen backend are ignored."""
 
-    name: str = cfg("torch", "inference backend", choices=BACKENDS)
+    name: str = cfg("torch", "inference backend: torch, onnxruntime, tensorrt, or your own "
+                    "'pkg.module:factory' (factory(config, model_path, robot, verify) -> Backend)")
     device: str = cfg("cpu", "torch device (cpu, cuda, cuda:1); onnxruntime picks it via providers")
     precision: str = cfg("fp32", "network precision (torch, tensorrt); the latent stays float32",
                          choices=("fp32", "bf16", "fp16"))
@@ -74,6 +81,9 @@ class BackendConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.name not in BACKENDS and ":" not in self.name:
+            raise ConfigError(f"name={self.name!r} is not allowed; choose one of "
+                              f"{', '.join(map(repr, BACKENDS))} or your own 'pkg.module:factory'")
 
 
 def availability() -> dict[str, str]:
@@ -98,6 +108,8 @@ def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any
                  verify: bool = True) -> Backend:
     """Build the configured backend for a checkpoint (dir or ``model.pt``) or an export directory.
 
+    ``config.name`` is a built-in backend (:data:`BACKENDS`) or a user's own ``pkg.module:factory``
+    with ``factory(config, model_path, robot, verify) -> Backend`` (a :class:`edge.backends.base.Backend`).
     ``robot`` (e.g. :class:`edge.robot_spec.RobotSpec`) is checked against the model's control rate
     and action layout; a mismatch raises :class:`edge.vla.spec.CheckpointMismatch`. An unknown or
     unavailable backend raises :class:`BackendUnavailable` listing the ones that are available.
@@ -105,52 +117,14 @@ def make_backend(config: BackendConfig | str, model_path: str | Path, robot: Any
     export's ``metadata.json``), else :class:`edge.vla.verify.VerificationError`.
     """
     if isinstance(config, str):
-        config = BackendConfig(name=config) if config in BACKENDS else _unknown(config)
-    status = availability()
-    if status.get(config.name):
-        usable = [n for n, why in status.items() if not why]
-        raise BackendUnavailable(f"backend {config.name!r} is not available: {status[config.name]}. "
-                                 f"Available here: {', '.join(usable) or 'none'}")
-    path = Path(model_path)
-    if config.name == "torch":
-        if _is_export_dir(path):
-            raise EdgeError(f"{path} is an ONNX export; the torch backend needs the checkpoint "
-                            "(model.pt) it was exported from")
-        from edge.backends.torch_backend import TorchBackend
-        from edge.vla.checkpoint import load_model
-
-        if config.device.startswith("cuda"):  # the K-step loop on the GPU, CUDA graphs per K
-            from edge.backends.torch_cuda import TorchCudaBackend
-
-            return TorchCudaBackend(load_model(path, robot=robot, verify=verify),
-                                    device=config.device, precision=config.precision,
-                                    compile=config.compile, seed=config.seed,
-                                    threads=config.threads, cuda_graphs=config.cuda_graphs)
-        return TorchBackend(load_model(path, robot=robot, verify=verify), device=config.device,
-                            precision=config.precision, compile=config.compile,
-                            seed=config.seed, threads=config.threads)
-    if config.name == "onnxruntime":
-        if config.precision != "fp32":
-            raise BackendUnavailable("onnxruntime backend runs the fp32 export; for reduced precision "
-                                     "use providers=[tensorrt] with trt_fp16=true")
-        from edge.backends.ort_backend import OrtBackend
-        from edge.export import ensure_export
-
-        export_dir = ensure_export(path, verify=verify)  # an export dir: verified, used as it is
-        return OrtBackend(export_dir, providers=config.providers, threads=config.threads,
-                          inter_op_threads=config.inter_op_threads,
-                          allow_spinning=config.allow_spinning,
-                          graph_optimization=config.graph_optimization,
-                          trt_cache_dir=config.trt_cache_dir, trt_fp16=config.trt_fp16,
-                          seed=config.seed, robot=robot)
-    from edge.backends.tensorrt_backend import TensorRTBackend
-    from edge.export import ensure_export
-
-    return TensorRTBackend(ensure_export(path, verify=verify), precision=config.precision,
-                           max_batch=config.trt_max_batch, workspace_mb=config.trt_workspace_mb,
-                           cache_dir=config.engine_cache_dir,
-                           device=config.device if config.device.startswith("cuda") else "cuda",
-                           seed=config.seed, robot=robot)
+        config = BackendConfig(name=config) if config in BACKENDS or ":" in config else _unknown(config)
+    if config.name in BACKENDS:
+        status = availability()
+        if status.get(config.name):
+            usable = [n for n, why in status.items() if not why]
+            raise BackendUnavailable(f"backend {config.name!r} is not available: {status[config.name]}. "
+                                     f"Available here: {', '.join(usable) or 'none'}")
+    return BACKEND_FACTORIES.resolve(config.name)(config, model_path, robot=robot, verify=verify)
 
 
 def _unknown(name: str) -> BackendConfig:

@@ -60,8 +60,10 @@ def register(sub) -> None:
     p.add_argument("--checkpoint", default=None, metavar="CKPT",
                    help=f"VLA checkpoint or ONNX export dir (default: the shipped one, {DEFAULT_CHECKPOINT}; "
                         "only the default falls back to the expert when it is missing)")
-    p.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
-                   help="inference backend for the VLA (`edge doctor` shows which can run here)")
+    p.add_argument("--backend", default="onnxruntime", metavar="NAME",
+                   help=f"inference backend for the VLA: {' | '.join(BACKENDS)} (`edge doctor` shows which "
+                        "can run here) or your own 'pkg.module:factory' (factory(backend_config, model_path, "
+                        "robot, verify) -> edge.backends.base.Backend)")
     p.add_argument("--scheduler", default="fixed", metavar="NAME",
                    help=f"compute scheduler: {' | '.join(SCHEDULERS.names())} or your own "
                         "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
