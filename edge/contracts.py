@@ -60,8 +60,11 @@ class ActionChunk:
 class QueryPlan:
     """What the scheduler decided for one query.
 
-    ``noise`` (H, Da) float32 or None (the worker draws seeded Gaussian noise); ``num_steps`` K >= 1
-    denoising steps; ``execute`` C in [1, H] actions to run from the chunk start;
+    ``noise`` (H, Da) float32 or None (the worker draws seeded Gaussian noise). It is the flow's
+    starting point x(0) **in the policy's latent** — for the reference VLA the normalised action space,
+    where the training noise is N(0, I) — not in physical action units (a policy maps latent to
+    actions itself: ``to_actions``). A steering scheduler (EQRL, DSRL) therefore outputs noise of
+    unit scale. ``num_steps`` K >= 1 denoising steps; ``execute`` C in [1, H] actions to run from the chunk start;
     ``next_query_in_steps`` ticks after this query's observation when the next query should start
     (the loop may start it earlier so the queue does not run dry, see ``ControlLoop``);
     ``signals`` free-form numbers that are logged per query (e.g. a variance or an entropy).
@@ -120,12 +123,23 @@ class DriverState(str, Enum):
 
 @runtime_checkable
 class ChunkPolicy(Protocol):
-    """A frozen policy (VLA) or a planner that turns an observation into a chunk of actions."""
+    """A frozen policy (VLA) or a planner that turns an observation into a chunk of actions.
+
+    Flow-time convention: a query integrates the policy's flow from noise at flow time tau = 0 to
+    actions at tau = 1 in K equal Euler steps (tau_k = k / K, dtau = 1 / K); one step is one network
+    function evaluation (NFE). ``spec`` describes what the runtime must feed the policy: it reads
+    ``spec.image_hw`` (camera image height, width) and ``spec.cameras`` (camera names, default
+    ``("front",)``) when it builds a scene (:func:`edge.runtime.session.build_runtime`), and, if present, ``spec.task`` (a checkpoint trained for another task is refused),
+    ``spec.execution`` ("sync" for a planner that needs each decision executed first) and
+    ``spec.env`` (extra scene settings).
+    """
 
     chunk_len: int  # H
     action_dim: int  # Da
     control_rate_hz: float  # the rate the chunk's actions are meant for
     action_layout: str  # one of ACTION_LAYOUTS
+    # spec: read by edge.runtime.build_runtime to set up the scene's cameras (see the class doc); the
+    # control loop itself does not need it, so it is not a structural member of the protocol
 
     def encode(self, obs: Observation) -> Any:
         """Run the expensive part (vision + language prefix) once per query; returns features."""
