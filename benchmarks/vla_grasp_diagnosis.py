@@ -169,7 +169,7 @@ def main() -> None:
     import sim
     from edge.telemetry import machine_info
     from edge.vla.checkpoint import load_model
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
 
     manifest_path = Path(args.checkpoint) / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}

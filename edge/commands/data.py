@@ -203,7 +203,7 @@ def _dagger_policy(args: argparse.Namespace):
     """The checkpoint that drives a DAgger recording, and the meta entry that pins it."""
     from edge.export import sha256_file
     from edge.vla import checkpoint as ckpt
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
 
     for name, value, lo, hi in (("--num-steps", args.num_steps, 1, 1000), ("--execute", args.execute, 1, 256),
                                 ("--noise-temperature", args.noise_temperature, 0.0, 10.0),

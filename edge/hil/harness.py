@@ -196,7 +196,7 @@ class HilContext:
     def _load_vla(self, robot: Any) -> Any:
         if self._vla is None:
             from edge.backends import BackendConfig
-            from edge.vla.policy import load_policy
+            from edge.vla_policy import load_policy
 
             # One intra-op thread, no spinning: the MCU emulator and the control loop share 2 cores.
             backend = BackendConfig(name="onnxruntime", threads=1, allow_spinning=False)

@@ -21,7 +21,7 @@ def dvac_scheduler(cfg: Any, policy: Any = None):
 
 def vla_policy(cfg: Any, robot: Any):
     from edge.errors import EdgeError
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
 
     try:
         return load_policy(cfg.policy.checkpoint, cfg.backend, robot=robot, verify=cfg.policy.verify)

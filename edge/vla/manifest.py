@@ -33,7 +33,7 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
     """Write ``manifest.json`` beside the checkpoint and return it."""
     import torch
 
-    from edge.export import sha256_file
+    from edge.digest import sha256_file
     from edge.vla.verify import file_table
 
     spec = trainer.spec.to_dict()

@@ -375,7 +375,7 @@ class VLATrainer(VisionStages):
     def _evaluate(self, bar: Any) -> None:
         from edge.backends.torch_backend import TorchBackend
         from edge.training.vla.rollout import evaluate, sim_unavailable_reason
-        from edge.vla.policy import VLAPolicy
+        from edge.vla_policy import VLAPolicy
 
         c = self.config
         if c.eval_episodes == 0:

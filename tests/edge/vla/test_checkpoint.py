@@ -7,7 +7,7 @@ from edge.backends import make_backend
 from edge.errors import EdgeError
 from edge.export import example_inputs
 from edge.vla.checkpoint import load_model, read_payload
-from edge.vla.policy import load_policy
+from edge.vla_policy import load_policy
 from edge.vla.spec import CheckpointMismatch
 
 ROBOT_20HZ = SimpleNamespace(control_rate_hz=20.0, action_layout="ee_delta",

@@ -6,7 +6,7 @@ from edge.training.vla.rollout import evaluate, sim_unavailable_reason
 @pytest.mark.slow
 @pytest.mark.skipif(bool(sim_unavailable_reason()), reason="sim.make_env not available")
 def test_evaluate_runs_closed_loop_in_mujoco(tiny_ckpt):
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
 
     policy = load_policy(tiny_ckpt[0])
     result = evaluate(policy, "stack", "mujoco", episodes=1, num_steps=2, execute=8, max_steps=24)
@@ -17,7 +17,7 @@ def test_evaluate_runs_closed_loop_in_mujoco(tiny_ckpt):
 @pytest.mark.slow
 @pytest.mark.skipif(bool(sim_unavailable_reason()), reason="sim.make_env not available")
 def test_evaluate_renders_the_wrist_camera_when_the_model_uses_it(tmp_path):
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
     from edge.training.vla.synthetic import tiny_checkpoint
 
     ckpt = tiny_checkpoint(tmp_path, steps=2, episodes=2, wrist=True)
@@ -33,7 +33,7 @@ def test_dagger_episode_records_the_experts_labels_on_the_policys_states(tiny_ck
 
     import sim
     from edge.training.vla.data import DemoSet
-    from edge.vla.policy import load_policy
+    from edge.vla_policy import load_policy
     from edge.training.vla.rollout import dagger_episode
     from sim import demos
     from tests.fakes import spy_steps

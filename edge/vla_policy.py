@@ -229,7 +229,7 @@ def checkpoint_source(path: str | Path) -> dict[str, Any]:
     """What a policy was loaded from: ``checkpoint`` (the path given), ``model_sha256`` (of the
     ``model.pt`` read, or the one an ONNX export was made from, per its metadata.json) and, for an
     export directory, ``export``."""
-    from edge.export import METADATA_FILE
+    from edge.vla.verify import METADATA_FILE
     from edge.vla.verify import sha256_file
 
     p = Path(path)

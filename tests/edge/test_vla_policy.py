@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from edge.errors import EdgeError
-from edge.vla.policy import load_policy
+from edge.vla_policy import load_policy
+from tests.edge.vla.conftest import tiny_ckpt  # noqa: F401 - the shared fixture (edge/vla_policy.py serves edge/vla/ models)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_backend_locate_is_refused_for_a_model_without_memory(tiny_ckpt):
 
 def test_gripper_is_clipped_to_the_model_contract_and_counted(tiny_ckpt):
     """Un-normalise + clip (the output contract): only the gripper, counted; safety sees no -0.0009."""
-    from edge.vla.policy import GRIPPER_RANGE
+    from edge.vla_policy import GRIPPER_RANGE
 
     policy = load_policy(tiny_ckpt[0], "torch")
     g = policy.gripper_dim
