@@ -46,7 +46,7 @@ class Ctx:
         from edge.telemetry import read_jsonl, read_run
 
         self.sc, self.rig, self.host, self.trace = sc, rig, host, trace
-        self.robot = load_robot_spec("panda", [f"action_layout={sc.layout}"])
+        self.robot = load_robot_spec(getattr(rig, "robot", "panda"), [f"action_layout={sc.layout}"])
         self.T = self.robot.period_s
         hdir = out_dir / "host"
         self.run = read_run(hdir) if (hdir / "meta.json").is_file() else None

@@ -45,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class HilRigConfig:
     """The rig every scenario runs on (timing in seconds unless named otherwise)."""
 
+    robot: str = cfg("panda", "robot spec (configs/robots/<name>.yaml): limits, rate, kinematics of host and MCU")
     task: str = cfg("stack", "scene", choices=("stack", "pick_place", "push"))
     sim: str = cfg("mujoco", "physics engine driving the MCU's joints", choices=("mujoco", "pybullet"))
     seed: int = cfg(7, "scene, expert, fault-proxy and MCU session-id seed", range=(0, None))
@@ -184,7 +185,7 @@ class HilContext:
         from edge.hil.policy import FaultyPolicy, PolicyFault, ReplayPolicy
         from edge.robot_spec import load_robot_spec
 
-        robot = load_robot_spec("panda", [f"action_layout={sc.layout}"])
+        robot = load_robot_spec(self.rig.robot, [f"action_layout={sc.layout}"])
         if self.policy_kind == "vla" and sc.layout == "ee_delta":
             policy = self._load_vla(robot)
         else:
@@ -272,7 +273,7 @@ def _host_spec(sc: HilScenario, rig: HilRigConfig, port: str, out_dir: Path, pol
     return HostSpec(
         port=port, out_dir=str(out_dir / "host"), layout=sc.layout, duration_s=sc.duration_s, policy=policy,
         chunk_len=rig.chunk_len, execute=rig.execute, num_steps=10 if vla else 1, seam="rtc" if vla else "replace",
-        estop_at_s=sc.estop_at_s, release_at_s=sc.release_at_s,
+        estop_at_s=sc.estop_at_s, release_at_s=sc.release_at_s, robot=rig.robot,
         driver={"state_timeout_s": rig.state_timeout_s, "command_valid_for_s": rig.command_valid_for_s,
                 "confirm_timeout_s": rig.confirm_timeout_s},
         policy_fault={"kind": sc.policy_fault, "t_s": sc.fault_at_s} if sc.policy_fault else {},

@@ -30,6 +30,7 @@ class HostSpec:
     port: str
     out_dir: str
     layout: str = "ee_delta"
+    robot: str = "panda"  # configs/robots/<name>.yaml
     duration_s: float = 3.0
     policy: str = "replay"  # "replay" | "vla"
     checkpoint: str = ""
@@ -91,7 +92,7 @@ def run_host(
     cfg = host_config(spec)
 
     out = Path(spec.out_dir)
-    robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
+    robot = load_robot_spec(spec.robot, [f"action_layout={spec.layout}"])
     used = ("scheduler", "worker", "queue", "loop", "clock", "safety")  # the sections the host reads
     recorder = RunRecorder(out, meta={"hil_host": asdict(spec), "period_s": robot.period_s,
                                       "config": {k: v for k, v in to_dict(cfg).items() if k in used}})
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     _restore_sigint()
     spec = HostSpec(**json.loads(Path(argv[0]).read_text()))
-    robot = load_robot_spec("panda", [f"action_layout={spec.layout}"])
+    robot = load_robot_spec(spec.robot, [f"action_layout={spec.layout}"])
     policy: Any = ReplayPolicy(np.load(spec.actions_file), robot.control_rate_hz, spec.layout, spec.chunk_len)
     if spec.policy_fault:
         policy = FaultyPolicy(policy, PolicyFault(**spec.policy_fault), np.array(robot.q_max_rad))

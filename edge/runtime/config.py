@@ -48,6 +48,8 @@ TASKS = ("stack", "pick_place", "push")
 class SceneConfig:
     """The simulated scene."""
 
+    robot: str = cfg("panda", "robot spec: configs/robots/<name>.yaml or a YAML path (limits, rate and "
+                     "kinematics for safety and the drivers; the simulated scenes model the Panda)")
     task: str = cfg("stack", "task", choices=TASKS)
     sim: str = cfg("mujoco", "physics engine", choices=("mujoco", "pybullet"))
     distribution: str = cfg("train", "scene randomisation", choices=("train", "ood"))
@@ -232,7 +234,7 @@ class RuntimeConfig:
 
 #: short name -> dotted path ({kind}: the configured scheduler kind, fixed or dvac)
 SHORTCUTS: dict[str, str] = {
-    "task": "scene.task", "sim": "scene.sim", "distribution": "scene.distribution",
+    "robot": "scene.robot", "task": "scene.task", "sim": "scene.sim", "distribution": "scene.distribution",
     "n_blocks": "scene.n_blocks", "instructions": "scene.instructions", "image_size": "scene.image_size",
     "max_steps": "scene.max_steps",
     "policy": "policy.name", "checkpoint": "policy.checkpoint", "verify": "policy.verify",

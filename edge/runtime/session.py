@@ -60,7 +60,7 @@ def policy_loader(cfg_: RuntimeConfig) -> tuple[Callable[[], Any], Any]:
     from edge.robot_spec import load_robot_spec
     from edge.runtime.registry import POLICIES
 
-    robot = load_robot_spec("panda")
+    robot = load_robot_spec(cfg_.scene.robot)
     return functools.partial(POLICIES.resolve(cfg_.policy.name), cfg_, robot), robot
 
 
@@ -260,7 +260,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     if robot is None:
         from edge.robot_spec import load_robot_spec
 
-        robot = load_robot_spec("panda")
+        robot = load_robot_spec(cfg_.scene.robot)
     trained_for = getattr(policy.spec, "task", None)
     if trained_for in ("stack", "pick_place", "push") and trained_for != cfg_.scene.task:
         raise EdgeError(f"--task {cfg_.scene.task}: the checkpoint {cfg_.policy.checkpoint} was trained for task "
