@@ -23,7 +23,9 @@ experts and metrics (``object_poses`` name → (7,) xyz+wxyz, ``success``, ``tas
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -71,6 +73,11 @@ class EnvConfig:
     wrist_camera: bool = False
     segmentation: bool = False  # add "front_seg" (H, W) int32 to observations
     render_images: bool = True  # False: image observations are black (state-only evaluation, benchmarks)
+    # True: camera images are rendered when first read, not at every step (an observation is a
+    # read-only Mapping; reading an image after the env has stepped on raises). For a consumer that
+    # reads the images of some steps only (the runtime loop: one observation per query). Ignored
+    # (eager) while realism is on, whose image effects draw from a per-step random stream.
+    lazy_images: bool = False
     action_mode: str = "ee_delta"
     max_steps: int = 0  # 0 = task default
     hold_s: float = 0.5
@@ -322,6 +329,7 @@ class TabletopEnv(gym.Env):
         return p.copy(), rm.tcp_yaw(R)
 
     def _observe(self) -> dict:
+        self._obs_serial = getattr(self, "_obs_serial", 0) + 1
         q, qd = self.backend.arm_state()
         p, R, _ = self._fk(q)
         buf = np.empty(len(PROPRIO_LAYOUT))  # float64, cast once: what concatenate + astype gave
@@ -333,6 +341,12 @@ class TabletopEnv(gym.Env):
         proprio = buf.astype(np.float32)
         s = self.cfg.image_size
         names = ("front", "wrist") if self.cfg.wrist_camera else ("front",)
+        if self.cfg.lazy_images and self.cfg.render_images and not self._realism_on:
+            render = {n: functools.partial(self.backend.render, n, s, s) for n in names}
+            if self.cfg.segmentation:
+                render["front_seg"] = functools.partial(self.backend.render_segmentation, "front", s, s)
+            return LazyObservation({"proprio": proprio, "instruction": self.spec_task.instruction}, render,
+                                   self, self._obs_serial)
         if self.cfg.render_images:
             imgs = {n: self.backend.render(n, s, s) for n in names}
         else:
@@ -354,3 +368,43 @@ class TabletopEnv(gym.Env):
             "clip_counts": dict(self.clip_counts), "step": self.t_step,
             "ignored_dims": ("dz_m", "dyaw_rad", "gripper") if self.cfg.task == "push" else (),
         }
+
+
+class LazyObservation(Mapping):
+    """An observation whose camera images are rendered when first read (``EnvConfig.lazy_images``).
+
+    The keys are the eager observation's. An image is rendered from the simulator's state at the
+    step that made this observation, so it may only be read before the env steps or resets again;
+    a later read raises instead of returning another step's picture. Each image is rendered once.
+    """
+
+    def __init__(self, values: dict, render: dict, env: Any, serial: int) -> None:
+        self._values = dict(values)
+        self._render = dict(render)
+        self._env, self._serial = env, serial
+        self._order = (*[k for k in render if k != "front_seg"], *values, *[k for k in render if k == "front_seg"])
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        fn = self._render.get(key)
+        if fn is None:
+            raise KeyError(key)
+        if getattr(self._env, "_obs_serial", None) != self._serial:
+            raise RuntimeError(f"observation image {key!r} read after the env stepped on: a lazily "
+                               "rendered image exists only until the next step or reset")
+        self._values[key] = value = fn()
+        return value
+
+    def __contains__(self, key: object) -> bool:  # without rendering (Mapping's default reads the value)
+        return key in self._values or key in self._render
+
+    def __iter__(self):
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def rendered(self) -> tuple[str, ...]:
+        """The images rendered so far (for tests and benchmarks)."""
+        return tuple(k for k in self._render if k in self._values)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +217,7 @@ class Runtime:
         it would be charged as inference latency. (In process mode the worker process's own copy
         still loads it on its first query.)"""
         language = getattr(policy, "language", None)
-        if callable(language) and isinstance(obs, dict) and obs.get("instruction") is not None:
+        if callable(language) and isinstance(obs, Mapping) and obs.get("instruction") is not None:
             language([str(obs["instruction"])])
 
     def close(self) -> dict[str, Any]:
@@ -286,7 +286,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     env = sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution, n_blocks=cfg_.scene.n_blocks,
                        instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
-                       **dict(getattr(policy.spec, "env", None) or {}))
+                       # the loop reads the cameras once per query, not every tick: render then
+                       lazy_images=True, **dict(getattr(policy.spec, "env", None) or {}))
     # A policy that acts from privileged simulator state (the scripted expert) gets the env it will
     # act in, once, before the loop is wired; per episode it re-reads it after its reset() (the env
     # is reset first, with the episode's seed: env.episode_seed)
