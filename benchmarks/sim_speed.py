@@ -54,8 +54,9 @@ def rate(fn, n: int, repeats: int = 3) -> float:
     return best
 
 
-def _stepper(env, n: int):
-    """A closure stepping ``env`` with small random end-effector actions (reset on episode end)."""
+def _stepper(env, n: int, read_every: int = 0):
+    """A closure stepping ``env`` with small random end-effector actions (reset on episode end);
+    ``read_every`` > 0: read the cameras of every that-many-th observation (a lazily rendering env)."""
     rng = np.random.default_rng(0)
     acts = rng.uniform(-0.005, 0.005, (n, 5)).astype(np.float32)
     acts[:, 4] = 0.0
@@ -63,8 +64,10 @@ def _stepper(env, n: int):
 
     def step():
         nonlocal i
-        _, _, term, trunc, _ = env.step(acts[i % n])
+        obs, _, term, trunc, _ = env.step(acts[i % n])
         i += 1
+        if read_every and i % read_every == 0:
+            obs["front"], obs["wrist"]  # noqa: B018 - the read renders them
         if term or trunc:
             env.reset(seed=i)
     return step
@@ -88,6 +91,12 @@ def measure_project(sim_name: str, quick: bool = False) -> dict:
             backend = env.unwrapped.backend
             out["render_fps_96"] = rate(lambda: backend.render("front", 96, 96), max(20, n // 5))  # noqa: B023
         env.close()
+    # as the runtime observes: images rendered lazily and read on every 8th step (one query per C = 8
+    # executed actions), the other steps render nothing
+    env = sim.make_env("stack", sim=sim_name, wrist_camera=True, lazy_images=True)
+    env.reset(seed=0)
+    out["control_steps_per_s_front_wrist_96px_read_every_8"] = rate(_stepper(env, n, read_every=8), max(40, n // 5))
+    env.close()
     return out
 
 

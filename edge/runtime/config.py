@@ -61,6 +61,8 @@ class SceneConfig:
                           "(the expert; 0 = its default, 96); the VLA's comes from its checkpoint",
                           range=(0, 512))
     max_steps: int = cfg(0, "control steps per episode (0 = the task's default)", range=(0, 100000))
+    lazy_images: bool = cfg(True, "render the cameras when the loop reads them (once per query) instead of "
+                            "at every simulator step; the images and every outcome are the same")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -287,7 +287,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                        instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
                        # the loop reads the cameras once per query, not every tick: render then
-                       lazy_images=True, **dict(getattr(policy.spec, "env", None) or {}))
+                       **{"lazy_images": cfg_.scene.lazy_images, **dict(getattr(policy.spec, "env", None) or {})})
     # A policy that acts from privileged simulator state (the scripted expert) gets the env it will
     # act in, once, before the loop is wired; per episode it re-reads it after its reset() (the env
     # is reset first, with the episode's seed: env.episode_seed)
