@@ -39,6 +39,25 @@ def run_arm(lazy: bool, episodes: int, seed: int, k: int, c: int) -> dict:
             "outcomes": [(e["seed"], bool(e["success"]), e["steps"], e["nfe"]) for e in res.episodes]}
 
 
+def query_env_rate(lazy: bool, queries: int, seed: int) -> float:
+    """QueryEnv (the env EQRL trains in) at K=2, C=8: queries per second, one process."""
+    from edge.runtime import QueryEnv, RuntimeConfig
+
+    env = QueryEnv(RuntimeConfig.of(num_steps=2, execute=8, execution="sync", latency="constant", latency_ms=0.0,
+                                    episodes=1, seed=seed, **{"scene.lazy_images": lazy}))
+    try:
+        env.reset()
+        n, done, t0 = 0, False, time.perf_counter()
+        while n < queries:
+            if done:
+                env.reset()
+            _, _, term, trunc, _ = env.step({"noise": None, "num_steps": 2, "execute": 8})
+            done, n = term or trunc, n + 1
+        return n / (time.perf_counter() - t0)
+    finally:
+        env.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     from edge.telemetry import machine_info
 
@@ -48,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=100000, help="first episode seed (default: %(default)s)")
     ap.add_argument("--k", type=int, default=2, help="denoising steps K (default: %(default)s)")
     ap.add_argument("--c", type=int, default=8, help="executed actions C (default: %(default)s)")
+    ap.add_argument("--query-env-queries", type=int, default=0,
+                    help="also QueryEnv queries/s both ways, this many queries per arm and round (default: 0 = skip)")
     ap.add_argument("--out", default="benchmarks/results/campaign_speed.json", help="JSON written (default: %(default)s)")
     a = ap.parse_args(argv)
     if a.episodes < 1 or a.rounds < 1:
@@ -63,11 +84,20 @@ def main(argv: list[str] | None = None) -> int:
         res["rounds"].append({"every_step": {k: v for k, v in arms[False].items() if k != "outcomes"},
                               "lazy": {k: v for k, v in arms[True].items() if k != "outcomes"},
                               "speedup": ratio, "outcomes_identical": same})
-        print(f"round {r + 1}: every step {arms[False]['wall_s']:.1f} s, lazy {arms[True]['wall_s']:.1f} s, "
-              f"speed-up {ratio:.2f}x, outcomes identical: {same}", flush=True)
         if not same:
             res["outcomes_every_step"], res["outcomes_lazy"] = arms[False]["outcomes"], arms[True]["outcomes"]
+        if a.query_env_queries:
+            qe = {lazy: query_env_rate(lazy, a.query_env_queries, a.seed) for lazy in order}
+            res["rounds"][-1]["query_env_queries_per_s"] = {"every_step": qe[False], "lazy": qe[True],
+                                                            "speedup": qe[True] / qe[False]}
+            print(f"  QueryEnv: every step {qe[False]:.1f} queries/s, lazy {qe[True]:.1f} ({qe[True] / qe[False]:.2f}x)",
+                  flush=True)
+        print(f"round {r + 1}: every step {arms[False]['wall_s']:.1f} s, lazy {arms[True]['wall_s']:.1f} s, "
+              f"speed-up {ratio:.2f}x, outcomes identical: {same}", flush=True)
     res["speedup_median"] = statistics.median(r["speedup"] for r in res["rounds"])
+    if a.query_env_queries:
+        res["query_env_speedup_median"] = statistics.median(r["query_env_queries_per_s"]["speedup"]
+                                                            for r in res["rounds"])
     res["outcomes_identical"] = all(r["outcomes_identical"] for r in res["rounds"])
     res["successes"] = sum(o[1] for o in arms[True]["outcomes"])
     res["load_avg_after"] = os.getloadavg()
