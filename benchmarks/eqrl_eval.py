@@ -36,10 +36,13 @@ def parse_arm(arm: str) -> dict:
     if kind == "dvac":
         return {"scheduler": "dvac", "num_steps": 3}
     if kind == "eqrl":
+        if "+noise:" in arg:  # eqrl:SCHEDULE_DIR+noise:NOISE_DIR: K, C from one adapter, noise from another
+            arg, _, noise = arg.partition("+noise:")
+            return {"scheduler": "eqrl", "adapter": arg, "scheduler.eqrl.noise_adapter": noise}
         return {"scheduler": "eqrl", "adapter": arg}
     if kind == "eqrl-mean":  # the adapter's noise at its mode instead of sampled
         return {"scheduler": "eqrl", "adapter": arg, "adapter_noise": "mean"}
-    sys.exit(f"--arms: unknown arm {arm!r} (fixed:KxC, dvac, eqrl[:DIR], eqrl-mean[:DIR])")
+    sys.exit(f"--arms: unknown arm {arm!r} (fixed:KxC, dvac, eqrl[:DIR[+noise:DIR]], eqrl-mean[:DIR])")
 
 
 NEAR_M = 0.06  # "near" = the TCP within 6 cm of the block to grasp, or of its place on the base
@@ -203,7 +206,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack", help="the frozen VLA")
     ap.add_argument("--adapter", default="", help="adapter dir for the 'eqrl' arm ('' = the shipped one)")
     ap.add_argument("--arms", default="fixed:10x8,fixed:2x8,eqrl",
-                    help="comma-separated: fixed:KxC, dvac, eqrl[:DIR] (noise sampled from the adapter), "
+                    help="comma-separated: fixed:KxC, dvac, eqrl[:DIR] (noise sampled from the adapter; "
+                         "DIR+noise:DIR2 = K, C from DIR, noise from DIR2), "
                          "eqrl-mean[:DIR] (the noise's mode)")
     ap.add_argument("--default-arm", default="fixed:10x8", help="the reference for relative NFE")
     ap.add_argument("--episodes", type=int, default=300)

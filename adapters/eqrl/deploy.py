@@ -97,12 +97,43 @@ class EqrlScheduler:
         self._t_first = 0.0
 
 
-def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler:
-    """Registry factory: the adapter at ``cfg.scheduler.eqrl.adapter`` — a directory, or the name of a shipped one
-    (``stack``, ``stack_efficient``, ``stack_latency``); '' = ``stack``. Its noise draws are seeded by the session's
-    seed, like a fixed schedule's."""
-    name = cfg.scheduler.eqrl.adapter
+def _adapter_path(name: str) -> Path:
+    """An adapter directory, or the name of a shipped one; '' = the shipped ``stack``."""
     path = Path(name) if name else SHIPPED_ADAPTER
     if name and not path.exists() and "/" not in name and (SHIPPED_ADAPTERS / name).is_dir():
         path = SHIPPED_ADAPTERS / name
-    return EqrlScheduler.load(path, noise=cfg.scheduler.eqrl.noise, seed=int(cfg.run.seed))
+    return path
+
+
+class SplitScheduler:
+    """Noise from one scheduler, K and C (and when to query next) from another: e.g. one adapter's
+    noise steering with another's compute schedule. Both see every query."""
+
+    name = "eqrl"
+
+    def __init__(self, schedule: Any, noise: Any) -> None:
+        self.schedule, self.noise_source = schedule, noise
+
+    def plan(self, features: Any, history: QueryContext) -> QueryPlan:
+        import dataclasses
+
+        p = self.schedule.plan(features, history)
+        w = self.noise_source.plan(features, history)
+        return dataclasses.replace(p, noise=w.noise, signals={**w.signals, **p.signals})
+
+    def reset(self) -> None:
+        self.schedule.reset()
+        self.noise_source.reset()
+
+
+def eqrl_scheduler(cfg: Any, policy: Any = None) -> EqrlScheduler | SplitScheduler:
+    """Registry factory: the adapter at ``cfg.scheduler.eqrl.adapter`` — a directory, or the name of a
+    shipped one (``stack``, ``stack_efficient``, ``stack_latency``); '' = ``stack``. Its noise draws are
+    seeded by the session's seed, like a fixed schedule's. With ``scheduler.eqrl.noise_adapter`` the
+    noise comes from that adapter and K, C from this one (:class:`SplitScheduler`)."""
+    e = cfg.scheduler.eqrl
+    sched = EqrlScheduler.load(_adapter_path(e.adapter), noise=e.noise, seed=int(cfg.run.seed))
+    if not e.noise_adapter:
+        return sched
+    return SplitScheduler(sched, EqrlScheduler.load(_adapter_path(e.noise_adapter), noise=e.noise,
+                                                    seed=int(cfg.run.seed)))

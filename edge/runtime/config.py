@@ -103,6 +103,8 @@ class EqrlSchedulerConfig:
     adapter: str = cfg("", "adapter checkpoint dir or a shipped adapter's name ('' = the shipped stack adapter)")
     noise: str = cfg("sample", "draw each query's noise from the adapter (sample) or take its mode (mean)",
                      choices=("sample", "mean"))
+    noise_adapter: str = cfg("", "take each query's noise from this adapter (dir or shipped name) and K, C "
+                             "from `adapter` ('' = both from `adapter`)")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -76,3 +76,36 @@ def test_shipped_adapters_load_by_name_and_verify():
         assert s.backend == "onnxruntime" and (SHIPPED_ADAPTERS / name / "manifest.json").is_file()
     latency = json.loads((SHIPPED_ADAPTERS / "stack_latency" / "manifest.json").read_text())
     assert latency["config"]["train_latency_ms"] == "0,100,200,300" and latency["complete"]
+
+
+def test_split_scheduler_takes_noise_from_one_adapter_and_the_schedule_from_the_other():
+    import numpy as np
+
+    from adapters.eqrl.deploy import SplitScheduler, eqrl_scheduler
+    from edge.contracts import QueryContext, QueryPlan
+    from edge.runtime.config import RuntimeConfig
+
+    class Fixed:
+        def __init__(self, k, c, w, tag):
+            self.k, self.c, self.w, self.tag, self.resets = k, c, w, tag, 0
+
+        def plan(self, features, history):
+            return QueryPlan(noise=self.w, num_steps=self.k, execute=self.c, next_query_in_steps=self.c,
+                             signals={"u": self.tag, self.tag and "a" or "b": 1.0})
+
+        def reset(self):
+            self.resets += 1
+
+    w_sched, w_noise = np.zeros((16, 5), np.float32), np.ones((16, 5), np.float32)
+    s = SplitScheduler(Fixed(1, 12, w_sched, 1.0), Fixed(3, 4, w_noise, 0.0))
+    ctx = QueryContext(t_s=0.0, period_s=0.05, chunk_len=16, queue_depth=0, latency_p50_s=0.0,
+                       latency_p95_s=0.0, delay_steps=0, query_index=0, last_plan=None)
+    p = s.plan(np.zeros(8, np.float32), ctx)
+    assert (p.num_steps, p.execute, p.next_query_in_steps) == (1, 12, 12)
+    assert p.noise is w_noise and p.signals["u"] == 1.0  # the schedule's signals win on a clash
+    s.reset()
+    assert s.schedule.resets == s.noise_source.resets == 1
+    split = eqrl_scheduler(RuntimeConfig.of(scheduler="eqrl", adapter="stack_efficient",
+                                            **{"scheduler.eqrl.noise_adapter": "stack"}))
+    assert isinstance(split, SplitScheduler)
+    assert not isinstance(eqrl_scheduler(RuntimeConfig.of(scheduler="eqrl", adapter="stack")), SplitScheduler)
