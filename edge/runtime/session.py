@@ -339,8 +339,9 @@ def run_session(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = N
     rt = build_runtime(cfg_, out_dir, policy=policy, robot=robot, scheduler=scheduler, resume=resume)
     summary: dict[str, Any] = {}
     try:
-        bar = tqdm(range(rt.first_episode, cfg_.run.episodes), desc=f"run {cfg_.scene.task}/{cfg_.scene.sim} "
-                   f"{cfg_.scheduler.kind}" + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler.kind == "fixed" else ""),
+        what = (getattr(scheduler, "name", type(scheduler).__name__) if scheduler is not None  # a passed-in one
+                else cfg_.scheduler.kind + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler.kind == "fixed" else ""))
+        bar = tqdm(range(rt.first_episode, cfg_.run.episodes), desc=f"run {cfg_.scene.task}/{cfg_.scene.sim} {what}",
                    unit="ep", disable=not progress,
                    initial=rt.first_episode, total=cfg_.run.episodes)
         for i in bar:
