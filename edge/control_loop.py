@@ -440,7 +440,11 @@ class ControlLoop:
         self._query_index = 0
 
     def _safe_stop(self, err: BaseException) -> None:
-        log.error("control loop stopping on %s: %s", type(err).__name__, err)
+        from edge.errors import EpisodeAborted
+
+        aborted = isinstance(err, EpisodeAborted) or isinstance(err.__cause__, EpisodeAborted)
+        (log.info if aborted else log.error)("control loop stopping on %s: %s", type(err).__name__,
+                                             "the episode was ended by its owner" if aborted else err)
         try:
             self.driver.hold()
         except Exception as hold_err:  # noqa: BLE001 - whatever broke the hold, fall back to e-stop

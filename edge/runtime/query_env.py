@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from edge.contracts import QueryContext, QueryPlan
+from edge.errors import EpisodeAborted
 from edge.runtime.config import RuntimeConfig, apply_settings
 from edge.runtime.session import build_runtime
 
@@ -61,7 +62,7 @@ def context_vector(ctx: QueryContext, t_first_s: float) -> np.ndarray:
                      ticks / EPISODE_TICKS_SCALE], np.float32)
 
 
-class _Abort(Exception):
+class _Abort(EpisodeAborted):
     """The env was reset or closed mid-episode: unwind the episode thread."""
 
 

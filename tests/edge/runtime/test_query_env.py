@@ -37,13 +37,19 @@ def test_fixed_plan_agent_equals_the_episode_runner(env):
     assert got == [{k: e[k] for k in ("seed", "success", "steps", "nfe", "executed")} for e in ref]
 
 
-def test_noise_from_the_agent_is_used_and_reset_mid_episode_is_clean(env):
+def test_noise_from_the_agent_is_used_and_reset_mid_episode_is_clean(env, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="edge.loop")
     env.reset(seed=100005)
     _, _, _, _, info = env.step({"noise": np.zeros((16, 5), np.float32), "num_steps": 1, "execute": 4})
     assert info["ticks"] == 4 and info["nfe"] == 1 and info["chunk"].shape == (16, 5)
     env.reset(seed=100005)  # aborts the running episode; the next one starts from its first query
     _, _, _, _, info2 = env.step({"noise": np.zeros((16, 5), np.float32), "num_steps": 1, "execute": 4})
     np.testing.assert_array_equal(info["chunk"], info2["chunk"])  # zero noise, K=1: deterministic
+    # the abort stops the arm like a failed query but is not reported as an error
+    stops = [r for r in caplog.records if "control loop stopping" in r.getMessage()]
+    assert stops and all(r.levelno == logging.INFO and "ended by its owner" in r.getMessage() for r in stops)
 
 
 def test_latency_drawn_per_episode_reaches_the_context_and_the_episode():
