@@ -221,11 +221,11 @@ def load_config(
     try:
         return from_dict(cls, data)
     except ConfigError as err:
-        raise ConfigError(f"{err}{_where(path, overrides)}") from None
+        raise ConfigError(f"{err}{source_note(path, overrides)}") from None
 
 
-def _where(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
-    """Where a bad value may have come from, for the error message."""
+def source_note(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
+    """Where a bad value may have come from, for the error message: `` (from FILE)`` etc."""
     if path and overrides:
         return f" (from {path} or the --set overrides)"
     return f" (from {path})" if path else (" (from the --set overrides)" if overrides else "")
@@ -245,7 +245,7 @@ def layer_config(base: T, path: str | Path | None = None, overrides: list[str] |
     try:
         return from_dict(type(base), data)
     except ConfigError as err:
-        raise ConfigError(f"{err}{_where(path, overrides)}") from None
+        raise ConfigError(f"{err}{source_note(path, overrides)}") from None
 
 
 def describe(cls: type) -> str:

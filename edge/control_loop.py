@@ -48,7 +48,7 @@ from edge.contracts import (
     QueryContext,
     RobotDriver,
 )
-from edge.errors import EdgeError
+from edge.errors import EdgeError, EpisodeAborted
 from edge.inference_worker import InferenceWorker, QueryRequest
 from edge.loop_config import LoopConfig
 from edge.records import EpisodeRecord, QueryRecord, TickRecord
@@ -440,8 +440,6 @@ class ControlLoop:
         self._query_index = 0
 
     def _safe_stop(self, err: BaseException) -> None:
-        from edge.errors import EpisodeAborted
-
         aborted = isinstance(err, EpisodeAborted) or isinstance(err.__cause__, EpisodeAborted)
         (log.info if aborted else log.error)("control loop stopping on %s: %s", type(err).__name__,
                                              "the episode was ended by its owner" if aborted else err)

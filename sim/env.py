@@ -35,7 +35,15 @@ import numpy as np
 from sim import robot_model as rm
 from sim.randomization import COLORS, DISTRIBUTIONS, sample_scene
 from sim.realism import Realism, RealismConfig
-from sim.tasks import INSTRUCTION_SETS, TASKS, TaskSpec, make_spec, progress_stage, scene_request, success_now
+from sim.tasks import (
+    INSTRUCTION_SETS,
+    TASKS,
+    TaskSpec,
+    make_spec,
+    progress_stage,
+    scene_request,
+    success_now,
+)
 
 SIMS = ("mujoco", "pybullet")
 ACTION_MODES = ("ee_delta", "joint_pos", "discrete8")
@@ -172,6 +180,7 @@ class TabletopEnv(gym.Env):
         self.backend = make_backend(cfg.sim, cfg.physics_dt_s)
         self.realism = Realism(cfg.realism)
         self._realism_on = cfg.realism.enabled  # cfg is frozen: evaluated once, not twice per step
+        self._obs_serial = 0  # counts observations: a lazily rendered image belongs to one of them
         s = cfg.image_size
         spaces = {
             "front": gym.spaces.Box(0, 255, (s, s, 3), np.uint8),
@@ -329,7 +338,7 @@ class TabletopEnv(gym.Env):
         return p.copy(), rm.tcp_yaw(R)
 
     def _observe(self) -> dict:
-        self._obs_serial = getattr(self, "_obs_serial", 0) + 1
+        self._obs_serial += 1
         q, qd = self.backend.arm_state()
         p, R, _ = self._fk(q)
         buf = np.empty(len(PROPRIO_LAYOUT))  # float64, cast once: what concatenate + astype gave
@@ -390,7 +399,7 @@ class LazyObservation(Mapping):
         fn = self._render.get(key)
         if fn is None:
             raise KeyError(key)
-        if getattr(self._env, "_obs_serial", None) != self._serial:
+        if self._env._obs_serial != self._serial:
             raise RuntimeError(f"observation image {key!r} read after the env stepped on: a lazily "
                                "rendered image exists only until the next step or reset")
         self._values[key] = value = fn()

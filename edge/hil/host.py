@@ -90,7 +90,6 @@ def run_host(
     from edge.telemetry import RunRecorder
 
     cfg = host_config(spec)
-
     out = Path(spec.out_dir)
     robot = load_robot_spec(spec.robot, [f"action_layout={spec.layout}"])
     used = ("scheduler", "worker", "queue", "loop", "clock", "safety")  # the sections the host reads
@@ -102,10 +101,7 @@ def run_host(
     driver = BridgeArmDriver(dcfg, robot, clock=clock, event_sink=recorder.event,
                              command_sink=lambda seq, t, q: commands.write({"seq": seq, "t": t, "q": q}))
     observer = observer or ProprioObserver(spec.instruction)
-    loop = wire_loop(robot, clock, driver, observer, policy, make_scheduler(cfg.scheduler.fixed), recorder,
-                     inference=cfg.worker.mode, noise_temperature=cfg.worker.noise_temperature,
-                     rtc_soft_steps=cfg.worker.rtc_soft_steps, execution=cfg.loop.execution,
-                     queue=cfg.queue, safety=cfg.safety, inference_cpus=cfg.worker.cpus, loop_cpus=cfg.loop.cpus)
+    loop = wire_loop(robot, clock, driver, observer, policy, make_scheduler(cfg.scheduler.fixed), recorder, cfg)
     safety = loop.safety
     res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
                            "release_t": None, "interrupted": False}

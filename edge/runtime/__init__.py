@@ -34,7 +34,8 @@ _EXPORTS = {
     "POLICIES": "edge.runtime.registry",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["POLICIES", "SCHEDULERS", "QueryEnv", "Runtime", "RuntimeConfig", "SessionResult", "build_runtime",
+           "load_runtime_config", "run_session"]
 
 
 def __getattr__(name: str) -> Any:

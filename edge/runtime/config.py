@@ -35,7 +35,16 @@ from typing import Any
 
 from edge.action_queue import SEAMS, QueueConfig
 from edge.backends import BACKENDS, BackendConfig
-from edge.config import ConfigError, cfg, check_fields, from_dict, parse_override, read_yaml, to_dict
+from edge.config import (
+    ConfigError,
+    cfg,
+    check_fields,
+    from_dict,
+    parse_override,
+    read_yaml,
+    source_note,
+    to_dict,
+)
 from edge.safety import SafetyConfig
 from edge.schedulers import DvacSchedulerConfig, FixedSchedulerConfig
 
@@ -274,9 +283,8 @@ def shortcut_path(name: str, kind: str = "fixed") -> str:
 
 def flag_of(path: str) -> str:
     """How a user sets ``path``: its edge run flag where it has one, else ``--set path=...``."""
-    for name, p in SHORTCUTS.items():
-        if path in (p.replace("{kind}", "fixed"), p.replace("{kind}", "dvac"),
-                    "scheduler.dvac.max_execute" if name == "execute" else p):
+    for name in SHORTCUTS:
+        if path in (shortcut_path(name, "fixed"), shortcut_path(name, "dvac")):
             return FLAGS.get(name, "--" + name.replace("_", "-"))
     return f"--set {path}=..."
 
@@ -362,9 +370,7 @@ def load_runtime_config(base: RuntimeConfig | None = None, path: str | Path | No
     try:
         return apply_settings(base or RuntimeConfig(), items)
     except ConfigError as err:
-        where = (f" (from {path} or the --set overrides)" if path and overrides else
-                 f" (from {path})" if path else " (from the --set overrides)" if overrides else "")
-        raise ConfigError(f"{err}{where}") from None
+        raise ConfigError(f"{err}{source_note(path, overrides)}") from None
 
 
 def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:

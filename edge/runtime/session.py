@@ -321,12 +321,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                                                         "session": cfg_.short(), "config": to_dict(cfg_),
                                                         "machine": machine_info()}]
         recorder = RunRecorder(Path(out_dir), meta=meta)
-    loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, inference=cfg_.worker.mode,
-                     latency=lat, seed=cfg_.run.seed, noise_temperature=cfg_.worker.noise_temperature,
-                     rtc_soft_steps=cfg_.worker.rtc_soft_steps, execution=cfg_.loop.execution, seam=cfg_.queue.seam,
-                     record_ticks=cfg_.loop.record_ticks, policy_factory=factory,
-                     loop_cpus=cfg_.loop.cpus, inference_cpus=cfg_.worker.cpus, queue=cfg_.queue,
-                     safety=cfg_.safety)
+    loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg_, latency=lat,
+                     seed=cfg_.run.seed, policy_factory=factory)
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 
