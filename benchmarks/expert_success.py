@@ -2,6 +2,9 @@
 stack-2 and pick_place >= 95%, stack-3 >= 90%). Writes benchmarks/results/expert_success.json.
 
     python benchmarks/expert_success.py [--episodes 100] [--cells stack2,stack3,pick_place,push]
+    python benchmarks/expert_success.py --sims pybullet --seed 5000 --physics-dt 0.002 --out other.json
+
+Cells are keyed ``cell/sim`` (``cell/sim@DT`` when ``--physics-dt`` names a step).
 """
 
 import argparse
@@ -18,6 +21,9 @@ if __name__ == "__main__":
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--sims", default="mujoco,pybullet")
+    ap.add_argument("--seed", type=int, default=1000, help="first episode seed (default: %(default)s)")
+    ap.add_argument("--physics-dt", type=float, default=0.0,
+                    help="env physics_dt_s (default 0: each engine's default step)")
     ap.add_argument("--out", default="benchmarks/results/expert_success.json")
     a = ap.parse_args()
     out = Path(a.out)
@@ -26,10 +32,10 @@ if __name__ == "__main__":
         for cell in a.cells.split(","):
             task, n_blocks = CELLS[cell]
             ns = argparse.Namespace(task=task, sim=sim_name, n_blocks=n_blocks, distribution="train",
-                                    episodes=a.episodes, seed=1000, image_size=96)
+                                    episodes=a.episodes, seed=a.seed, image_size=96, physics_dt_s=a.physics_dt)
             rep = run_eval(ns, progress=False)
             rep["command"] = " ".join(sys.argv)
-            results[f"{cell}/{sim_name}"] = rep
+            results[f"{cell}/{sim_name}" + (f"@{a.physics_dt:g}" if a.physics_dt else "")] = rep
             out.write_text(json.dumps(results, indent=2))
             print(f"{cell:>10} {sim_name:>8}: {rep['successes']}/{rep['episodes']} "
                   f"CI95 [{rep['ci95'][0]:.2f}, {rep['ci95'][1]:.2f}]  {rep['episodes_per_min']:.0f} ep/min",

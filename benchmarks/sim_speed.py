@@ -73,18 +73,33 @@ def _stepper(env, n: int, read_every: int = 0):
     return step
 
 
-def measure_project(sim_name: str, quick: bool = False) -> dict:
+def parse_sim(spec: str) -> tuple[str, float]:
+    """``mujoco`` / ``pybullet`` (the engine's default physics step) or ``NAME:DT`` (``physics_dt_s``)."""
+    name, _, dt = spec.partition(":")
+    try:
+        step = float(dt) if dt else 0.0
+    except ValueError:
+        step = -1.0
+    if name not in ("mujoco", "pybullet") or step < 0:
+        sys.exit(f"--sims {spec!r}: expected mujoco or pybullet, optionally with :PHYSICS_DT_S (e.g. pybullet:0.002)")
+    return name, step
+
+
+def measure_project(sim_spec: str, quick: bool = False) -> dict:
     """Control steps/s of the project's stack env: no images, the VLA's two 96x96 cameras, one camera."""
     n = 200 if quick else 1000
-    env = sim.make_env("stack", sim=sim_name, render_images=False)
+    sim_name, dt = parse_sim(sim_spec)
+    sim_kw = {"sim": sim_name, "physics_dt_s": dt}
+    env = sim.make_env("stack", render_images=False, **sim_kw)
     env.reset(seed=0)
     b = env.unwrapped.backend
     out = {"physics_control_steps_per_s": rate(lambda: b.step(env.unwrapped.n_substeps), n),
            "control_steps_per_s_no_render": rate(_stepper(env, 4 * n), n),
-           "substeps_per_control_step": env.unwrapped.n_substeps}
+           "substeps_per_control_step": env.unwrapped.n_substeps,
+           "physics_step_s": env.unwrapped.cfg.physics_step_s}
     env.close()
     for cams, key in ((True, "control_steps_per_s_front_wrist_96px"), (False, "control_steps_per_s_front_96px")):
-        env = sim.make_env("stack", sim=sim_name, wrist_camera=cams)
+        env = sim.make_env("stack", wrist_camera=cams, **sim_kw)
         env.reset(seed=0)
         out[key] = rate(_stepper(env, n), max(20, n // 10))
         if cams:
@@ -93,15 +108,16 @@ def measure_project(sim_name: str, quick: bool = False) -> dict:
         env.close()
     # as the runtime observes: images rendered lazily and read on every 8th step (one query per C = 8
     # executed actions), the other steps render nothing
-    env = sim.make_env("stack", sim=sim_name, wrist_camera=True, lazy_images=True)
+    env = sim.make_env("stack", wrist_camera=True, lazy_images=True, **sim_kw)
     env.reset(seed=0)
     out["control_steps_per_s_front_wrist_96px_read_every_8"] = rate(_stepper(env, n, read_every=8), max(40, n // 5))
     env.close()
     return out
 
 
-def measure_expert(sim_name: str, episodes: int) -> dict:
-    env = sim.make_env("stack", sim=sim_name, render_images=False)
+def measure_expert(sim_spec: str, episodes: int) -> dict:
+    sim_name, dt = parse_sim(sim_spec)
+    env = sim.make_env("stack", sim=sim_name, physics_dt_s=dt, render_images=False)
     t = time.perf_counter()
     succ = sum(expert_episode(env, 500 + i, keep_frames=False)["success"] for i in range(episodes))
     env.close()
@@ -153,14 +169,13 @@ def summarise(rounds: list[dict], peers: dict) -> dict:
         med[part] = {k: statistics.median(r[part][k] for r in rounds)
                      for k, v in rounds[0][part].items() if isinstance(v, float)}
     ratios = {}
-    pairs = [("mujoco", "control_steps_per_s_no_render"), ("pybullet", "control_steps_per_s_no_render")]
+    key = "control_steps_per_s_no_render"
+    sims = [s for s in rounds[0] if s not in peers]
     for name in peers:
         label = next((k for k in rounds[0][name] if "steps/s" in k and "render" in k and "no render" in k), None)
         if label is None:
             continue
-        for sim_name, key in pairs:
-            if sim_name not in rounds[0]:
-                continue
+        for sim_name in sims:
             per_round = [r[sim_name][key] / r[name][label] for r in rounds]
             ratios[f"{sim_name}_no_render_over_{name}"] = {"per_round": per_round,
                                                           "median": statistics.median(per_round)}
@@ -176,13 +191,16 @@ def main(argv: list[str] | None = None) -> int:
                     default=Path(os.environ.get("EDGE_ANCHORS", ROOT.parent / "shared" / "anchors")),
                     help="directory of the peer speed scripts (default: $EDGE_ANCHORS or ../shared/anchors)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds project/peers (default: %(default)s)")
-    ap.add_argument("--sims", nargs="+", default=["mujoco", "pybullet"], choices=("mujoco", "pybullet"),
-                    help="project simulators measured (default: both)")
+    ap.add_argument("--sims", nargs="+", default=["mujoco", "pybullet"], metavar="SIM[:DT]",
+                    help="project simulators measured, each at its default physics step or at "
+                         "physics_dt_s DT, e.g. pybullet:0.002 (default: both, default steps)")
     ap.add_argument("--episodes", type=int, default=10, help="expert episodes per sim, once (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="fewer steps per figure (a smoke run)")
     a = ap.parse_args(argv)
     if a.rounds < 1:
         sys.exit(f"--rounds {a.rounds}: must be >= 1")
+    for spec in a.sims:
+        parse_sim(spec)
     peers = _parse_peers(a.peer, a.anchors)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                          check=False).stdout.strip()
@@ -198,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         rnd = {}
         for s in a.sims:
             rnd[s] = measure_project(s, a.quick)
-            print(f"round {i + 1} {s}: " + ", ".join(f"{k} {v:.0f}" for k, v in rnd[s].items()), flush=True)
+            print(f"round {i + 1} {s}: " + ", ".join(f"{k} {v:.4g}" for k, v in rnd[s].items()), flush=True)
         for name, (python, script) in peers.items():
             rnd[name] = run_peer(python, script)
             print(f"round {i + 1} {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in rnd[name].items()), flush=True)

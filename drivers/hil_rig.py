@@ -105,7 +105,7 @@ class HilBench:
         sample_every_ticks: int = 5,
     ) -> None:
         u = env.unwrapped if hasattr(env, "unwrapped") else env
-        self.plant = SimJointPlant(u.backend, u.cfg.physics_dt_s)
+        self.plant = SimJointPlant(u.backend, u.cfg.physics_step_s)
         self.rig = PtyRig(mcu_config, plant=self.plant, schedule=schedule or FaultSchedule())
         self.lock = self.rig.lock
         self.path = self.rig.path

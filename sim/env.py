@@ -57,6 +57,10 @@ TARGET_BOX_M = ((0.25, 0.80), (-0.35, 0.35), (0.005, 0.45))
 PUSH_Z_M = 0.015
 PUSH_START_M = (0.33, 0.0, PUSH_Z_M)
 DISCRETE_STEP_M = 0.02
+# Physics step per engine (control at 20 Hz: 25 MuJoCo substeps, 15 PyBullet substeps). Bullet's
+# own default is 1/240 s; 1/300 s keeps every scripted-expert cell inside its interval
+# (docs/speed.md, "PyBullet physics step").
+DEFAULT_PHYSICS_DT_S = {"mujoco": 0.002, "pybullet": 1.0 / 300.0}
 DEFAULT_MAX_STEPS = {"stack": 220, "pick_place": 200, "push": 200}
 INSTRUCTION_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.:'-"
 # TARGET_BOX_M as the (3,) bounds np.clip takes (built once, not per step; read-only)
@@ -76,7 +80,9 @@ class EnvConfig:
     distribution: str = "train"
     instructions: str = "train"  # "paraphrase": held-out phrasings of the same instructions (evaluation)
     control_rate_hz: float = 20.0
-    physics_dt_s: float = 0.002  # >= 250 Hz physics; control_dt must be a multiple
+    # physics step; 0 = the engine's default (DEFAULT_PHYSICS_DT_S); the control period must be a
+    # whole number of steps. Read the resolved value as ``physics_step_s``.
+    physics_dt_s: float = 0.0
     image_size: int = 96
     wrist_camera: bool = False
     segmentation: bool = False  # add "front_seg" (H, W) int32 to observations
@@ -99,15 +105,19 @@ class EnvConfig:
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"env.{key}={getattr(self, key)!r} is not allowed; choose one of {allowed}")
-        ranges = {"n_blocks": (2, 3), "control_rate_hz": (1.0, 100.0), "physics_dt_s": (1e-4, 0.004),
-                  "image_size": (16, 512), "max_steps": (0, 100000), "hold_s": (0.0, 5.0)}
+        ranges = {"n_blocks": (2, 3), "control_rate_hz": (1.0, 100.0), "image_size": (16, 512),
+                  "max_steps": (0, 100000), "hold_s": (0.0, 5.0)}
+        if self.physics_dt_s != 0.0:
+            ranges["physics_dt_s"] = (1e-4, 0.004)
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not (lo <= v <= hi):
-                raise ValueError(f"env.{key}={v!r} is out of range; allowed [{lo}, {hi}]")
-        n_sub = (1.0 / self.control_rate_hz) / self.physics_dt_s
+                also = " (or 0: the engine's default)" if key == "physics_dt_s" else ""
+                raise ValueError(f"env.{key}={v!r} is out of range; allowed [{lo}, {hi}]{also}")
+        n_sub = (1.0 / self.control_rate_hz) / self.physics_step_s
         if abs(n_sub - round(n_sub)) > 1e-6:
-            raise ValueError(f"env.control_rate_hz={self.control_rate_hz} with physics_dt_s={self.physics_dt_s}: "
+            raise ValueError(f"env.control_rate_hz={self.control_rate_hz} with physics_dt_s={self.physics_step_s}"
+                             f"{' (the ' + self.sim + ' default)' if self.physics_dt_s == 0.0 else ''}: "
                              "the control period must be a whole number of physics steps")
         if self.push_target_color and (self.task != "push" or self.push_target_color not in COLORS):
             raise ValueError(f"env.push_target_color={self.push_target_color!r} needs task 'push' and one of "
@@ -118,6 +128,11 @@ class EnvConfig:
             raise ValueError("env.action_mode='discrete8' is only offered for task 'push'")
         if isinstance(self.realism, dict):
             object.__setattr__(self, "realism", RealismConfig(**self.realism))
+
+    @property
+    def physics_step_s(self) -> float:
+        """The physics step in seconds: ``physics_dt_s``, or the engine's default when it is 0."""
+        return self.physics_dt_s or DEFAULT_PHYSICS_DT_S[self.sim]
 
 
 def make_backend(sim: str, physics_dt_s: float):
@@ -175,9 +190,9 @@ class TabletopEnv(gym.Env):
             raise ValueError(f"render_mode={render_mode!r}; supported: {self.metadata['render_modes']}")
         self.render_mode = render_mode
         self.control_dt_s = 1.0 / cfg.control_rate_hz
-        self.n_substeps = int(round(self.control_dt_s / cfg.physics_dt_s))
+        self.n_substeps = int(round(self.control_dt_s / cfg.physics_step_s))
         self.max_steps = cfg.max_steps or DEFAULT_MAX_STEPS[cfg.task] + (150 if cfg.n_blocks == 3 else 0)
-        self.backend = make_backend(cfg.sim, cfg.physics_dt_s)
+        self.backend = make_backend(cfg.sim, cfg.physics_step_s)
         self.realism = Realism(cfg.realism)
         self._realism_on = cfg.realism.enabled  # cfg is frozen: evaluated once, not twice per step
         self._obs_serial = 0  # counts observations: a lazily rendered image belongs to one of them

@@ -104,7 +104,7 @@ def record(args: argparse.Namespace) -> int:
     u = env.unwrapped
     meta = {
         "task": args.task, "sim": args.sim, "env_config": asdict(u.cfg),
-        "control_rate_hz": u.cfg.control_rate_hz, "action_layout": list(ACTION_LAYOUT),
+        "control_rate_hz": u.cfg.control_rate_hz, "physics_step_s": u.cfg.physics_step_s, "action_layout": list(ACTION_LAYOUT),
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
         "action_noise_m": args.action_noise,
         "expert_approach_offset_m": args.approach_offset,

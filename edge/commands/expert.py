@@ -31,7 +31,7 @@ def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
 
     from sim.rollout import expert_episode
 
-    env = make_env(args, render_images=False)
+    env = make_env(args, render_images=False, physics_dt_s=getattr(args, "physics_dt_s", 0.0))
     seeds = [args.seed + i for i in range(args.episodes)]
     rows = []
     t0 = time.perf_counter()
@@ -49,6 +49,7 @@ def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
         "task": args.task, "sim": args.sim, "n_blocks": args.n_blocks, "distribution": args.distribution,
         "episodes": n, "successes": k, "success_rate": k / n, "ci95": [lo, hi],
         "mean_steps": sum(r["steps"] for r in rows) / n, "episodes_per_min": 60 * n / wall,
+        "seed": args.seed, "physics_step_s": env.unwrapped.cfg.physics_step_s,
         "failed_seeds": [r["seed"] for r in rows if not r["success"]], "wall_s": wall,
         "diverged_seeds": [r["seed"] for r in rows if r["sim_diverged"]],
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0],

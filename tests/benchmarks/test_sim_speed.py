@@ -56,3 +56,20 @@ def test_bad_peer_arguments_name_the_flag(tmp_path):
         sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
     _fake_peer(tmp_path, 1)
     assert sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)["panda-gym"][0] == sys.executable
+
+
+def test_a_sim_is_measured_at_its_default_step_or_a_named_one():
+    assert sim_speed.parse_sim("mujoco") == ("mujoco", 0.0)
+    assert sim_speed.parse_sim("pybullet:0.002") == ("pybullet", 0.002)
+    for bad in ("bullet", "pybullet:fast", "mujoco:-1"):
+        with pytest.raises(SystemExit, match="--sims"):
+            sim_speed.parse_sim(bad)
+
+
+def test_each_measured_variant_gets_its_ratio():
+    label = "panda-gym PandaStack-v3 control steps/s (no render)"
+    rounds = [{"pybullet": {"control_steps_per_s_no_render": 900.0},
+               "pybullet:0.002": {"control_steps_per_s_no_render": 600.0}, "panda-gym": {label: 750.0}}]
+    r = sim_speed.summarise(rounds, {"panda-gym": None})["ratios"]
+    assert r["pybullet_no_render_over_panda-gym"]["median"] == 1.2
+    assert r["pybullet:0.002_no_render_over_panda-gym"]["median"] == 0.8

@@ -54,6 +54,8 @@ def test_same_seed_same_episode():
     ({"task": "stak"}, ["task", "stak", "stack"]),
     ({"image_size": 4}, ["image_size", "4", "[16, 512]"]),
     ({"control_rate_hz": 30.0, "physics_dt_s": 0.004}, ["whole number"]),
+    ({"control_rate_hz": 40.0, "sim": "pybullet"}, ["whole number", "pybullet default"]),
+    ({"physics_dt_s": 0.01}, ["physics_dt_s", "0.01", "[0.0001, 0.004]", "or 0"]),
     ({"action_mode": "discrete8"}, ["discrete8", "push"]),
     ({"distribution": "test"}, ["distribution", "ood"]),
 ])
@@ -62,6 +64,20 @@ def test_bad_config_names_key_and_range(kwargs, words):
         EnvConfig(**kwargs)
     for w in words:
         assert w in str(err.value)
+
+
+def test_each_engine_has_its_own_default_physics_step():
+    from sim.env import DEFAULT_PHYSICS_DT_S
+
+    assert EnvConfig().physics_dt_s == 0.0  # "the engine's", resolved by physics_step_s
+    assert EnvConfig(sim="mujoco").physics_step_s == DEFAULT_PHYSICS_DT_S["mujoco"] == 0.002
+    assert EnvConfig(sim="pybullet").physics_step_s == DEFAULT_PHYSICS_DT_S["pybullet"] == 1.0 / 300.0
+    assert EnvConfig(sim="pybullet", physics_dt_s=0.002).physics_step_s == 0.002
+    env = sim.make_env("stack", render_images=False)
+    try:
+        assert env.unwrapped.n_substeps == 25 and env.unwrapped.backend.physics_dt_s == 0.002
+    finally:
+        env.close()
 
 
 def test_action_clipping_is_counted_and_bad_actions_rejected():
