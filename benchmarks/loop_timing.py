@@ -177,7 +177,7 @@ def set_scheduling(kind: str, priority: int) -> bool:
 
 def run_case(
     rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
-    spin_s: float = 0.0, slack_work: bool = True, affinity: str = "none",
+    spin_s: float = 0.0, slack_work: bool = True, affinity: str = "none", timer_slack_ns: int | None = None,
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
@@ -193,11 +193,14 @@ def run_case(
     worker_cpus = ",".join(map(str, cpus[1:])) if split and mode == "process" else ""
     worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode, process_cpus=worker_cpus),
                              policy_factory=factory)
-    run_dir = out_dir / f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}_{affinity}_{spin_s}"
+    run_dir = out_dir / (f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}_{affinity}_{spin_s}"
+                         f"_{timer_slack_ns}")
+    if timer_slack_ns is None:
+        timer_slack_ns = LoopConfig().timer_slack_ns
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
         LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
-                   slack_work=slack_work, cpus=str(cpus[0]) if split else ""),
+                   slack_work=slack_work, cpus=str(cpus[0]) if split else "", timer_slack_ns=timer_slack_ns),
         clock,
         arm,
         cam,
@@ -293,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--affinity", nargs="+", default=["none"], choices=("none", "split"),
                     help="none = OS placement; split = loop thread on the first CPU, a worker process on "
                          "the others (loop.cpus / inference.process_cpus); one case per value (default: none)")
+    ap.add_argument("--timer-slack-ns", type=int, nargs="+", default=[LoopConfig().timer_slack_ns],
+                    help="loop.timer_slack_ns: the loop thread's timer slack (0 = the OS default, "
+                         "50,000 ns for normal threads); one case per value (default: the config's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch
@@ -305,20 +311,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                cases = [(e, w == "on", sp, af) for e in args.executions for w in args.slack_work
-                         for sp in args.spin_us for af in args.affinity
+                cases = [(e, w == "on", sp, af, ts) for e in args.executions for w in args.slack_work
+                         for sp in args.spin_us for af in args.affinity for ts in args.timer_slack_ns
                          if e != "sync" or w == args.slack_work[0]]  # sync has no slack work
-                for execution, slack, spin_us, aff in cases:
+                for execution, slack, spin_us, aff, tslack in cases:
                     r = run_case(
                         rate, execution, max(args.seconds, 200.0 / rate), args.warmup, args.hidden, args.steps,
                         Path(tmp) / sched, spin_s=spin_us * 1e-6, slack_work=slack, affinity=aff,
+                        timer_slack_ns=tslack,
                     )
                     r["sched"], r["slack_work"] = sched, slack and execution != "sync"
-                    r["spin_us"], r["affinity"] = spin_us, aff
+                    r["spin_us"], r["affinity"], r["timer_slack_ns"] = spin_us, aff, tslack
                     results.append(r)
                     print(
                         f"{sched:7s} {rate:5.0f} Hz {execution:7s} slack {'on ' if r['slack_work'] else 'off'} "
-                        f"spin {spin_us:4.0f} us aff {aff:5s}"
+                        f"spin {spin_us:4.0f} us aff {aff:5s} tslack {tslack:5d} ns"
                         f" overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
                         f"command p99 {r['command_latency_p99_ms']:.3f} ms  busy p99 "

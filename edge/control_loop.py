@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge.action_queue import ActionQueue, QueueConfig
-from edge.clock import LatencyWindow, parse_cpus, pin_current_thread
+from edge.clock import LatencyWindow, parse_cpus, pin_current_thread, set_thread_timer_slack
 from edge.config import ConfigError
 from edge.contracts import (
     Clock,
@@ -124,6 +124,7 @@ class ControlLoop:
         self._estop_lock = threading.Lock()
         self._old_switch: float | None = None
         self._old_cpus: frozenset[int] | None = None
+        self._old_slack_ns: int | None = None
         self._gc_was_enabled: bool | None = None  # set while the loop holds the collector off
         self._started = False
         self._reset_episode_state()
@@ -137,6 +138,8 @@ class ControlLoop:
             self.driver.activate()
         if not self.clock.is_virtual and self._old_cpus is None:
             self._old_cpus = pin_current_thread(parse_cpus(self.config.cpus, "loop.cpus"))
+        if not self.clock.is_virtual and self.config.timer_slack_ns and self._old_slack_ns is None:
+            self._old_slack_ns = set_thread_timer_slack(self.config.timer_slack_ns)
         if not self.clock.is_virtual and self.config.gil_switch_interval_s > 0:
             self._old_switch = sys.getswitchinterval()
             sys.setswitchinterval(self.config.gil_switch_interval_s)
@@ -225,6 +228,9 @@ class ControlLoop:
             if self._old_cpus is not None:
                 pin_current_thread(self._old_cpus)
                 self._old_cpus = None
+            if self._old_slack_ns is not None:
+                set_thread_timer_slack(self._old_slack_ns)
+                self._old_slack_ns = None
             if self._gc_was_enabled is not None:
                 self._gc_restore()
                 self._gc_was_enabled = None

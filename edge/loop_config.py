@@ -49,6 +49,11 @@ class LoopConfig:
         0.001, "slack_work: no merging later than this before the next deadline (a chunk arriving "
         "then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
     )
+    timer_slack_ns: int = cfg(
+        1, "real clock only, Linux: timer slack of the loop thread from start() to close(), in ns "
+        "(how late the kernel may fire its sleeps; Linux gives normal threads 50,000 ns, real-time "
+        "ones 0); 0 = leave as is", range=(0, 10_000_000),
+    )
     cpus: str = cfg("", "real clock only: CPUs the loop thread runs on from start() to close(), "
                     "e.g. '0' (empty = leave as is); pair with inference.process_cpus on the others")
 

@@ -1,3 +1,4 @@
+import sys
 import time
 
 import pytest
@@ -115,3 +116,20 @@ def test_a_cpu_list_must_be_a_string():
 
     with pytest.raises(ConfigError, match="loop.cpus=0 must be a string"):
         parse_cpus(0, "loop.cpus")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timer slack is a Linux thread setting")
+def test_timer_slack_is_per_thread_and_returns_the_old_value():
+    import threading
+
+    from edge.clock import set_thread_timer_slack
+
+    old = set_thread_timer_slack(2_000)
+    try:
+        assert set_thread_timer_slack(3_000) == 2_000
+        t = threading.Thread(target=lambda: set_thread_timer_slack(9_000))
+        t.start()
+        t.join()
+        assert set_thread_timer_slack(3_000) == 3_000  # another thread's setting is its own
+    finally:
+        set_thread_timer_slack(old)

@@ -1,5 +1,7 @@
 """Loop behaviour on the virtual clock: rate, overruns, hand-off, stale drop, seams, watchdog, e-stop."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -458,3 +460,32 @@ def test_loop_thread_runs_on_its_cpus_and_gets_its_affinity_back(tmp_path):
     assert frozenset(os.sched_getaffinity(0)) == allowed
     with pytest.raises(ConfigError, match="loop.cpus"):
         LoopConfig(cpus="9999")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timer slack is a Linux thread setting")
+def test_loop_thread_gets_its_timer_slack_and_gives_it_back():
+    from edge.clock import RealClock, set_thread_timer_slack
+
+    before = set_thread_timer_slack(50_000)  # a known starting point; read back below
+    assert before is not None
+    clock = RealClock()
+    seen = []
+
+    class Driver(FakeDriver):
+        def read_state(self):
+            seen.append(set_thread_timer_slack(7_000))  # read (and disturb) the loop thread's slack
+            set_thread_timer_slack(seen[-1])
+            return super().read_state()
+
+    worker = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock, WorkerConfig(mode="inline"))
+    loop = ControlLoop(LoopConfig(rate_hz=SPEC.control_rate_hz, timer_slack_ns=1_000), clock, Driver(clock, SPEC),
+                       FakeObserver(), worker, SafetySupervisor(SPEC), QueueConfig(seam="rtc"))
+    loop.start()
+    try:
+        loop.run(3)
+    finally:
+        loop.close()
+    assert seen and all(s == 1_000 for s in seen[1:])
+    assert set_thread_timer_slack(before) == 50_000  # restored by close()
+    with pytest.raises(ConfigError, match="timer_slack_ns"):
+        LoopConfig(timer_slack_ns=-1)
