@@ -52,13 +52,16 @@ class SlotEncoderConfig:
     mlp_hidden: int = 128  # hidden width of the feature MLP and the slot-update MLP
     decoder_channels: int = 32  # channels of the broadcast decoder
     fg_weight: int = 10  # extra loss weight of pixels that stand out from their neighbourhood (0 = plain MSE)
+    # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
+    # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
+    carry_iters: int = 0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000)}
+                  "fg_weight": (0, 1000), "carry_iters": (0, 10)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
@@ -90,6 +93,11 @@ class SlotEncoderConfig:
     @property
     def feature_res(self) -> int:
         return self.image_size // 2
+
+    @property
+    def tracking_iters(self) -> int:
+        """Slot-attention rounds for a frame initialised from the previous frame's slots."""
+        return self.carry_iters or self.iters
 
 
 PRESETS = {"default": SlotEncoderConfig, "tiny": SlotEncoderConfig.tiny}
@@ -123,9 +131,10 @@ class SlotAttention(nn.Module):
         self.gru = nn.GRUCell(dim, dim)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
 
-    def forward(self, inputs: torch.Tensor, init_slots: torch.Tensor | None = None
+    def forward(self, inputs: torch.Tensor, init_slots: torch.Tensor | None = None, iters: int | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """inputs (B, N, Din), init_slots (B, K, D) | None -> slots (B, K, D), attention (B, K, N)."""
+        """inputs (B, N, Din), init_slots (B, K, D) | None -> slots (B, K, D), attention (B, K, N);
+        ``iters`` rounds (default: the module's)."""
         b = inputs.shape[0]
         if init_slots is None:
             slots = self.init_slots.expand(b, -1, -1)
@@ -140,7 +149,7 @@ class SlotAttention(nn.Module):
         x = self.norm_in(inputs)
         k, v = self.to_k(x), self.to_v(x)  # (B, N, D)
         scale = self.dim ** -0.5
-        for _ in range(self.iters):
+        for _ in range(self.iters if iters is None else iters):
             prev = slots
             q = self.to_q(self.norm_slots(slots))  # (B, K, D)
             attn = torch.softmax(torch.einsum("bkd,bnd->bkn", q, k) * scale, dim=1)  # softmax over slots
@@ -207,15 +216,20 @@ class SlotAutoencoder(nn.Module):
     def encode_first_masks(self, frames: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`encode_first` that also returns the second pass's attention masks (B, K, S/2, S/2)."""
         x = self.prepare(frames)
-        return self._encode(x, self._encode(x, None)[0])
+        return self._encode(x, self._encode(x, None)[0], first=True)
 
-    def _encode(self, x: torch.Tensor, init_slots: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode(self, x: torch.Tensor, init_slots: torch.Tensor | None, first: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``first``: the second pass of an episode's first frame (``iters`` rounds, not the
+        tracking rounds, though it starts from slots)."""
         h = self.cnn(x).permute(0, 2, 3, 1)  # (B, S/2, S/2, C)
         h = self.enc_mlp(self.enc_pos(h))
         b, r = h.shape[0], h.shape[1]
+        iters = self.cfg.iters
         if init_slots is not None:
             init_slots = init_slots.to(self.device)
-        slots, attn = self.slot_attention(h.reshape(b, r * r, -1), init_slots)
+            iters = self.cfg.iters if first else self.cfg.tracking_iters
+        slots, attn = self.slot_attention(h.reshape(b, r * r, -1), init_slots, iters)
         return slots, attn.reshape(b, -1, r, r)
 
     # ------------------------------------------------------------------ decode
@@ -244,7 +258,7 @@ class SlotAutoencoder(nn.Module):
         x = self.prepare(frames)
         if first:
             init_slots = self._encode(x, None)[0]
-        slots, _ = self._encode(x, init_slots)
+        slots, _ = self._encode(x, init_slots, first=first)
         recon, _, _ = self.decode(slots)
         t = self.target(x)
         if not self.cfg.fg_weight:
@@ -329,8 +343,10 @@ def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = 
     return path
 
 
-def load_encoder(path: str | Path, device: str = "cpu") -> tuple[SlotAutoencoder, dict]:
-    """Load from a directory or its ``manifest.json``; the weights' sha256 must match the manifest."""
+def load_encoder(path: str | Path, device: str = "cpu", carry_iters: int | None = None
+                 ) -> tuple[SlotAutoencoder, dict]:
+    """Load from a directory or its ``manifest.json``; the weights' sha256 must match the manifest.
+    ``carry_iters``: override the tracking rounds (an inference setting; the weights do not change)."""
     path = Path(path)
     manifest_path = path / "manifest.json" if path.is_dir() else path
     if not manifest_path.is_file():
@@ -344,6 +360,7 @@ def load_encoder(path: str | Path, device: str = "cpu") -> tuple[SlotAutoencoder
         raise ValueError(f"slot-encoder weights {weights} have sha256 {digest}, but {manifest_path} records "
                          f"{manifest['sha256']}: the file was changed or replaced")
     blob = torch.load(weights, map_location="cpu", weights_only=True)
-    model = SlotAutoencoder(SlotEncoderConfig(**{**blob["config"], "device": device}))
+    extra = {} if carry_iters is None else {"carry_iters": carry_iters}
+    model = SlotAutoencoder(SlotEncoderConfig(**{**blob["config"], "device": device, **extra}))
     model.load_state_dict(blob["state_dict"])
     return model.eval(), manifest

@@ -170,6 +170,14 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 
     state = torch.load(path, map_location=model.device, weights_only=True)
     saved = json.loads(state["settings"])
+    saved_cfg, cfg = saved.get("config"), settings.get("config")
+    if isinstance(saved_cfg, dict) and isinstance(cfg, dict):
+        # a config key added after this run was saved, at its default, changes nothing the run did
+        from world_models.slot_encoder import SlotEncoderConfig
+
+        defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
+        saved["config"] = {**{k: v for k, v in cfg.items() if k not in saved_cfg and defaults.get(k) == v},
+                           **saved_cfg}
     if saved != settings:
         diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
         raise ValueError(f"{path} was trained with other settings (saved, now): {diff}; "

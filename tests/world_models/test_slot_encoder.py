@@ -88,6 +88,36 @@ def test_carried_slot_norm_does_not_matter(model):
         torch.testing.assert_close(model.encode(x, 50.0 * init), model.encode(x, init), atol=1e-4, rtol=1e-4)
 
 
+def test_carried_frames_get_the_tracking_rounds_and_first_frames_all_rounds():
+    torch.manual_seed(0)
+    full = SlotAutoencoder(SlotEncoderConfig.tiny(iters=3)).eval()
+    track = SlotAutoencoder(SlotEncoderConfig.tiny(iters=3, carry_iters=1)).eval()
+    one = SlotAutoencoder(SlotEncoderConfig.tiny(iters=1)).eval()
+    track.load_state_dict(full.state_dict())
+    one.load_state_dict(full.state_dict())
+    x0, x1 = frames(2, 5), frames(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(track.encode_first(x0), full.encode_first(x0))  # reset: all rounds
+        torch.testing.assert_close(track.encode(x1), full.encode(x1))  # from the learned init: all rounds
+        s0 = full.encode_first(x0)
+        torch.testing.assert_close(track.encode(x1, s0), one.encode(x1, s0))  # carried: one round
+        assert not torch.allclose(track.encode(x1, s0), full.encode(x1, s0), atol=1e-4)
+        loss_first, _ = track.loss(x0, first=True)
+        torch.testing.assert_close(loss_first, full.loss(x0, first=True)[0])
+    assert SlotEncoderConfig.tiny(iters=3).tracking_iters == 3
+    assert SlotEncoderConfig.tiny(iters=3, carry_iters=2).tracking_iters == 2
+    with pytest.raises(ValueError, match="carry_iters=11"):
+        SlotEncoderConfig(carry_iters=11)
+
+
+def test_load_encoder_overrides_the_tracking_rounds(tmp_path, model):
+    save_encoder(model, tmp_path / "enc")
+    assert load_encoder(tmp_path / "enc")[0].cfg.tracking_iters == CFG.iters
+    m, _ = load_encoder(tmp_path / "enc", carry_iters=1)
+    assert m.cfg.carry_iters == 1 and m.cfg.tracking_iters == 1
+    torch.testing.assert_close(m.slot_attention.init_slots, model.slot_attention.init_slots)
+
+
 def test_bad_config_names_key_and_range():
     with pytest.raises(ValueError, match="num_slots=0.*allowed"):
         SlotEncoderConfig(num_slots=0)
@@ -202,6 +232,17 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     assert manifest["metrics"]["step"] == 4 and isinstance(model, SlotAutoencoder)
     with pytest.raises(ValueError, match="other settings"):
         train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=8, seed=0, **kw)
+    with pytest.raises(ValueError, match="other settings"):  # a changed new key is a change
+        train_slot_encoder(SlotEncoderConfig.tiny(carry_iters=1), tmp_path / "train.npz", out, 6, batch_size=4,
+                           seed=0, seq_len=1, **kw)
+    # a run saved before carry_iters existed (its settings lack the key) resumes at the default
+    state = torch.load(out / "train_state.pt", weights_only=True)
+    settings = json.loads(state["settings"])
+    del settings["config"]["carry_iters"]
+    state["settings"] = json.dumps(settings)
+    torch.save(state, out / "train_state.pt")
+    m6 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)
+    assert m6["step"] == 6
 
 
 def test_train_on_windows_with_temporal_init(tmp_path):

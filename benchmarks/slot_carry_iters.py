@@ -1,0 +1,98 @@
+"""Slot tracking rounds: FG-ARI and slot identity of slot encoders when a frame whose slots start
+from the previous frame's gets fewer slot-attention rounds (``SlotEncoderConfig.carry_iters``) than
+an episode's first frame (``iters``), on fresh held-out episodes of a uniform-random policy.
+
+    python benchmarks/slot_carry_iters.py --encoders world_models/checkpoints/slots_push3 \
+        runs/slots_long/train_state.pt --carry-iters 1 2 3 --seed 4242
+
+An encoder is a shipped directory (its manifest is verified) or a ``train_state.pt`` written by
+``edge train slot-encoder`` (a run in progress). The frames are collected fresh with ``--seed``;
+pick one that no training run or earlier selection used. Writes
+``benchmarks/results/slot_carry_iters.json`` (machine, command, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from edge.telemetry import machine_info
+
+
+def load_any(path: str):
+    """(model, description) from a shipped encoder directory or a training-state file."""
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, load_encoder
+
+    p = Path(path)
+    if p.is_file() and p.suffix == ".pt":
+        state = torch.load(p, map_location="cpu", weights_only=True)
+        cfg = json.loads(state["settings"])["config"]
+        model = SlotAutoencoder(SlotEncoderConfig(**cfg))
+        model.load_state_dict(state["model"])
+        return model.eval(), {"path": str(p), "step": int(state["step"]), "data_hash": json.loads(state["settings"])["data_hash"]}
+    model, manifest = load_encoder(p)
+    return model, {"path": str(p), "step": manifest.get("metrics", {}).get("step"),
+                   "data_hash": manifest.get("data_hash"), "sha256": manifest.get("sha256")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--encoders", nargs="+", required=True, help="encoder directories or train_state.pt files")
+    ap.add_argument("--carry-iters", type=int, nargs="+", default=[1, 2, 3],
+                    help="tracking rounds to measure (each 1..10)")
+    ap.add_argument("--frames", type=int, default=1600, help="frames to collect (40 per episode)")
+    ap.add_argument("--seed", type=int, default=4242, help="seed of the held-out episodes")
+    ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
+    args = ap.parse_args(argv)
+    for c in args.carry_iters:
+        if not 1 <= c <= 10:
+            ap.error(f"--carry-iters {c}: each value must be in 1..10")
+    for e in args.encoders:
+        if not Path(e).exists():
+            ap.error(f"--encoders {e}: no such directory or file")
+    import torch
+
+    from world_models.slot_pretrain import collect_frames, evaluate, load_dataset
+
+    torch.set_num_threads(1)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "heldout.npz"
+        meta = collect_frames(args.frames, args.seed, data, progress=False)
+        arrays, _ = load_dataset(data)
+        for enc in args.encoders:
+            model, desc = load_any(enc)
+            base = model.cfg
+            for c in args.carry_iters:
+                model.cfg = dataclasses.replace(base, carry_iters=c)
+                t = time.perf_counter()
+                with torch.no_grad():
+                    r = evaluate(model, arrays, max_episodes=args.episodes)
+                r.update(desc, carry_iters=c, iters=base.iters, eval_s=round(time.perf_counter() - t, 1))
+                results.append(r)
+                print(f"{enc} carry_iters {c}: FG-ARI attn {r['fg_ari_attn']:.3f} decoder {r['fg_ari_decoder']:.3f}"
+                      f"  identity attn {r['identity_rate_attn']:.3f} decoder {r['identity_rate_decoder']:.3f}",
+                      flush=True)
+            model.cfg = base
+    out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
+           "torch": torch.__version__, "heldout": {"seed": args.seed, "frames": args.frames,
+                                                    "data_hash": meta["data_hash"]},
+           "targets": {"fg_ari": 0.8, "identity_rate": 0.95}, "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
