@@ -333,7 +333,10 @@ def _config_from_args(preset: str, overrides: list[str]):
         key, sep, value = item.partition("=")
         if not sep or key not in fields:
             raise ValueError(f"--set {item!r}: want KEY=VALUE with KEY one of {tuple(fields)}")
-        values[key] = value if key == "device" else int(value)
+        try:
+            values[key] = value if key == "device" else int(value)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {key} takes a whole number") from None
     return SlotEncoderConfig.preset(preset, **values)
 
 

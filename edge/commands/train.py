@@ -106,7 +106,8 @@ def register(subparsers) -> None:
     se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
                        "Slot Attention encoder the world models freeze (resumable)", """
   edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
-  edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2""")
+  edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
+  edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
     se.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
@@ -118,6 +119,8 @@ def register(subparsers) -> None:
     se.add_argument("--seed", type=int, default=0, help="training seed")
     se.add_argument("--batch-size", type=int, default=8, help="sequences per optimiser step")
     se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
+    se.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override an encoder setting (repeatable; default: none), e.g. --set carry_iters=1")
     se.set_defaults(func=_train_slot_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -255,6 +258,10 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+    try:  # before anything is collected or written
+        slot_pretrain._config_from_args(args.preset, args.set)
+    except ValueError as err:
+        raise EdgeError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
     for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len"):
         if getattr(args, key) < 1:
@@ -270,4 +277,4 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     return slot_pretrain.main(["train", "--data", str(out / "data_train.npz"), "--eval-data", str(out / "data_eval.npz"),
                                "--out", str(out), "--steps", str(args.steps), "--preset", args.preset,
                                "--seed", str(args.seed), "--batch-size", str(args.batch_size),
-                               "--seq-len", str(args.seq_len)])
+                               "--seq-len", str(args.seq_len), *(f"--set={kv}" for kv in args.set)])
