@@ -105,6 +105,7 @@ def calibrate(work_s: float) -> int:
 
 def run_case(rate_hz: float, seconds: float, work_n: int, sched: str, slack_ns: int | None,
              priority: int) -> dict | None:
+    old_slack = get_timer_slack()  # before a real-time class, which reads as 0
     if sched == "fifo":
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
@@ -139,7 +140,8 @@ def run_case(rate_hz: float, seconds: float, work_n: int, sched: str, slack_ns: 
     finally:
         if sched == "fifo":
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        set_timer_slack(50_000)
+        if old_slack is not None:
+            set_timer_slack(old_slack)
 
     def ms(q: float, x: np.ndarray = late) -> float:
         return round(1000.0 * float(np.percentile(x, q)), 4)
