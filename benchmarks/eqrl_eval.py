@@ -238,6 +238,10 @@ def main() -> None:
                          ("instructions", "train")):
         if getattr(a, key) != default:  # absent from older result files, which all ran the default
             ident[key] = getattr(a, key)
+    if a.sim != "mujoco":  # PyBullet's default physics step changed (2 ms -> 1/300 s): runs never mix
+        from sim.env import EnvConfig
+
+        ident["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
     if results and any(results.get(k) != v for k, v in ident.items()):
         sys.exit(f"{out} holds another evaluation's settings; choose another --out or delete it")
     results.update(ident, command=" ".join(["python", *sys.argv]), machine=machine_info())

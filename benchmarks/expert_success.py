@@ -26,6 +26,13 @@ if __name__ == "__main__":
                     help="env physics_dt_s (default 0: each engine's default step)")
     ap.add_argument("--out", default="benchmarks/results/expert_success.json")
     a = ap.parse_args()
+    from sim.env import EnvConfig
+
+    for sim_name in a.sims.split(","):
+        try:
+            EnvConfig(sim=sim_name, physics_dt_s=a.physics_dt)
+        except ValueError as err:
+            ap.error(f"--physics-dt {a.physics_dt} / --sims {sim_name}: {err}")
     out = Path(a.out)
     results = json.loads(out.read_text()) if out.exists() else {}
     for sim_name in a.sims.split(","):

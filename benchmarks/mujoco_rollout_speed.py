@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.envs < 1 or a.rounds < 1 or a.steps < 1 or any(t < 1 for t in a.threads):
         ap.error("--envs, --rounds, --steps and every --threads value must be >= 1")
+    if any(t > a.envs for t in a.threads):
+        ap.error(f"--threads {max(a.threads)}: at most --envs {a.envs} threads (one env per thread at least)")
     os.environ.setdefault("MUJOCO_GL", "egl")
     import mujoco
     from mujoco import rollout

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import sim
 from edge.telemetry import machine_info
+from sim.env import EnvConfig
 from sim.rollout import expert_episode
 
 PEER_SCRIPTS = {"panda-gym": "panda_gym_speed.py", "robosuite": "robosuite_speed.py"}
@@ -80,8 +82,12 @@ def parse_sim(spec: str) -> tuple[str, float]:
         step = float(dt) if dt else 0.0
     except ValueError:
         step = -1.0
-    if name not in ("mujoco", "pybullet") or step < 0:
+    if name not in ("mujoco", "pybullet") or not (math.isfinite(step) and step >= 0):
         sys.exit(f"--sims {spec!r}: expected mujoco or pybullet, optionally with :PHYSICS_DT_S (e.g. pybullet:0.002)")
+    try:
+        EnvConfig(sim=name, physics_dt_s=step)
+    except ValueError as err:
+        sys.exit(f"--sims {spec!r}: {err}")
     return name, step
 
 

@@ -106,13 +106,15 @@ def calibrate(work_s: float) -> int:
 def run_case(rate_hz: float, seconds: float, work_n: int, sched: str, slack_ns: int | None,
              priority: int) -> dict | None:
     old_slack = get_timer_slack()  # before a real-time class, which reads as 0
+    if slack_ns is not None and not set_timer_slack(slack_ns):
+        return None
     if sched == "fifo":
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         except (PermissionError, AttributeError):
+            if old_slack is not None:
+                set_timer_slack(old_slack)
             return None
-    if slack_ns is not None and not set_timer_slack(slack_ns):
-        return None
     slack_now = get_timer_slack()
     period = 1.0 / rate_hz
     n_total = int(seconds * rate_hz)

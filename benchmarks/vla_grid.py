@@ -143,9 +143,13 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
     a = ap.parse_args()
     out = Path(a.out)
-    results = open_resumable(out, {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
-                                   "episodes": a.episodes, "seed": a.seed,
-                                   "noise_temperature": a.noise_temperature, "shard": a.shard})
+    identity = {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
+                "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "shard": a.shard}
+    if a.sim != "mujoco":  # PyBullet's default physics step changed (2 ms -> 1/300 s): runs never mix
+        from sim.env import EnvConfig
+
+        identity["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
+    results = open_resumable(out, identity)
     results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
                     "command": " ".join(["python", *sys.argv]), "machine": machine_info()})
     results.setdefault("cells", {})

@@ -52,7 +52,9 @@ class LoopConfig:
     timer_slack_ns: int = cfg(
         1, "real clock only, Linux: timer slack of the loop thread from start() to close(), in ns "
         "(how late the kernel may fire its sleeps; Linux gives normal threads 50,000 ns, real-time "
-        "ones 0); 0 = leave as is", range=(0, 10_000_000),
+        "ones 0); threads the loop thread starts meanwhile inherit it; close() restores it on the thread "
+        "that calls it (start() and close() on the loop thread, as for cpus); 0 = leave as is",
+        range=(0, 10_000_000),
     )
     cpus: str = cfg("", "real clock only: CPUs the loop thread runs on from start() to close(), "
                     "e.g. '0' (empty = leave as is); pair with inference.process_cpus on the others")

@@ -103,8 +103,9 @@ def record(args: argparse.Namespace) -> int:
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
-        "task": args.task, "sim": args.sim, "env_config": asdict(u.cfg),
-        "control_rate_hz": u.cfg.control_rate_hz, "physics_step_s": u.cfg.physics_step_s, "action_layout": list(ACTION_LAYOUT),
+        # the physics step resolved (0 = "the engine's default" would hide a change of that default)
+        "task": args.task, "sim": args.sim, "env_config": {**asdict(u.cfg), "physics_dt_s": u.cfg.physics_step_s},
+        "control_rate_hz": u.cfg.control_rate_hz, "action_layout": list(ACTION_LAYOUT),
         "proprio_layout": list(PROPRIO_LAYOUT), "phases": list(PHASES),
         "action_noise_m": args.action_noise,
         "expert_approach_offset_m": args.approach_offset,
@@ -194,9 +195,11 @@ def _check_resume(out: str, meta: dict) -> None:
                                  meta.get(key, RESUME_DEFAULTS.get(key)))
         if diff is not None:
             name, was, now = diff
+            how = ("this build's physics step for the engine differs (docs/sim.md, Rates); record into "
+                   "a new --out directory") if name == "env_config.physics_dt_s" else \
+                "resume with the flags it was recorded with or record into a new --out directory"
             raise EdgeError(f"--out {out}: the existing dataset has {name}={was!r}, this recording has "
-                            f"{name}={now!r}; resume with the flags it was recorded with or record "
-                            "into a new --out directory")
+                            f"{name}={now!r}; {how}")
 
 
 def _dagger_policy(args: argparse.Namespace):

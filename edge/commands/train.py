@@ -259,14 +259,14 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
     try:  # before anything is collected or written
-        slot_pretrain._config_from_args(args.preset, args.set)
+        config = slot_pretrain._config_from_args(args.preset, args.set)
     except ValueError as err:
         raise EdgeError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
     for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len"):
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
-    size = "32" if args.preset == "tiny" else "64"
+    size = str(config.image_size)  # the frames the encoder will read (a --set image_size too)
     for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
                           ("data_eval.npz", args.eval_frames, args.data_seed + 1)):
         if not (out / name).is_file():

@@ -288,6 +288,14 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                        image_size=side, wrist_camera="wrist" in cams,
                        # the loop reads the cameras once per query, not every tick: render then
                        **{"lazy_images": cfg_.scene.lazy_images, **dict(getattr(policy.spec, "env", None) or {})})
+    physics_step_s = env.unwrapped.cfg.physics_step_s
+    if resumed is not None:  # runs written before the step was recorded all ran at 2 ms
+        old_step = resumed[0].get("physics_step_s", 0.002)
+        if abs(old_step - physics_step_s) > 1e-12:
+            env.close()
+            raise EdgeError(f"--resume: {out_dir} was run with a {old_step * 1e3:g} ms physics step, this "
+                            f"build steps {cfg_.scene.sim} at {physics_step_s * 1e3:g} ms (docs/sim.md, Rates); "
+                            "episodes of the two would mix: choose another --out")
     # A policy that acts from privileged simulator state (the scripted expert) gets the env it will
     # act in, once, before the loop is wired; per episode it re-reads it after its reset() (the env
     # is reset first, with the episode's seed: env.episode_seed)
@@ -311,6 +319,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         from edge.telemetry import machine_info
 
         meta = {"session": cfg_.short(), "config": to_dict(cfg_), "period_s": 1.0 / robot.control_rate_hz,
+                "physics_step_s": physics_step_s,
                 "policy": _policy_meta(policy, cfg_), "scheduler": _scheduler_meta(scheduler, cfg_)}
         if resumed is not None:
             old, first_episode = resumed

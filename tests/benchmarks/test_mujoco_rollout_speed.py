@@ -24,3 +24,9 @@ def test_bad_arguments_exit_2():
     with pytest.raises(SystemExit) as e:
         bench.main(["--envs", "0"])
     assert e.value.code == 2
+
+
+def test_more_threads_than_envs_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--envs", "1", "--threads", "2"])
+    assert e.value.code == 2 and "--threads 2" in capsys.readouterr().err

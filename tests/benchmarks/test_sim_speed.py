@@ -73,3 +73,9 @@ def test_each_measured_variant_gets_its_ratio():
     r = sim_speed.summarise(rounds, {"panda-gym": None})["ratios"]
     assert r["pybullet_no_render_over_panda-gym"]["median"] == 1.2
     assert r["pybullet:0.002_no_render_over_panda-gym"]["median"] == 0.8
+
+
+@pytest.mark.parametrize("spec", ["pybullet:nan", "pybullet:inf", "pybullet:0.01", "pybullet:0.003"])
+def test_a_physics_step_the_env_refuses_names_the_flag(spec):
+    with pytest.raises(SystemExit, match="--sims"):
+        sim_speed.parse_sim(spec)

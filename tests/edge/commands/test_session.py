@@ -100,6 +100,23 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
     assert "image_size=16" in capsys.readouterr().err
 
 
+def test_a_run_from_another_physics_step_does_not_resume(tmp_path, capsys):
+    """PyBullet's default step changed (2 ms -> 1/300 s); a run directory records its step, and one
+    written before it was recorded counts as 2 ms."""
+    out = tmp_path / "r"
+    argv = ["run", "--policy", "expert", "--sim", "pybullet", "--episodes", "1", "--image-size", "16",
+            "--set", "max_steps=5", "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["physics_step_s"] == pytest.approx(1 / 300)
+    del meta["physics_step_s"]  # as written before the step was recorded: 2 ms
+    (out / "meta.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main([*argv[:6], "2", *argv[7:], "--resume"]) == 2
+    assert "2 ms physics step" in capsys.readouterr().err
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--execute", "8"], "--execute 8"),
     (["--num-steps", "10"], "--num-steps 10"),
