@@ -25,7 +25,6 @@ Axes (one case per combination):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import multiprocessing as mp
 import os
@@ -37,36 +36,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edge.clock import set_thread_timer_slack
+from edge.clock import thread_timer_slack as get_timer_slack
 from edge.telemetry import machine_info
-
-PR_SET_TIMERSLACK = 29
-PR_GET_TIMERSLACK = 30
 
 
 def set_timer_slack(ns: int) -> bool:
-    """The calling thread's timer slack; False where prctl is not available."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def get_timer_slack() -> int | None:
-    """The calling thread's timer slack in ns (``prctl(PR_GET_TIMERSLACK)``); None if unknown."""
-    try:
-        v = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        return None
-    return None if v < 0 else int(v)
+    """Set the calling thread's timer slack; False where it cannot be set."""
+    return set_thread_timer_slack(ns) is not None
 
 
 def load_main(stop, hidden: int, K: int, H: int) -> None:
     """The inference load: the loop_timing MLP denoiser, K steps per query, back to back."""
+    import torch
+
     from benchmarks.loop_timing import MLPDenoiser
     from edge.inference_process import deprioritise
-
-    import torch
 
     deprioritise(5)
     torch.set_num_threads(1)

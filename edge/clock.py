@@ -72,20 +72,31 @@ def pin_current_thread(cpus: frozenset[int]) -> frozenset[int] | None:
 _PR_SET_TIMERSLACK, _PR_GET_TIMERSLACK = 29, 30
 
 
-def set_thread_timer_slack(ns: int) -> int | None:
-    """Linux: set the calling thread's timer slack (how late the kernel may fire its sleeps, to
-    batch wake-ups; 50,000 ns by default for normal threads, 0 for real-time ones) and return the
-    previous value to restore, or None where it cannot be read or set (other OSes)."""
+def thread_timer_slack() -> int | None:
+    """Linux: the calling thread's timer slack in ns (how late the kernel may fire its sleeps, to
+    batch wake-ups; 50,000 ns by default for normal threads, 0 for real-time ones); None where it
+    cannot be read (other OSes)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        old = libc.prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0)
-        if old < 0 or libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0) != 0:
+        v = ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        return None
+    return None if v < 0 else int(v)
+
+
+def set_thread_timer_slack(ns: int) -> int | None:
+    """Linux: set the calling thread's timer slack (see :func:`thread_timer_slack`) and return the
+    previous value to restore, or None where it cannot be read or set (other OSes)."""
+    old = thread_timer_slack()
+    if old is None:
+        return None
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0) != 0:
             return None
     except (OSError, AttributeError):
         return None
-    return int(old)
+    return old
 
 
 #: the model whose work the ``device`` latency model counts when no checkpoint is named
