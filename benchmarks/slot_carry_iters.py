@@ -30,7 +30,11 @@ def load_any(path: str):
     """(model, description) from a shipped encoder directory or a training-state file."""
     import torch
 
-    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, load_encoder
+    from world_models.slot_encoder import (
+        SlotAutoencoder,
+        SlotEncoderConfig,
+        load_encoder,
+    )
 
     p = Path(path)
     if p.is_file() and p.suffix == ".pt":
