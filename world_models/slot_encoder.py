@@ -327,8 +327,9 @@ def git_revision() -> str | None:
 
 
 def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = "", seed: int | None = None,
-                 data_hash: str | None = None, metrics: dict | None = None) -> Path:
-    """Write ``encoder.pt`` and ``manifest.json`` into ``out_dir``; returns the manifest path."""
+                 data_hash: str | None = None, metrics: dict | None = None, extra: dict | None = None) -> Path:
+    """Write ``encoder.pt`` and ``manifest.json`` into ``out_dir``; returns the manifest path.
+    ``extra``: more provenance keys (e.g. ``init_from``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = dataclasses.asdict(model.cfg)
@@ -337,7 +338,7 @@ def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = 
     torch.save({"config": config, "state_dict": state}, weights)
     manifest = {"file": weights.name, "sha256": sha256_file(weights), "config": config, "command": command,
                 "seed": seed, "data_hash": data_hash, "metrics": metrics or {}, "git_revision": git_revision(),
-                "torch": torch.__version__}
+                "torch": torch.__version__, **(extra or {})}
     path = out / "manifest.json"
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return path

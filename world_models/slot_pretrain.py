@@ -189,6 +189,38 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
     return int(state["step"])
 
 
+def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
+    """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
+    ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
+    the tracking rounds (``carry_iters``) may differ. Returns (state_dict, provenance)."""
+    import torch
+
+    from world_models.slot_encoder import sha256_file
+
+    src = Path(path)
+    if src.is_dir():
+        src = src / "train_state.pt" if (src / "train_state.pt").is_file() else src / "manifest.json"
+    if not src.is_file():
+        raise ValueError(f"--init-from {str(path)!r}: no train_state.pt or manifest.json there")
+    if src.suffix == ".json":
+        from world_models.slot_encoder import load_encoder
+
+        model, manifest = load_encoder(src)  # verifies the weights' sha256
+        weights, cfg = model.state_dict(), {k: v for k, v in manifest["config"].items()}
+        info = {"path": str(path), "sha256": manifest["sha256"], "step": manifest.get("metrics", {}).get("step")}
+    else:
+        state = torch.load(src, map_location="cpu", weights_only=True)
+        if "model" not in state or "settings" not in state:
+            raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder train_state.pt")
+        weights, cfg = state["model"], json.loads(state["settings"]).get("config", {})
+        info = {"path": str(path), "sha256": sha256_file(src), "step": int(state["step"])}
+    want = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("device", "carry_iters")}
+    diff = {k: (cfg.get(k), v) for k, v in want.items() if k in cfg and cfg.get(k) != v}
+    if diff:
+        raise ValueError(f"--init-from {str(path)!r} has another architecture (there, here): {diff}")
+    return weights, info
+
+
 def evaluate(model, arrays: dict[str, np.ndarray], max_episodes: int = 32) -> dict[str, float]:
     """Temporal rollout over held-out episodes (the most common length): FG-ARI, identity rate, MSE."""
     import torch
@@ -236,13 +268,17 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
                        half_life_steps: int = 4000, grad_clip: float = 1.0, seq_len: int = 1,
                        ckpt_every: int = 250, eval_every: int = 2000, log_every: int = 25,
                        eval_episodes: int = 32, command: str | None = None,
-                       log: Callable[[str], None] = print) -> dict[str, Any]:
+                       init_from: str | Path | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train (or continue training) a slot autoencoder; returns the final metrics.
 
     ``seq_len`` > 1 trains on windows of consecutive frames as the tracker sees them: the first
     encoded like a reset frame (twice), each next one from the previous frame's slots (gradients flow
     through the chain), the losses averaged. Without it the encoder only ever sees ``iters`` rounds
     from the learned init, and slots propagated over a long episode can drift.
+
+    ``init_from`` starts a new run from another run's weights (fine-tuning, e.g. with fewer tracking
+    rounds); the optimiser and the learning-rate schedule start afresh. It is part of the run's
+    identity and is recorded in the manifest.
     """
     import torch
 
@@ -270,13 +306,21 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     settings = {"config": arch, "data_hash": meta["data_hash"], "batch_size": batch_size,
                 "lr": lr, "warmup_steps": warmup_steps, "half_life_steps": half_life_steps,
                 "grad_clip": grad_clip, "seq_len": seq_len, "seed": seed}
+    init_info = None
+    if init_from is not None:
+        init_weights, init_info = load_init_weights(init_from, config)
+        settings["init_from_sha256"] = init_info["sha256"]
     state_path, log_path = out / "train_state.pt", out / "log.jsonl"
     step = 0
     if resume and state_path.is_file():
         step = _load_train_state(state_path, settings, model, opt, rng)
         log(f"resumed from {state_path} at step {step}")
-    elif log_path.exists():
-        log_path.unlink()
+    else:
+        if log_path.exists():
+            log_path.unlink()
+        if init_info is not None:
+            model.load_state_dict(init_weights)
+            log(f"initialised from {init_info['path']} (step {init_info['step']})")
 
     def record(entry: dict) -> None:
         with open(log_path, "a") as f:
@@ -319,7 +363,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     metrics = {"step": step, **metrics}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     command = command if command is not None else shlex.join([sys.executable, *sys.argv])
-    save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics)
+    save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics,
+                 extra=None if init_info is None else {"init_from": init_info})
     return metrics
 
 
@@ -366,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--ckpt-every", type=int, default=250)
     t.add_argument("--eval-every", type=int, default=2000)
     t.add_argument("--no-resume", action="store_true", help="start over even if a train_state.pt exists")
+    t.add_argument("--init-from", default=None, metavar="PATH",
+                   help="start from another run's weights (run directory, train_state.pt or manifest.json)")
     t.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads; more than 1 helps only when that many cores are otherwise idle")
     args = parser.parse_args(argv)
@@ -391,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics = train_slot_encoder(config, args.data, args.out, args.steps, args.batch_size, args.lr, args.seed,
                                      not args.no_resume, eval_data_path=args.eval_data,
                                      warmup_steps=args.warmup_steps, half_life_steps=args.half_life_steps,
-                                     seq_len=args.seq_len, ckpt_every=args.ckpt_every, eval_every=args.eval_every)
+                                     seq_len=args.seq_len, ckpt_every=args.ckpt_every, eval_every=args.eval_every,
+                                     init_from=args.init_from)
         print(json.dumps(metrics))
         return 0
     except (ValueError, FileNotFoundError) as e:

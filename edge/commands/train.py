@@ -107,7 +107,8 @@ def register(subparsers) -> None:
                        "Slot Attention encoder the world models freeze (resumable)", """
   edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
-  edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round""")
+  edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round
+  edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
     se.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
@@ -121,6 +122,12 @@ def register(subparsers) -> None:
     se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
     se.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override an encoder setting (repeatable; default: none), e.g. --set carry_iters=1")
+    se.add_argument("--lr", type=float, default=4e-4, help="peak learning rate")
+    se.add_argument("--warmup-steps", type=int, default=500, help="linear learning-rate warmup")
+    se.add_argument("--eval-every", type=int, default=2000, help="held-out FG-ARI / identity every N steps")
+    se.add_argument("--init-from", default=None, metavar="PATH",
+                    help="start from another encoder run's weights (its directory, train_state.pt or "
+                    "manifest.json; same architecture, tracking rounds may differ); default: random init")
     se.set_defaults(func=_train_slot_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -263,7 +270,12 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise EdgeError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
-    for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len"):
+    if args.init_from is not None:
+        try:
+            slot_pretrain.load_init_weights(args.init_from, config)
+        except (ValueError, FileNotFoundError) as err:
+            raise EdgeError(str(err)) from None
+    for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len", "warmup_steps", "eval_every"):
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
     size = str(config.image_size)  # the frames the encoder will read (a --set image_size too)
@@ -277,4 +289,7 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     return slot_pretrain.main(["train", "--data", str(out / "data_train.npz"), "--eval-data", str(out / "data_eval.npz"),
                                "--out", str(out), "--steps", str(args.steps), "--preset", args.preset,
                                "--seed", str(args.seed), "--batch-size", str(args.batch_size),
-                               "--seq-len", str(args.seq_len), *(f"--set={kv}" for kv in args.set)])
+                               "--seq-len", str(args.seq_len), "--lr", str(args.lr),
+                               "--warmup-steps", str(args.warmup_steps), "--eval-every", str(args.eval_every),
+                               *(("--init-from", args.init_from) if args.init_from else ()),
+                               *(f"--set={kv}" for kv in args.set)])

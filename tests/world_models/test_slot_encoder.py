@@ -245,6 +245,40 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     assert m6["step"] == 6
 
 
+def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(tmp_path):
+    from world_models.slot_pretrain import load_init_weights
+
+    tiny_dataset(tmp_path / "train.npz")
+    kw = {"warmup_steps": 2, "log_every": 1, "log": lambda s: None}
+    src = tmp_path / "src"
+    train_slot_encoder(CFG, tmp_path / "train.npz", src, 2, batch_size=4, seed=0, **kw)
+    track = SlotEncoderConfig.tiny(carry_iters=1)  # the tracking rounds may differ from the source's
+    for source in (src, src / "train_state.pt", src / "manifest.json"):
+        weights, info = load_init_weights(source, track)
+        assert info["step"] == 2
+        ref = torch.load(src / "train_state.pt", weights_only=True)["model"]
+        assert all(torch.equal(weights[k], ref[k]) for k in ref)
+    # lr 1e-12: one step leaves the weights where they started, so the run began at the source's
+    ft = tmp_path / "ft"
+    train_slot_encoder(track, tmp_path / "train.npz", ft, 1, batch_size=4, seed=1, lr=1e-12, init_from=src, **kw)
+    got = torch.load(ft / "train_state.pt", weights_only=True)["model"]
+    assert all(torch.allclose(got[k], ref[k], atol=1e-6) for k in ref)
+    fresh = torch.load(src / "train_state.pt", weights_only=True)  # differs from a random init
+    assert any(not torch.equal(fresh["model"][k], SlotAutoencoder(track).state_dict()[k].cpu()) for k in ref)
+    manifest = json.loads((ft / "manifest.json").read_text())
+    assert manifest["init_from"]["step"] == 2 and manifest["config"]["carry_iters"] == 1
+    # resuming needs the same source; another architecture is refused by name
+    other = tmp_path / "other"
+    train_slot_encoder(CFG, tmp_path / "train.npz", other, 1, batch_size=4, seed=5, **kw)
+    with pytest.raises(ValueError, match="other settings"):
+        train_slot_encoder(track, tmp_path / "train.npz", ft, 2, batch_size=4, seed=1, lr=1e-12, init_from=other,
+                           **kw)
+    with pytest.raises(ValueError, match="another architecture.*slot_dim"):
+        load_init_weights(src, SlotEncoderConfig.tiny(slot_dim=CFG.slot_dim * 2))
+    with pytest.raises(ValueError, match="--init-from.*no train_state.pt or manifest.json"):
+        load_init_weights(tmp_path / "nowhere", CFG)
+
+
 def test_train_on_windows_with_temporal_init(tmp_path):
     tiny_dataset(tmp_path / "train.npz")
     metrics = train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "enc", 2, batch_size=2, seq_len=3,
