@@ -165,6 +165,8 @@ class LoopSettings:
     record_ticks: bool = cfg(True, "write one telemetry line per tick")
     cpus: str = cfg("", "real clock: CPUs the control-loop thread runs on, e.g. '0' or '0,2' (empty = "
                     "leave as is); with worker.cpus on the others, inference never shares the loop's core")
+    timer_slack_ns: int = cfg(1, "real clock, Linux: how late the kernel may fire the loop thread's sleeps, in ns "
+                              "(Linux gives normal threads 50,000; 0 = leave as is)", range=(0, 10_000_000))
 
     def __post_init__(self) -> None:
         check_fields(self)

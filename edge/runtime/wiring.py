@@ -28,5 +28,6 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
                                           process_cpus=w.cpus),
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg.loop.execution,
-                                  record_ticks=cfg.loop.record_ticks and recorder is not None, cpus=cfg.loop.cpus),
+                                  record_ticks=cfg.loop.record_ticks and recorder is not None, cpus=cfg.loop.cpus,
+                                  timer_slack_ns=cfg.loop.timer_slack_ns),
                        clock, driver, observer, worker, SafetySupervisor(robot, cfg.safety), cfg.queue, recorder)

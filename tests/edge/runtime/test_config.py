@@ -118,3 +118,18 @@ def test_options_sections_pass_through_for_plugins():
     c = apply_settings(RuntimeConfig(), [("scheduler.options", {"gain": 2, "mode": {"a": 1}})])
     assert c.scheduler.options == {"gain": 2, "mode": {"a": 1}}
     assert dataclasses.asdict(c)["scheduler"]["options"]["mode"] == {"a": 1}
+
+
+def test_loop_os_settings_reach_the_control_loop():
+    """loop.timer_slack_ns and loop.cpus of the runtime config are the ControlLoop's."""
+    from edge.clock import VirtualClock
+    from edge.runtime.wiring import wire_loop
+    from tests.fakes import FakeDriver, FakeObserver, joint_spec, ramp_for
+
+    cfg = RuntimeConfig.of(**{"loop.timer_slack_ns": 50_000})
+    spec, clock = joint_spec(), VirtualClock()
+    loop = wire_loop(spec, clock, FakeDriver(clock, spec), FakeObserver(), ramp_for(spec), None, None, cfg)
+    assert loop.config.timer_slack_ns == 50_000 and loop.config.cpus == ""
+    assert RuntimeConfig().loop.timer_slack_ns == 1
+    with pytest.raises(ConfigError, match="timer_slack_ns"):
+        RuntimeConfig.of(**{"loop.timer_slack_ns": -1})
