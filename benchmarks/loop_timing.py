@@ -178,6 +178,7 @@ def set_scheduling(kind: str, priority: int) -> bool:
 def run_case(
     rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
     spin_s: float = 0.0, slack_work: bool = True, affinity: str = "none", timer_slack_ns: int | None = None,
+    slack_margin_s: float | None = None,
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
@@ -194,13 +195,16 @@ def run_case(
     worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode, process_cpus=worker_cpus),
                              policy_factory=factory)
     run_dir = out_dir / (f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}_{affinity}_{spin_s}"
-                         f"_{timer_slack_ns}")
+                         f"_{timer_slack_ns}_{slack_margin_s}")
     if timer_slack_ns is None:
         timer_slack_ns = LoopConfig().timer_slack_ns
+    if slack_margin_s is None:
+        slack_margin_s = LoopConfig().slack_margin_s
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
         LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
-                   slack_work=slack_work, cpus=str(cpus[0]) if split else "", timer_slack_ns=timer_slack_ns),
+                   slack_work=slack_work, cpus=str(cpus[0]) if split else "", timer_slack_ns=timer_slack_ns,
+                   slack_margin_s=slack_margin_s),
         clock,
         arm,
         cam,
@@ -299,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timer-slack-ns", type=int, nargs="+", default=[LoopConfig().timer_slack_ns],
                     help="loop.timer_slack_ns: the loop thread's timer slack (0 = the OS default, "
                          "50,000 ns for normal threads); one case per value (default: the config's)")
+    ap.add_argument("--slack-margin-ms", type=float, nargs="+", default=[LoopConfig().slack_margin_s * 1e3],
+                    help="loop.slack_margin_s in ms: no merging in the slack later than this before a deadline "
+                         "(capped at half the period); one case per value (default: the config's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch
@@ -311,21 +318,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                cases = [(e, w == "on", sp, af, ts) for e in args.executions for w in args.slack_work
+                cases = [(e, w == "on", sp, af, ts, mg) for e in args.executions for w in args.slack_work
                          for sp in args.spin_us for af in args.affinity for ts in args.timer_slack_ns
+                         for mg in args.slack_margin_ms
                          if e != "sync" or w == args.slack_work[0]]  # sync has no slack work
-                for execution, slack, spin_us, aff, tslack in cases:
+                for execution, slack, spin_us, aff, tslack, margin_ms in cases:
                     r = run_case(
                         rate, execution, max(args.seconds, 200.0 / rate), args.warmup, args.hidden, args.steps,
                         Path(tmp) / sched, spin_s=spin_us * 1e-6, slack_work=slack, affinity=aff,
-                        timer_slack_ns=tslack,
+                        timer_slack_ns=tslack, slack_margin_s=margin_ms * 1e-3,
                     )
                     r["sched"], r["slack_work"] = sched, slack and execution != "sync"
                     r["spin_us"], r["affinity"], r["timer_slack_ns"] = spin_us, aff, tslack
+                    r["slack_margin_ms"] = margin_ms
                     results.append(r)
                     print(
                         f"{sched:7s} {rate:5.0f} Hz {execution:7s} slack {'on ' if r['slack_work'] else 'off'} "
-                        f"spin {spin_us:4.0f} us aff {aff:5s} tslack {tslack:5d} ns"
+                        f"spin {spin_us:4.0f} us aff {aff:5s} tslack {tslack:5d} ns margin {margin_ms:.2f} ms"
                         f" overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
                         f"command p99 {r['command_latency_p99_ms']:.3f} ms  busy p99 "

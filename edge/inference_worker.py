@@ -34,6 +34,7 @@ Failures are never swallowed: an exception in the policy or scheduler is re-rais
 from __future__ import annotations
 
 import dataclasses
+import select
 import sys
 import threading
 import time
@@ -209,13 +210,22 @@ class InferenceWorker:
             return False
         if self.mode == "process":
             self.flush()
-            if self._result is None and self._error is None and self._conn.poll(max(timeout_s, 0.0)):
+            if self._result is None and self._error is None and self._readable(timeout_s):
                 self._drain_process()
             return self._result is not None or self._error is not None
         with self._lock:
             return self._done.wait_for(
                 lambda: self._result is not None or self._error is not None or not self._inflight,
                 timeout=max(timeout_s, 0.0)) and self._inflight
+
+    def _readable(self, timeout_s: float) -> bool:
+        """Whether the answer pipe has data within ``timeout_s``. ``select`` takes the timeout in
+        microseconds; ``Connection.poll`` rounds it up to whole milliseconds, which at 1 kHz is a
+        whole period."""
+        try:
+            return bool(select.select([self._conn], [], [], max(timeout_s, 0.0))[0])
+        except (OSError, ValueError):  # closed under us: poll() reports it
+            return True
 
     def poll(self, now_s: float) -> QueryResult | None:
         """The finished query if it is ready at ``now_s``; raises InferenceError if it failed."""

@@ -361,6 +361,14 @@ def test_wait_ready_wakes_on_the_answer_and_process_queries_go_out_on_flush():
         p.submit(request(clock.now(), qid=3, epoch=p.epoch))
         p.flush()
         assert p.wait_ready(10.0) and p.poll(clock.now()).request.query_id == 3
+        # a sub-millisecond wait on the pipe keeps its length (Connection.poll would round it up to
+        # 1 ms: a whole period at 1 kHz); min of 5, as a loaded machine can only make it later
+        waits = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            assert not p._readable(0.0002)
+            waits.append(time.perf_counter() - t0)
+        assert 0.0002 <= min(waits) < 0.0009
     finally:
         p.close()
 
