@@ -325,12 +325,6 @@ class ControlLoop:
         self.busy_s.append(time.perf_counter() - p0)
         return rec
 
-    @property
-    def slack_margin_s(self) -> float:
-        """How close to a deadline a chunk may still be merged in the slack: ``slack_margin_s``,
-        at most half a period (at 1 kHz the default 1 ms would leave no slack at all)."""
-        return min(self.config.slack_margin_s, 0.5 * self.period_s)
-
     def _merge_in_slack(self, deadline: float) -> None:
         """Wait for the query in flight until ``slack_margin_s`` before ``deadline``; if its chunk
         arrives, merge it now for the coming slot ``self.n`` (exactly what that tick would do
@@ -340,7 +334,7 @@ class ControlLoop:
         with self._estop_lock:
             if self._estop_reason is not None:
                 return  # the tick latches it and discards every plan first
-        margin = self.slack_margin_s
+        margin = self.config.slack_margin_s
         if not self.worker.wait_ready(deadline - margin - self.clock.now()):
             return
         now = self.clock.now()

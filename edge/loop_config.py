@@ -46,8 +46,8 @@ class LoopConfig:
         "merge tick cost 0.45-0.7 ms, a process submit 0.3-0.4 ms, on a cold cache)",
     )
     slack_margin_s: float = cfg(
-        0.001, "slack_work: no merging later than this before the next deadline, capped at half the "
-        "period (a chunk arriving then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
+        0.001, "slack_work: no merging later than this before the next deadline (a chunk arriving "
+        "then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
     )
     timer_slack_ns: int = cfg(
         1, "real clock only, Linux: timer slack of the loop thread from start() to close(), in ns "

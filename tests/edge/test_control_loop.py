@@ -1,7 +1,6 @@
 """Loop behaviour on the virtual clock: rate, overruns, hand-off, stale drop, seams, watchdog, e-stop."""
 
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -399,10 +398,6 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
         # merged for the coming tick, at least slack_margin_s before its deadline
         for q in in_slack:
             assert q["t_merged_s"] <= loop.t0_s + q["merge_slot"] * loop.period_s - loop.config.slack_margin_s
-        assert loop.slack_margin_s == loop.config.slack_margin_s == 0.001
-        # at 1 kHz the margin is capped at half the period, or nothing would ever merge in the slack
-        fast = SimpleNamespace(config=LoopConfig(rate_hz=1000.0), period_s=0.001)
-        assert ControlLoop.slack_margin_s.fget(fast) == 0.0005
     # either way every action runs at its planned time (the ramp is a function of time) and the
     # queue never runs dry once the first chunk is in
     slope = float(np.abs(policy.slope).max())
