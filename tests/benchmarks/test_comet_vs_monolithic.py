@@ -123,3 +123,19 @@ def test_a_stopped_benchmark_stops_its_training_runs(tmp_path, monkeypatch):
         signal.signal(signal.SIGTERM, old)
     assert len(started) == 2 and len(procs) == 2
     assert all(p.poll() is not None for p in procs)  # terminated, not orphaned
+
+
+def test_ratio_bootstrap_known_answers():
+    rng = np.random.default_rng(0)
+    x = np.array([0, 100, 200, 300])
+    mono = (x, np.array([[0.0, 0.1, 0.3, 0.5], [0.0, 0.1, 0.3, 0.5]]))
+    fast = cvm.ratio_bootstrap((x, np.array([[0.0, 0.4, 0.5, 0.6]] * 2)), mono, rng, n=50)
+    assert fast["p2.5_50_97.5"] == [100 / 300] * 3 and fast["share_le_1_3"] == 1.0 and fast["share_le_1_4"] == 0.0
+    never = cvm.ratio_bootstrap((x, np.zeros((2, 4))), mono, rng, n=50)
+    assert never["p2.5_50_97.5"] == [None] * 3 and never["share_le_1_3"] == 0.0
+    # one seed fast, one never: the resamples split
+    mixed = cvm.ratio_bootstrap((x, np.array([[0.0, 0.9, 0.9, 0.9], [0.0] * 4])), mono, rng, n=400)
+    assert 0.5 < mixed["share_le_1_3"] < 1.0  # both-fast and one-each resamples reach 0.45 by step 100
+    # a monolithic model at its level from step 0 leaves no ratio
+    flat = cvm.ratio_bootstrap((x, np.ones((2, 4))), (x, np.full((2, 4), 0.5)), rng, n=10)
+    assert flat == {"resamples": 10, "undefined": 10}
