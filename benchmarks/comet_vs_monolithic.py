@@ -69,6 +69,8 @@ def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: P
         cmd += ["--kind", "pixels", "--obs", "pixels"]
     else:
         cmd += ["--kind", method, "--obs", "slots", "--encoder", args.encoder]
+        if getattr(args, "encoder_carry_iters", 0):
+            cmd += ["--set", f"encoder_carry_iters={args.encoder_carry_iters}"]
     for s in args.set:
         cmd += ["--set", s]
     if (out / "train_state.pt").is_file():
@@ -193,7 +195,7 @@ def diagnostics(out: Path) -> dict:
     from world_models.train import load_encoder
 
     cfg, model, _ = load_world_model(out)
-    enc = load_encoder(cfg.encoder) if cfg.obs == "slots" else None
+    enc = load_encoder(cfg.encoder, cfg.encoder_carry_iters) if cfg.obs == "slots" else None
     ro = dg._rollouts(cfg, model, enc, 6, 950_000_000)
     return {"prediction_error": dg.prediction_error(cfg, model, enc, rollouts=ro),
             "relevance": dg.relevance_by_entity(cfg, model, enc, rollouts=ro)}
@@ -293,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-episodes", type=int, default=32)
     ap.add_argument("--simulations", type=int, default=16, help="MCTS simulations per decision")
     ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3", help="the frozen slot encoder")
+    ap.add_argument("--encoder-carry-iters", type=int, default=0,
+                    help="slot methods: the encoder's tracking rounds per carried frame (0 = its own)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra settings for every run")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
     ap.add_argument("--runs", default="runs/wm_bench", help="where the training runs live (resumable)")

@@ -88,7 +88,7 @@ class WorldModelPolicy:
             enc_path = Path(cfg.encoder)
             if not enc_path.is_absolute() and not enc_path.exists():
                 enc_path = Path(path).parent / enc_path.name
-            enc = load_encoder(enc_path)
+            enc = load_encoder(enc_path, cfg.encoder_carry_iters)
         self.cfg, self.model, self.manifest = cfg, model, manifest
         pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner
         self.planner = Planner(model, pcfg)

@@ -52,6 +52,7 @@ class RunConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     obs: str = "oracle"  # oracle | slots | pixels (pixels iff model.kind == "pixels")
     encoder: str = ""  # slots: directory of a frozen slot encoder
+    encoder_carry_iters: int = 0  # slots: the encoder's tracking rounds per carried frame (0 = its own)
     env_steps: int = 20_000
     n_envs: int = 8
     replay_ratio: float = 0.25  # learner updates per environment step
@@ -76,7 +77,7 @@ class RunConfig:
                              "needs obs=pixels and obs=pixels needs kind=pixels")
         if self.obs == "slots" and not self.encoder:
             raise ConfigError("obs='slots' needs --encoder DIR (a frozen slot encoder)")
-        for key, (lo, hi) in {"env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
+        for key, (lo, hi) in {"encoder_carry_iters": (0, 10), "env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
                               "eval_episodes": (1, 10**5), "checkpoint_every": (1, 10**8),
                               "replay_ratio": (0.0, 64.0), "threads": (1, 256)}.items():
             v = getattr(self, key)
@@ -100,10 +101,11 @@ def to_dict(cfg: RunConfig) -> dict:
     return asdict(cfg)
 
 
-def load_encoder(path: str):
+def load_encoder(path: str, carry_iters: int = 0):
+    """The frozen encoder; ``carry_iters`` > 0 overrides its tracking rounds (an inference setting)."""
     from world_models.slot_encoder import load_encoder as _load
 
-    model, _manifest = _load(path)
+    model, _manifest = _load(path, carry_iters=carry_iters or None)
     return model
 
 
@@ -115,7 +117,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        enc = load_encoder(cfg.encoder) if cfg.obs == "slots" else None
+        enc = load_encoder(cfg.encoder, cfg.encoder_carry_iters) if cfg.obs == "slots" else None
         self.encoder = enc
         n_ent = cfg.env.n_entities
         mcfg = cfg.model

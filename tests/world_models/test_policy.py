@@ -63,3 +63,21 @@ def test_slot_diagnostics_assign_slots_to_entities(slot_world_model):
     assert all(x in (None, "robot", "target", "distractor") for o in owners for x in o)
     rel = dg.relevance_by_entity(cfg, model, enc, rollouts=ro)
     assert rel["goal"] is None  # the goal square is part of the table in the segmentation
+
+
+def test_encoder_tracking_rounds_reach_training_and_the_runtime(slot_world_model, tmp_path):
+    from world_models.policy import WorldModelPolicy
+
+    enc = str(slot_world_model.parent / "slots")
+    base = tiny()
+    cfg = tiny(obs="slots", encoder=enc, encoder_carry_iters=1, env_steps=8, eval_every=8, checkpoint_every=8,
+               model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
+    trainer = Trainer(cfg, tmp_path / "wm", progress=False)
+    assert trainer.encoder.cfg.tracking_iters == 1 and trainer.encoder.cfg.iters == 2  # tiny: 2 rounds
+    trainer.run()
+    policy = WorldModelPolicy(tmp_path / "wm")
+    assert policy.observer.encoder.cfg.tracking_iters == 1
+    assert Trainer(tiny(obs="slots", encoder=enc, model=cfg.model), tmp_path / "wm0",
+                   progress=False).encoder.cfg.tracking_iters == 2  # 0: the encoder's own
+    with pytest.raises(Exception, match="encoder_carry_iters=11"):
+        tiny(encoder_carry_iters=11)
