@@ -6,7 +6,7 @@ an episode's first frame (``iters``), on fresh held-out episodes of a uniform-ra
         runs/slots_long/train_state.pt --carry-iters 1 2 3 --seed 4242
 
 An encoder is a shipped directory (its manifest is verified) or a ``train_state.pt`` written by
-``edge train slot-encoder`` (a run in progress). The frames are collected fresh with ``--seed``;
+``edge train slot-encoder`` (a run in progress). The frames are collected fresh with each ``--seed``;
 pick one that no training run or earlier selection used. Writes
 ``benchmarks/results/slot_carry_iters.json`` (machine, command, versions).
 """
@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
 
 from edge.telemetry import machine_info
 
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--carry-iters", type=int, nargs="+", default=[1, 2, 3],
                     help="tracking rounds to measure (each 1..10)")
     ap.add_argument("--frames", type=int, default=1600, help="frames to collect (40 per episode)")
-    ap.add_argument("--seed", type=int, default=4242, help="seed of the held-out episodes")
+    ap.add_argument("--seed", type=int, nargs="+", default=[4242],
+                    help="seeds of the held-out episodes (one set of --frames each; pooled with bootstrap intervals "
+                         "over episodes)")
     ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
     args = ap.parse_args(argv)
@@ -69,29 +73,48 @@ def main(argv: list[str] | None = None) -> int:
     from world_models.slot_pretrain import collect_frames, evaluate, load_dataset
 
     torch.set_num_threads(1)
-    results = []
+    results, pooled, heldout = [], [], []
+    per_ep: dict[tuple[str, int], dict[str, list]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "heldout.npz"
-        meta = collect_frames(args.frames, args.seed, data, progress=False)
-        arrays, _ = load_dataset(data)
-        for enc in args.encoders:
-            model, desc = load_any(enc)
-            base = model.cfg
-            for c in args.carry_iters:
-                model.cfg = dataclasses.replace(base, carry_iters=c)
-                t = time.perf_counter()
-                with torch.no_grad():
-                    r = evaluate(model, arrays, max_episodes=args.episodes)
-                r.update(desc, carry_iters=c, iters=base.iters, eval_s=round(time.perf_counter() - t, 1))
-                results.append(r)
-                print(f"{enc} carry_iters {c}: FG-ARI attn {r['fg_ari_attn']:.3f} decoder {r['fg_ari_decoder']:.3f}"
-                      f"  identity attn {r['identity_rate_attn']:.3f} decoder {r['identity_rate_decoder']:.3f}",
-                      flush=True)
-            model.cfg = base
+        for seed in args.seed:
+            data = Path(tmp) / f"heldout_{seed}.npz"
+            meta = collect_frames(args.frames, seed, data, progress=False)
+            heldout.append({"seed": seed, "frames": args.frames, "data_hash": meta["data_hash"]})
+            arrays, _ = load_dataset(data)
+            for enc in args.encoders:
+                model, desc = load_any(enc)
+                base = model.cfg
+                for c in args.carry_iters:
+                    model.cfg = dataclasses.replace(base, carry_iters=c)
+                    t = time.perf_counter()
+                    with torch.no_grad():
+                        r = evaluate(model, arrays, max_episodes=args.episodes, per_episode=True)
+                    r.update(desc, carry_iters=c, iters=base.iters, seed=seed, eval_s=round(time.perf_counter() - t, 1))
+                    for k, v in r["per_episode"].items():
+                        per_ep.setdefault((enc, c), {}).setdefault(k, []).extend(v)
+                    results.append(r)
+                    print(f"seed {seed} {enc} carry_iters {c}: FG-ARI attn {r['fg_ari_attn']:.3f} decoder "
+                          f"{r['fg_ari_decoder']:.3f}  identity attn {r['identity_rate_attn']:.3f} decoder "
+                          f"{r['identity_rate_decoder']:.3f}", flush=True)
+                model.cfg = base
+    rng = np.random.default_rng(0)
+    for (enc, c), metrics in per_ep.items():
+        entry = {"encoder": enc, "carry_iters": c, "seeds": args.seed}
+        for k, v in metrics.items():
+            x = np.asarray(v, float)
+            x = x[np.isfinite(x)]
+            boots = rng.choice(x, size=(2000, len(x)), replace=True).mean(1)
+            entry[k] = {"mean": float(x.mean()), "ci95": [float(np.percentile(boots, 2.5)),
+                                                          float(np.percentile(boots, 97.5))], "episodes": len(x)}
+        pooled.append(entry)
+        print(f"pooled {enc} carry_iters {c}: " + "  ".join(
+            f"{k} {entry[k]['mean']:.3f} [{entry[k]['ci95'][0]:.3f}, {entry[k]['ci95'][1]:.3f}]"
+            for k in metrics), flush=True)
     out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-           "torch": torch.__version__, "heldout": {"seed": args.seed, "frames": args.frames,
-                                                    "data_hash": meta["data_hash"]},
-           "targets": {"fg_ari": 0.8, "identity_rate": 0.95}, "results": results}
+           "torch": torch.__version__, "heldout": heldout,
+           "targets": {"fg_ari": 0.8, "identity_rate": 0.95},
+           "pooled_note": "mean over episodes of all seeds, 95 % bootstrap interval over episodes",
+           "pooled": pooled, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")
