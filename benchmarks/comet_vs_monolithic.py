@@ -83,7 +83,26 @@ def finished(out: Path, env_steps: int) -> bool:
     return m.is_file() and json.loads(m.read_text()).get("env_steps", 0) >= env_steps
 
 
+def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
+    """Refuse (SystemExit naming the run) a saved run of a slot method made with another encoder or
+    other tracking rounds than asked for now: run directories are named by task, method and seed
+    only, so such a run would otherwise be skipped as finished and averaged into this report."""
+    m = out / "manifest.json"
+    if method in ("pixels", "oracle") or "@" in method or not m.is_file():
+        return
+    cfg = json.loads(m.read_text()).get("config", {})
+    saved = (Path(cfg.get("encoder", "")).resolve(), int(cfg.get("encoder_carry_iters", 0)))
+    now = (Path(args.encoder).resolve(), int(getattr(args, "encoder_carry_iters", 0)))
+    if saved != now:
+        raise SystemExit(f"error: {out} was trained with --encoder {cfg.get('encoder')} --encoder-carry-iters "
+                         f"{saved[1]}, not {args.encoder} / {now[1]}; use another --runs directory")
+
+
 def launch(args: argparse.Namespace) -> None:
+    for t in args.tasks:
+        for m in args.methods:
+            for s in args.seeds:
+                check_run_matches(run_dir(args, t, m, s), m, args)
     todo = [(t, m, s) for t in args.tasks for m in args.methods for s in args.seeds
             if not finished(run_dir(args, t, m, s), args.env_steps)]
     print(f"{len(todo)} runs to do, {args.jobs} at a time", file=sys.stderr)
@@ -209,6 +228,8 @@ def report(args: argparse.Namespace) -> dict:
         rt = {"random_policy_success": random_policy_score(task, args.eval_episodes), "methods": {}}
         mats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for m in args.methods:
+            for s in args.seeds:
+                check_run_matches(run_dir(args, task, m, s), m, args)
             curves = {s: read_curve(run_dir(args, task, m, s)) for s in args.seeds}
             curves = {s: c for s, c in curves.items() if c}
             if not curves:
@@ -304,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only aggregate the runs that exist")
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the final models' diagnostics")
     args = ap.parse_args(argv)
+    if not 0 <= args.encoder_carry_iters <= 10:
+        ap.error(f"--encoder-carry-iters {args.encoder_carry_iters}: must be in 0..10 (0 = the encoder's own)")
     if not args.report:
         if any(m not in ("oracle", "pixels") and "@" not in m for m in args.methods) and not Path(args.encoder).exists():
             ap.error(f"--encoder {args.encoder}: no slot encoder there (train one with `edge train slot-encoder`)")

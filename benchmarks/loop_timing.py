@@ -304,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="loop.timer_slack_ns: the loop thread's timer slack (0 = the OS default, "
                          "50,000 ns for normal threads); one case per value (default: the config's)")
     ap.add_argument("--slack-margin-ms", type=float, nargs="+", default=[LoopConfig().slack_margin_s * 1e3],
-                    help="loop.slack_margin_s in ms: no merging in the slack later than this before a deadline "
-                         "(capped at half the period); one case per value (default: the config's)")
+                    help="loop.slack_margin_s in ms: no merging in the slack later than this before a deadline; "
+                         "one case per value (default: the config's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch

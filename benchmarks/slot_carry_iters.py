@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
     args = ap.parse_args(argv)
+    if len(set(args.seed)) != len(args.seed):
+        ap.error(f"--seed {args.seed}: a seed given twice would count its episodes twice")
     for c in args.carry_iters:
         if not 1 <= c <= 10:
             ap.error(f"--carry-iters {c}: each value must be in 1..10")
@@ -103,13 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in metrics.items():
             x = np.asarray(v, float)
             x = x[np.isfinite(x)]
+            if not len(x):  # no episode had a transition with an object in it
+                entry[k] = {"mean": None, "ci95": None, "episodes": 0}
+                continue
             boots = rng.choice(x, size=(2000, len(x)), replace=True).mean(1)
             entry[k] = {"mean": float(x.mean()), "ci95": [float(np.percentile(boots, 2.5)),
                                                           float(np.percentile(boots, 97.5))], "episodes": len(x)}
         pooled.append(entry)
         print(f"pooled {enc} carry_iters {c}: " + "  ".join(
             f"{k} {entry[k]['mean']:.3f} [{entry[k]['ci95'][0]:.3f}, {entry[k]['ci95'][1]:.3f}]"
-            for k in metrics), flush=True)
+            for k in metrics if entry[k]["episodes"]), flush=True)
     out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "heldout": heldout,
            "targets": {"fg_ari": 0.8, "identity_rate": 0.95},

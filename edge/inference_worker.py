@@ -224,7 +224,12 @@ class InferenceWorker:
         whole period."""
         try:
             return bool(select.select([self._conn], [], [], max(timeout_s, 0.0))[0])
-        except (OSError, ValueError):  # closed under us: poll() reports it
+        except ValueError:  # a descriptor select() cannot take (>= FD_SETSIZE): the coarser wait
+            try:
+                return self._conn.poll(max(timeout_s, 0.0))
+            except (OSError, EOFError):
+                return True
+        except OSError:  # closed under us: poll() reports it
             return True
 
     def poll(self, now_s: float) -> QueryResult | None:

@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import shlex
 import sys
 import time
@@ -179,7 +180,12 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
         saved["config"] = {**{k: v for k, v in cfg.items() if k not in saved_cfg and defaults.get(k) == v},
                            **saved_cfg}
     if saved != settings:
-        diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+        if saved.get("init_from_sha256") != settings.get("init_from_sha256"):
+            raise ValueError(f"{path} was started from other weights (--init-from: saved sha256 "
+                             f"{saved.get('init_from_sha256')}, now {settings.get('init_from_sha256')}); "
+                             "pass the --init-from it was started with, or use another --out")
+        diff = {k: (saved.get(k), settings.get(k)) for k in sorted(set(saved) | set(settings))
+                if saved.get(k) != settings.get(k)}
         raise ValueError(f"{path} was trained with other settings (saved, now): {diff}; "
                          "use another --out or --no-resume")
     model.load_state_dict(state["model"])
@@ -192,32 +198,41 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``) may differ. Returns (state_dict, provenance)."""
+    the tracking rounds (``carry_iters``) and the loss's ``fg_weight`` may differ. Returns
+    (state_dict, provenance); any other file is refused by name (ValueError)."""
     import torch
 
-    from world_models.slot_encoder import sha256_file
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, sha256_file
 
     src = Path(path)
     if src.is_dir():
         src = src / "train_state.pt" if (src / "train_state.pt").is_file() else src / "manifest.json"
     if not src.is_file():
         raise ValueError(f"--init-from {str(path)!r}: no train_state.pt or manifest.json there")
-    if src.suffix == ".json":
-        from world_models.slot_encoder import load_encoder
+    try:
+        if src.suffix == ".json":
+            from world_models.slot_encoder import load_encoder
 
-        model, manifest = load_encoder(src)  # verifies the weights' sha256
-        weights, cfg = model.state_dict(), {k: v for k, v in manifest["config"].items()}
-        info = {"path": str(path), "sha256": manifest["sha256"], "step": manifest.get("metrics", {}).get("step")}
-    else:
-        state = torch.load(src, map_location="cpu", weights_only=True)
-        if "model" not in state or "settings" not in state:
-            raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder train_state.pt")
-        weights, cfg = state["model"], json.loads(state["settings"]).get("config", {})
-        info = {"path": str(path), "sha256": sha256_file(src), "step": int(state["step"])}
-    want = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("device", "carry_iters")}
-    diff = {k: (cfg.get(k), v) for k, v in want.items() if k in cfg and cfg.get(k) != v}
+            model, manifest = load_encoder(src)  # verifies the weights' sha256
+            weights, cfg = model.state_dict(), dict(manifest["config"])
+            info = {"path": str(path), "sha256": manifest["sha256"], "step": manifest.get("metrics", {}).get("step")}
+        else:
+            state = torch.load(src, map_location="cpu", weights_only=True)
+            weights, cfg = state["model"], json.loads(state["settings"])["config"]
+            info = {"path": str(path), "sha256": sha256_file(src), "step": int(state["step"])}
+    except (KeyError, TypeError, ValueError, RuntimeError, OSError, EOFError, pickle.UnpicklingError) as err:
+        raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
+                         f"({type(err).__name__}: {err})") from None
+    defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
+    skip = ("device", "carry_iters", "fg_weight")
+    diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
+            if k not in skip and cfg.get(k, defaults.get(k)) != v}
     if diff:
         raise ValueError(f"--init-from {str(path)!r} has another architecture (there, here): {diff}")
+    try:
+        SlotAutoencoder(config).load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(f"--init-from {str(path)!r}: its weights do not fit this encoder: {err}") from None
     return weights, info
 
 
@@ -269,8 +284,8 @@ def evaluate(model, arrays: dict[str, np.ndarray], max_episodes: int = 32,
 
 def _check_positive(**values: float) -> None:
     for key, v in values.items():
-        if not v > 0:
-            raise ValueError(f"slot_pretrain.{key}={v!r} is out of range; must be > 0")
+        if not 0 < v < float("inf"):
+            raise ValueError(f"slot_pretrain.{key}={v!r} is out of range; must be a finite number > 0")
 
 
 def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps: int, batch_size: int = 32,

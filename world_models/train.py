@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,12 @@ class Trainer:
             return False
         blob = torch.load(f, weights_only=False)
         new = to_dict(self.cfg)
-        diff = sorted(k for k in set(blob["config"]) | set(new)
-                      if k not in RESUMABLE and blob["config"].get(k) != new.get(k))
+        # a top-level key added after this run was saved, at its default, changes nothing the run did
+        defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
+        saved = {**{k: v for k, v in new.items() if k not in blob["config"] and k in defaults
+                    and defaults[k] == v}, **blob["config"]}
+        diff = sorted(k for k in set(saved) | set(new)
+                      if k not in RESUMABLE and saved.get(k) != new.get(k))
         if diff:
             raise ConfigError(f"{f} was written by a different configuration (differs in {diff}); "
                              f"use a new --out, or the same settings to resume (only {RESUMABLE} may change)")

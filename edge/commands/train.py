@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from edge.cli import add_subparser
@@ -269,7 +270,8 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
         config = slot_pretrain._config_from_args(args.preset, args.set)
     except ValueError as err:
         raise EdgeError(str(err)) from None
-    out.mkdir(parents=True, exist_ok=True)
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise EdgeError(f"--lr {args.lr}: must be a finite number > 0")
     if args.init_from is not None:
         try:
             slot_pretrain.load_init_weights(args.init_from, config)
@@ -278,6 +280,7 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len", "warmup_steps", "eval_every"):
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
+    out.mkdir(parents=True, exist_ok=True)
     size = str(config.image_size)  # the frames the encoder will read (a --set image_size too)
     for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
                           ("data_eval.npz", args.eval_frames, args.data_seed + 1)):

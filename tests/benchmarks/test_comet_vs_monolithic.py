@@ -142,3 +142,19 @@ def test_ratio_bootstrap_known_answers():
     # a monolithic model at its level from step 0 leaves no ratio
     flat = cvm.ratio_bootstrap((x, np.ones((2, 4))), (x, np.full((2, 4), 0.5)), rng, n=10)
     assert flat == {"resamples": 10, "undefined": 10}
+
+
+def test_runs_of_another_encoder_setting_are_refused_not_mixed(tmp_path, monkeypatch):
+    import pytest
+
+    args = cvm.argparse.Namespace(**{**vars(_args(tmp_path)), "encoder_carry_iters": 1})
+    monkeypatch.setattr(cvm, "random_policy_score", lambda task, n: 0.0)
+    runs = Path(args.runs)
+    _write_run(runs / "reach3_pixels_s0", [0.0, 0.1, 0.3, 0.5])
+    _write_run(runs / "reach3_comet_s0", [0.0, 0.4, 0.5, 0.6])
+    (runs / "reach3_comet_s0" / "manifest.json").write_text(json.dumps(
+        {"config": {"encoder": args.encoder, "encoder_carry_iters": 0}}))
+    with pytest.raises(SystemExit, match="reach3_comet_s0 was trained with .*--encoder-carry-iters 0"):
+        cvm.report(args)
+    args.encoder_carry_iters = 0  # the same setting: reported
+    assert "comet" in cvm.report(args)["tasks"]["reach3"]["methods"]

@@ -288,13 +288,23 @@ def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(
     # resuming needs the same source; another architecture is refused by name
     other = tmp_path / "other"
     train_slot_encoder(CFG, tmp_path / "train.npz", other, 1, batch_size=4, seed=5, **kw)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match="started from other weights"):
         train_slot_encoder(track, tmp_path / "train.npz", ft, 2, batch_size=4, seed=1, lr=1e-12, init_from=other,
                            **kw)
+    with pytest.raises(ValueError, match="--init-from"):  # resumed without its source: named
+        train_slot_encoder(track, tmp_path / "train.npz", ft, 2, batch_size=4, seed=1, lr=1e-12, **kw)
     with pytest.raises(ValueError, match="another architecture.*slot_dim"):
         load_init_weights(src, SlotEncoderConfig.tiny(slot_dim=CFG.slot_dim * 2))
     with pytest.raises(ValueError, match="--init-from.*no train_state.pt or manifest.json"):
         load_init_weights(tmp_path / "nowhere", CFG)
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="--init-from.*junk.pt is not a slot-encoder run"):
+        load_init_weights(tmp_path / "junk.pt", CFG)
+    (tmp_path / "wm").mkdir()  # e.g. a world-model directory: a manifest of another kind
+    (tmp_path / "wm" / "manifest.json").write_text('{"config": {}}')
+    with pytest.raises(ValueError, match="--init-from.*not a slot-encoder run"):
+        load_init_weights(tmp_path / "wm", CFG)
+    load_init_weights(src, SlotEncoderConfig.tiny(fg_weight=3))  # a loss weight, not architecture
 
 
 def test_train_on_windows_with_temporal_init(tmp_path):

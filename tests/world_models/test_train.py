@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
 from world_models.policy import WorldModelPolicy, load_world_model
@@ -35,6 +36,13 @@ def test_tiny_train_then_resume_continues(tmp_path):
     curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
     assert [c["env_steps"] for c in curve] == [0, 12, 24]
     assert all(0.0 <= c["success"] <= 1.0 for c in curve)
+    # a run saved before encoder_carry_iters existed resumes at its default, and only there
+    blob = torch.load(out / STATE_FILE, weights_only=False)
+    del blob["config"]["encoder_carry_iters"]
+    torch.save(blob, out / STATE_FILE)
+    assert Trainer(tiny(env_steps=36), out, progress=False)._load_state()
+    with pytest.raises(ValueError, match="encoder_carry_iters"):
+        Trainer(tiny(env_steps=36, encoder_carry_iters=1), out, progress=False)._load_state()
 
 
 def test_shipped_model_round_trip_and_tamper(tmp_path):
