@@ -276,7 +276,41 @@ def report(args: argparse.Namespace) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comet_vs_monolithic.json").write_text(json.dumps(res, indent=2))
+    (out / "table.md").write_text("\n\n".join(markdown_table(t, rt) for t, rt in res["tasks"].items()) + "\n")
     return res
+
+
+def _fmt(v: float | None, nd: int = 2) -> str:
+    return "–" if v is None else f"{v:.{nd}f}"
+
+
+def markdown_table(task: str, rt: dict) -> str:
+    """One task's results as a Markdown table (written beside the JSON as ``table.md``)."""
+    lines = [f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic final = "
+             f"{_fmt(rt.get('level_80pct_of_monolithic_final'))}; comet/monolithic steps = "
+             f"{_fmt(rt.get('comet_over_monolithic_steps'))}",
+             "| method | seeds | final [95 % band] | AUC first half | steps to level | steps ratio p2.5 / p50 / p97.5 "
+             "(share ≤ 1/3, ≤ 1/4) | root-value abs err | pred err h1 / h5 | relevance p (policy, value) "
+             "robot / goal / target / distractor |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m, e in rt["methods"].items():
+        seeds = f"{len(e['seeds'])}" + (f" (+{len(e['unfinished_seeds'])} unfinished)" if e["unfinished_seeds"] else "")
+        rb = e.get("steps_ratio_bootstrap") or {}
+        if "p2.5_50_97.5" in rb:
+            ratio = " / ".join("∞" if v is None else f"{v:.2f}" for v in rb["p2.5_50_97.5"])
+            ratio += f" ({rb['share_le_1_3']:.2f}, {rb['share_le_1_4']:.2f})"
+        else:
+            ratio = "–"
+        dg = e.get("diagnostics") or {}
+        pe = dg.get("prediction_error") or {}
+        rel = dg.get("relevance")
+        rel_s = " / ".join("–" if rel.get(k) is None else f"{rel[k][0]:.2f}, {rel[k][1]:.2f}"
+                           for k in ("robot", "goal", "target", "distractor")) if rel else "–"
+        lines.append(f"| {m} | {seeds} | {e['final_mean']:.2f} [{e['lo'][-1]:.2f}, {e['hi'][-1]:.2f}] | "
+                     f"{_fmt(e['auc_first_half'], 3)} | {e.get('steps_to_level') if e.get('steps_to_level') is not None else 'never'} | "
+                     f"{ratio} | {_fmt(e['root_value_abs_err'])} | "
+                     f"{_fmt(pe.get('h1'), 3)} / {_fmt(pe.get('h5'), 3)} | {rel_s} |")
+    return "\n".join(lines)
 
 
 def plot(task: str, rt: dict, out: Path) -> None:

@@ -80,6 +80,11 @@ def test_report_known_curves(tmp_path, monkeypatch):
     # AUC over the first half of the budget (steps 0..100 of 300 -> the first two points)
     assert np.isclose(co["auc_first_half"], (0.0 + 0.4) / 2)
     assert (Path(args.out) / "comet_vs_monolithic.json").is_file()
+    table = (Path(args.out) / "table.md").read_text().splitlines()
+    assert "level = 0.8 × monolithic final = 0.40; comet/monolithic steps = 0.33" in table[0]
+    row = {ln.split(" | ")[0].strip("| "): ln for ln in table[3:]}
+    assert row["comet"].startswith("| comet | 2 | 0.60 [0.60, 0.60] | 0.200 | 100 | 0.33 / 0.33 / 0.33 (1.00, 0.00) |")
+    assert "| pixels | 2 | 0.50 [0.50, 0.50] | 0.050 | 300 | – |" in row["pixels"]
 
 
 def test_an_unfinished_seed_is_listed_not_averaged(tmp_path, monkeypatch):
