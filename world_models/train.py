@@ -177,16 +177,17 @@ class Trainer:
         frac = self.st["env_steps"] / self.cfg.env_steps
         return 0.5 if frac < 0.5 else 0.25
 
-    def evaluate(self, envs: list[ObjectTaskEnv], episodes: int) -> dict:
-        """Greedy episodes on the fixed evaluation seeds: success rate, return, root-value error."""
+    def evaluate(self, envs: list[ObjectTaskEnv], episodes: int, seed0: int = EVAL_SEED0) -> dict:
+        """Greedy episodes on seeds ``seed0 .. seed0 + episodes - 1`` (default: the fixed evaluation
+        seeds): success rate, return, root-value error, and ``per_episode`` success in seed order."""
         cfg, n = self.cfg, len(envs)
         obs_er = Observer(cfg.obs, n, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
                           encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
         rng = np.random.default_rng(12345)
-        succ, rets, v_err, lens = [], [], [], []
+        succ, rets, v_err, lens = {}, [], [], []
         for start in range(0, episodes, n):
             rows = list(range(min(n, episodes - start)))
-            obs = [envs[i].reset(seed=EVAL_SEED0 + start + i)[0] for i in rows]
+            obs = [envs[i].reset(seed=seed0 + start + i)[0] for i in rows]
             hist = History(len(rows), cfg.planner.context, obs_er.state_shape, obs_er.dtype)
             states = obs_er.observe(obs, np.ones(len(rows), bool), np.array(rows))
             for i in rows:
@@ -205,7 +206,7 @@ class Trainer:
                     roots[i].append(float(out.root_value[j]))
                     if term or trunc:
                         alive[i] = False
-                        succ.append(bool(info["success"]))
+                        succ[start + i] = bool(info["success"])
                     new_obs.append((i, o, out.action[j]))
                 live = [(i, o, a) for i, o, a in new_obs if alive[i]]
                 if live:
@@ -219,8 +220,10 @@ class Trainer:
                 v_err.append(float(np.mean(np.abs(np.asarray(roots[i]) - disc))))
                 rets.append(float(r.sum()))
                 lens.append(len(r))
-        return {"success": float(np.mean(succ)), "return": float(np.mean(rets)), "root_value_abs_err": float(np.mean(v_err)),
-                "episode_len": float(np.mean(lens)), "episodes": len(succ)}
+        per_episode = [succ[k] for k in sorted(succ)]
+        return {"success": float(np.mean(per_episode)), "return": float(np.mean(rets)),
+                "root_value_abs_err": float(np.mean(v_err)), "episode_len": float(np.mean(lens)),
+                "episodes": len(per_episode), "per_episode": per_episode}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> dict:

@@ -1,0 +1,108 @@
+"""Final world-model agents on fresh seeds, paired across methods (issue 21).
+
+The comparison's curves (``comet_vs_monolithic.py``) evaluate every run on the same 24 seeds at
+each point: enough for a curve, too few to tell two final scores apart. This script loads each
+run's final model (``model.pt`` in an ``edge train world-model`` directory), plays
+``--episodes`` greedy episodes per training seed on seeds never used for training or for the
+curves (``--seed0`` onwards; the same seeds for every method), and pools the training seeds. It
+reports each method's success with a Wilson interval and, against ``--reference``, the paired
+win/loss counts and the exact McNemar p (episode i of training seed s is paired with episode i
+of the reference's training seed s).
+
+    python benchmarks/wm_final_eval.py --runs runs/wm_bench_e500 --task reach3 \\
+        --methods comet flat_slots pixels --seeds 0 1 2 --episodes 100 \\
+        --out benchmarks/results/wm_final_eval_reach3.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from edge.stats import paired, wilson
+from edge.telemetry import machine_info
+
+SEED0 = 800_000_000  # training uses seed * 10^7 + n, the curves 900,000,000 + n, diagnostics 950,000,000 + n
+
+
+def run_dir(runs: Path, task: str, method: str, seed: int) -> Path:
+    return runs / f"{task}_{method.replace('@', '_at_')}_s{seed}"
+
+
+def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
+    """Success per episode of one run's final model on seeds seed0 .. seed0 + episodes - 1."""
+    import torch
+
+    from world_models.policy import load_world_model
+    from world_models.train import Trainer
+
+    cfg, model, manifest = load_world_model(path)
+    tr = Trainer(cfg, path, progress=False)  # builds the planner and frozen encoder; writes nothing
+    tr.model.load_state_dict(model.state_dict())
+    tr.model.eval()
+    envs = tr._make_envs(min(cfg.n_envs, episodes))
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        ev = tr.evaluate(envs, episodes, seed0=seed0)
+    return {"per_episode": "".join("1" if x else "0" for x in ev["per_episode"]), "success": ev["success"],
+            "env_steps": (manifest.get("metrics") or {}).get("env_steps"), "wall_s": time.perf_counter() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default="runs/wm_bench", help="the comparison's training runs")
+    ap.add_argument("--task", default="reach3")
+    ap.add_argument("--methods", nargs="+", default=["comet", "flat_slots", "pixels"])
+    ap.add_argument("--reference", default="pixels", help="the method every other is paired against")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (runs) to pool")
+    ap.add_argument("--episodes", type=int, default=100, help="evaluation episodes per run")
+    ap.add_argument("--seed0", type=int, default=SEED0, help="first evaluation seed (fresh: see the module doc)")
+    ap.add_argument("--out", default="benchmarks/results/wm_final_eval.json")
+    args = ap.parse_args(argv)
+    if args.episodes < 1:
+        ap.error(f"--episodes {args.episodes}: must be at least 1")
+    if args.reference not in args.methods:
+        ap.error(f"--reference {args.reference}: not among --methods {args.methods}")
+    missing = [str(run_dir(Path(args.runs), args.task, m, s)) for m in args.methods for s in args.seeds
+               if not (run_dir(Path(args.runs), args.task, m, s) / "model.pt").is_file()]
+    if missing:
+        ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
+
+    runs: dict[str, dict[str, dict]] = {}
+    for m in args.methods:
+        runs[m] = {}
+        for s in args.seeds:
+            r = evaluate_run(run_dir(Path(args.runs), args.task, m, s), args.episodes, args.seed0)
+            runs[m][str(s)] = r
+            print(f"{m} seed {s}: {r['success']:.2f} ({r['wall_s']:.0f} s)", file=sys.stderr)
+    res: dict = {"machine": machine_info(), "settings": vars(args), "methods": {}}
+    ref = "".join(runs[args.reference][str(s)]["per_episode"] for s in args.seeds)
+    for m in args.methods:
+        pooled = "".join(runs[m][str(s)]["per_episode"] for s in args.seeds)
+        k, n = pooled.count("1"), len(pooled)
+        entry = {"successes": k, "episodes": n, "success": k / n, "ci95": list(wilson(k, n)),
+                 "per_seed": {s: r["success"] for s, r in runs[m].items()}, "runs": runs[m]}
+        if m != args.reference:
+            p = paired(pooled, ref)
+            entry["vs_reference"] = {"only_this": p["only_a"], "only_reference": p["only_b"], "mcnemar_p": p["mcnemar_p"]}
+        res["methods"][m] = entry
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    for m, e in res["methods"].items():
+        vs = e.get("vs_reference")
+        print(f"{m}: {e['successes']}/{e['episodes']} = {e['success']:.3f} [{e['ci95'][0]:.3f}, {e['ci95'][1]:.3f}]"
+              + (f"; vs {args.reference}: +{vs['only_this']} / -{vs['only_reference']}, McNemar p {vs['mcnemar_p']:.3g}"
+                 if vs else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

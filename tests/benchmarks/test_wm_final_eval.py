@@ -1,0 +1,38 @@
+"""benchmarks/wm_final_eval.py: final models on fresh seeds, pooled over training seeds, paired against a reference."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from world_models.train import Trainer, tiny
+
+SPEC = importlib.util.spec_from_file_location(
+    "wm_final_eval", Path(__file__).resolve().parents[2] / "benchmarks" / "wm_final_eval.py")
+wfe = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(wfe)
+
+
+def test_pooled_and_paired_on_the_same_fresh_seeds(tmp_path):
+    runs = tmp_path / "runs"
+    src = runs / "reach3_comet_s0"
+    Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), src, progress=False).run()
+    # a second "method": the same final model, so every episode must pair with itself (same seeds)
+    shutil.copytree(src, runs / "reach3_pixels_s0")
+    out = tmp_path / "res.json"
+    assert wfe.main(["--runs", str(runs), "--task", "reach3", "--methods", "comet", "pixels", "--seeds", "0",
+                     "--episodes", "3", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())["methods"]
+    a, b = res["comet"], res["pixels"]
+    assert a["episodes"] == b["episodes"] == 3 and len(a["runs"]["0"]["per_episode"]) == 3
+    assert a["runs"]["0"]["per_episode"] == b["runs"]["0"]["per_episode"]
+    assert a["vs_reference"] == {"only_this": 0, "only_reference": 0, "mcnemar_p": 1.0}
+    assert a["ci95"][0] <= a["success"] <= a["ci95"][1]
+
+
+def test_missing_runs_are_named(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        wfe.main(["--runs", str(tmp_path), "--methods", "comet", "pixels", "--seeds", "0"])
+    assert e.value.code == 2 and "reach3_comet_s0" in capsys.readouterr().err
