@@ -286,12 +286,12 @@ def _fmt(v: float | None, nd: int = 2) -> str:
 
 def markdown_table(task: str, rt: dict) -> str:
     """One task's results as a Markdown table (written beside the JSON as ``table.md``)."""
-    lines = [f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic final = "
-             f"{_fmt(rt.get('level_80pct_of_monolithic_final'))}; comet/monolithic steps = "
-             f"{_fmt(rt.get('comet_over_monolithic_steps'))}",
-             "| method | seeds | final [95 % band] | AUC first half | steps to level | steps ratio p2.5 / p50 / p97.5 "
-             "(share ≤ 1/3, ≤ 1/4) | root-value abs err | pred err h1 / h5 | relevance p (policy, value) "
-             "robot / goal / target / distractor |",
+    lines = [(f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic final = "
+              f"{_fmt(rt.get('level_80pct_of_monolithic_final'))}; comet/monolithic steps = "
+              f"{_fmt(rt.get('comet_over_monolithic_steps'))}"),
+             ("| method | seeds | final [95 % band] | AUC first half | steps to level | steps ratio p2.5 / p50 / p97.5 "
+              "(share ≤ 1/3, ≤ 1/4) | root-value abs err | pred err h1 / h5 | relevance p (policy, value) "
+              "robot / goal / target / distractor |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for m, e in rt["methods"].items():
         seeds = f"{len(e['seeds'])}" + (f" (+{len(e['unfinished_seeds'])} unfinished)" if e["unfinished_seeds"] else "")

@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from firmware_bridge.client import ClientConfig, FirmwareClient
-from firmware_bridge.link_stats import percentile
+from firmware_bridge.client import ClientConfig, FirmwareClient  # noqa: E402
+from firmware_bridge.link_stats import percentile  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "link_throughput.json"
 

@@ -34,10 +34,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import sim
-from edge.telemetry import machine_info
-from sim.env import EnvConfig
-from sim.rollout import expert_episode
+import sim  # noqa: E402
+from edge.telemetry import machine_info  # noqa: E402
+from sim.env import EnvConfig  # noqa: E402
+from sim.rollout import expert_episode  # noqa: E402
 
 PEER_SCRIPTS = {"panda-gym": "panda_gym_speed.py", "robosuite": "robosuite_speed.py"}
 # a peer script's figures: "<label> control steps/s ...: 497" / "render 96x96 Tiny fps: 20.0"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim import robot_model as rm
 from sim.env import MAX_DPOS_M, MAX_DYAW_RAD, PUSH_Z_M, TabletopEnv
 
 PHASES = ("transport", "approach", "grasp", "lift", "place", "release", "retreat")

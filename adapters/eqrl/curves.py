@@ -23,7 +23,10 @@ def plot_training(run_dir: str | Path, out: str | Path, window: int = 50) -> Pat
     succ = np.array([float(r["success"]) for r in rows])
     nfe = np.array([r["nfe_per_action"] for r in rows])
     k = np.ones(window) / window
-    ma = lambda x: np.convolve(x, k, mode="valid")
+
+    def ma(x: np.ndarray) -> np.ndarray:
+        return np.convolve(x, k, mode="valid")
+
     fig, (a, b) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
     a.plot(ep[window - 1:], ma(succ), c="C0")
     a.set_ylabel(f"success ({window}-episode mean)")

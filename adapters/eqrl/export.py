@@ -24,7 +24,10 @@ class DecisionModule(nn.Module):
         super().__init__()
         self.agent, cfg, ctl = agent, agent.cfg, agent.controls
         self.gate, self.cfg = float(gate), cfg
-        f32 = lambda v: torch.as_tensor(np.asarray(v, np.float64), dtype=torch.float64)
+
+        def f32(v):
+            return torch.as_tensor(np.asarray(v, np.float64), dtype=torch.float64)
+
         self.register_buffer("c_def", f32(ctl.c_def))
         self.register_buffer("c_easy", f32(ctl.c_easy))
         self.register_buffer("c_hard", f32(ctl.c_hard))

@@ -205,7 +205,10 @@ def project_run(profile: CostProfile, device: DeviceSpec, queries: int, nfe: int
     steps = part_time_s(profile.step, device) * nfe
     loc = part_time_s(profile.locator, device) * episodes if profile.locator is not None else 0.0
     total = enc + steps + loc
-    per = (lambda x: x / executed if executed else None)
+
+    def per(x: float) -> float | None:
+        return x / executed if executed else None
+
     return {"device": device.name, "encoder_s": enc, "steps_s": steps, "locator_s": loc, "total_s": total,
             "energy_j": total * device.power_w,
             "ms_per_action": None if not executed else 1e3 * total / executed,

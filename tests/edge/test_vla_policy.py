@@ -54,7 +54,7 @@ def test_memory_is_taken_at_the_first_query_and_kept_until_reset(scene_ckpt):
     np.testing.assert_allclose(policy.encode_batch([b], scenes=scene_a[None])[0], later, atol=1e-5)
 
 
-def test_backend_locate_is_refused_for_a_model_without_memory(tiny_ckpt):
+def test_backend_locate_is_refused_for_a_model_without_memory(tiny_ckpt):  # noqa: F811 - the fixture
     policy = load_policy(tiny_ckpt[0], "torch")
     with pytest.raises(EdgeError, match="no scene memory"):
         policy.backend.locate({"front": np.zeros((1, 96, 96, 3), np.uint8), "lang": np.zeros((1, 384), np.float32)})
@@ -62,7 +62,7 @@ def test_backend_locate_is_refused_for_a_model_without_memory(tiny_ckpt):
     assert policy.scene is None
 
 
-def test_gripper_is_clipped_to_the_model_contract_and_counted(tiny_ckpt):
+def test_gripper_is_clipped_to_the_model_contract_and_counted(tiny_ckpt):  # noqa: F811 - the fixture
     """Un-normalise + clip (the output contract): only the gripper, counted; safety sees no -0.0009."""
     from edge.vla_policy import GRIPPER_RANGE
 

@@ -21,8 +21,13 @@ def _tiny(kind="comet", **kw):
 def test_fused_token_sees_exactly_what_the_note_says():
     K = 3
     m = attention_mask(2, K, True)  # blocks: [s1 s2 s3 u1 u2 u3] x 2
-    s = lambda b, k: b * 2 * K + k
-    u = lambda b, k: b * 2 * K + K + k
+
+    def s(b, k):
+        return b * 2 * K + k
+
+    def u(b, k):
+        return b * 2 * K + K + k
+
     for k in range(K):
         # same step: u^k sees every slot of its step and itself, no other fused token
         assert all(m[u(1, k), s(1, j)] for j in range(K))
