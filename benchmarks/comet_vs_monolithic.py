@@ -332,7 +332,7 @@ def plot(task: str, rt: dict, out: Path) -> None:
     ax.axhline(rt["random_policy_success"], ls=":", c="k", lw=0.8, label="random policy")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("normalised score (success rate)")
-    ax.set_title(f"{task}: world model + MCTS, mean over seeds, bootstrap 95 % band")
+    ax.set_title(f"{task}: world model + MCTS, mean over seeds, bootstrap 95 % band", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / f"curves_{task}.png", dpi=120)

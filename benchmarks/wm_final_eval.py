@@ -42,6 +42,8 @@ def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
     from world_models.policy import load_world_model
     from world_models.train import Trainer
 
+    from edge.digest import sha256_file
+
     cfg, model, manifest = load_world_model(path)
     tr = Trainer(cfg, path, progress=False)  # builds the planner and frozen encoder; writes nothing
     tr.model.load_state_dict(model.state_dict())
@@ -51,7 +53,18 @@ def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
     with torch.no_grad():
         ev = tr.evaluate(envs, episodes, seed0=seed0)
     return {"per_episode": "".join("1" if x else "0" for x in ev["per_episode"]), "success": ev["success"],
-            "env_steps": (manifest.get("metrics") or {}).get("env_steps"), "wall_s": time.perf_counter() - t0}
+            "model_sha256": sha256_file(path / "model.pt"), "episodes": episodes, "seed0": seed0,
+            "wall_s": time.perf_counter() - t0}
+
+
+def reusable(old: dict, path: Path, episodes: int, seed0: int) -> dict | None:
+    """An earlier result for the same final model, episodes and seeds (from ``--reuse``), or None."""
+    from edge.digest import sha256_file
+
+    if old and old.get("episodes") == episodes and old.get("seed0") == seed0 \
+            and old.get("model_sha256") == sha256_file(path / "model.pt"):
+        return old
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (runs) to pool")
     ap.add_argument("--episodes", type=int, default=100, help="evaluation episodes per run")
     ap.add_argument("--seed0", type=int, default=SEED0, help="first evaluation seed (fresh: see the module doc)")
+    ap.add_argument("--reuse", help="an earlier output: runs whose model, episodes and seeds match are not replayed")
     ap.add_argument("--out", default="benchmarks/results/wm_final_eval.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
@@ -75,11 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
 
+    if args.reuse and not Path(args.reuse).is_file():
+        ap.error(f"--reuse {args.reuse}: no such file")
+    earlier = json.loads(Path(args.reuse).read_text())["methods"] if args.reuse else {}
     runs: dict[str, dict[str, dict]] = {}
     for m in args.methods:
         runs[m] = {}
         for s in args.seeds:
-            r = evaluate_run(run_dir(Path(args.runs), args.task, m, s), args.episodes, args.seed0)
+            path = run_dir(Path(args.runs), args.task, m, s)
+            r = reusable(((earlier.get(m) or {}).get("runs") or {}).get(str(s)), path, args.episodes, args.seed0)
+            if r is None:
+                r = evaluate_run(path, args.episodes, args.seed0)
             runs[m][str(s)] = r
             print(f"{m} seed {s}: {r['success']:.2f} ({r['wall_s']:.0f} s)", file=sys.stderr)
     res: dict = {"machine": machine_info(), "settings": vars(args), "methods": {}}
@@ -93,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             p = paired(pooled, ref)
             entry["vs_reference"] = {"only_this": p["only_a"], "only_reference": p["only_b"], "mcnemar_p": p["mcnemar_p"]}
         res["methods"][m] = entry
+    res["pairs"] = {}
+    for i, a in enumerate(args.methods):  # every pair, on the same episodes
+        for b in args.methods[i + 1:]:
+            p = paired(*("".join(runs[x][str(s)]["per_episode"] for s in args.seeds) for x in (a, b)))
+            res["pairs"][f"{a} vs {b}"] = {"only_" + a: p["only_a"], "only_" + b: p["only_b"], "mcnemar_p": p["mcnemar_p"]}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))

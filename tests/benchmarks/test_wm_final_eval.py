@@ -36,3 +36,24 @@ def test_missing_runs_are_named(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         wfe.main(["--runs", str(tmp_path), "--methods", "comet", "pixels", "--seeds", "0"])
     assert e.value.code == 2 and "reach3_comet_s0" in capsys.readouterr().err
+
+
+def test_reuse_skips_matching_runs_only(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    for seed, m in enumerate(("comet", "pixels")):  # different seeds: different models
+        Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8, seed=seed), runs / f"reach3_{m}_s0",
+                progress=False).run()
+    first = tmp_path / "a.json"
+    base = ["--runs", str(runs), "--task", "reach3", "--methods", "comet", "pixels", "--seeds", "0", "--episodes", "2"]
+    wfe.main([*base, "--out", str(first)])
+    played = []
+    real = wfe.evaluate_run
+    monkeypatch.setattr(wfe, "evaluate_run", lambda path, *a: played.append(path.name) or real(path, *a))
+    wfe.main([*base, "--reuse", str(first), "--out", str(tmp_path / "b.json")])
+    assert played == []
+    (runs / "reach3_pixels_s0" / "model.pt").write_bytes((runs / "reach3_comet_s0" / "model.pt").read_bytes())
+    (runs / "reach3_pixels_s0" / "manifest.json").write_bytes((runs / "reach3_comet_s0" / "manifest.json").read_bytes())
+    res = tmp_path / "c.json"
+    wfe.main([*base, "--reuse", str(first), "--out", str(res)])
+    assert played == ["reach3_pixels_s0"]  # its model changed: replayed
+    assert "comet vs pixels" in json.loads(res.read_text())["pairs"]
