@@ -134,7 +134,9 @@ def _owners(encoder, obs_er: Observer, o: dict) -> list[str | None]:
              SEG_OBJECT0 + 3: "distractor"}
     out: list[str | None] = []
     for k in range(masks.shape[1]):
-        counts = {n: int(((win == k) & (seg == sid)).sum()) for sid, n in names.items()}
+        counts = dict.fromkeys(names.values(), 0)
+        for sid, n in names.items():  # several segment ids share a name (the distractors): sum them
+            counts[n] += int(((win == k) & (seg == sid)).sum())
         best = max(counts, key=counts.get)
         out.append(best if counts[best] > 0 else None)
     return out
