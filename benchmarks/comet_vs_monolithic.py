@@ -284,6 +284,12 @@ def _fmt(v: float | None, nd: int = 2) -> str:
     return "–" if v is None else f"{v:.{nd}f}"
 
 
+def _steps(e: dict, rt: dict) -> str:
+    if not rt.get("level_80pct_of_monolithic_final"):
+        return "–"  # no level: no monolithic run, or its final score is 0
+    return "never" if e.get("steps_to_level") is None else str(e["steps_to_level"])
+
+
 def markdown_table(task: str, rt: dict) -> str:
     """One task's results as a Markdown table (written beside the JSON as ``table.md``)."""
     lines = [(f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic final = "
@@ -307,7 +313,7 @@ def markdown_table(task: str, rt: dict) -> str:
         rel_s = " / ".join("–" if rel.get(k) is None else f"{rel[k][0]:.2f}, {rel[k][1]:.2f}"
                            for k in ("robot", "goal", "target", "distractor")) if rel else "–"
         lines.append(f"| {m} | {seeds} | {e['final_mean']:.2f} [{e['lo'][-1]:.2f}, {e['hi'][-1]:.2f}] | "
-                     f"{_fmt(e['auc_first_half'], 3)} | {e.get('steps_to_level') if e.get('steps_to_level') is not None else 'never'} | "
+                     f"{_fmt(e['auc_first_half'], 3)} | {_steps(e, rt)} | "
                      f"{ratio} | {_fmt(e['root_value_abs_err'])} | "
                      f"{_fmt(pe.get('h1'), 3)} / {_fmt(pe.get('h5'), 3)} | {rel_s} |")
     return "\n".join(lines)

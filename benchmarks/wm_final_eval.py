@@ -25,10 +25,13 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from edge.errors import EdgeError
 from edge.stats import paired, wilson
 from edge.telemetry import machine_info
+from edge.vla.manifest import git_revision
 
 SEED0 = 800_000_000  # training uses seed * 10^7 + n, the curves 900,000,000 + n, diagnostics 950,000,000 + n
+USED_SEEDS = ((900_000_000, 1_000_000), (950_000_000, 1_000_000))  # (start, length) blocks that are not fresh
 
 
 def run_dir(runs: Path, task: str, method: str, seed: int) -> Path:
@@ -42,28 +45,52 @@ def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
     from world_models.policy import load_world_model
     from world_models.train import Trainer
 
-    from edge.digest import sha256_file
-
     cfg, model, manifest = load_world_model(path)
+    enc_sha = encoder_sha256(path, cfg, manifest)
     tr = Trainer(cfg, path, progress=False)  # builds the planner and frozen encoder; writes nothing
     tr.model.load_state_dict(model.state_dict())
     tr.model.eval()
     envs = tr._make_envs(min(cfg.n_envs, episodes))
     t0 = time.perf_counter()
-    with torch.no_grad():
-        ev = tr.evaluate(envs, episodes, seed0=seed0)
+    try:
+        with torch.no_grad():
+            ev = tr.evaluate(envs, episodes, seed0=seed0)
+    finally:
+        for e in envs:
+            e.close()
     return {"per_episode": "".join("1" if x else "0" for x in ev["per_episode"]), "success": ev["success"],
-            "model_sha256": sha256_file(path / "model.pt"), "episodes": episodes, "seed0": seed0,
-            "wall_s": time.perf_counter() - t0}
+            "model_sha256": manifest["files"]["model.pt"], "encoder_sha256": enc_sha, "episodes": episodes,
+            "seed0": seed0, "wall_s": time.perf_counter() - t0}
 
 
-def reusable(old: dict, path: Path, episodes: int, seed0: int) -> dict | None:
-    """An earlier result for the same final model, episodes and seeds (from ``--reuse``), or None."""
+def encoder_sha256(path: Path, cfg, manifest: dict) -> str | None:
+    """The frozen encoder's sha256 as it is on disk now; it must be the one the run trained with."""
     from edge.digest import sha256_file
+    from edge.errors import EdgeError
 
-    if old and old.get("episodes") == episodes and old.get("seed0") == seed0 \
-            and old.get("model_sha256") == sha256_file(path / "model.pt"):
-        return old
+    if not cfg.encoder:
+        return None
+    enc = Path(cfg.encoder)
+    f = enc / "encoder.pt" if enc.is_dir() else enc
+    now = sha256_file(f) if f.is_file() else None
+    want = (manifest.get("files") or {}).get("encoder")
+    if now is None or (want and now != want):
+        raise EdgeError(f"{path}: its encoder {f} is missing or is not the one it was trained with "
+                        f"(sha256 {want}); restore that encoder or retrain the run")
+    return now
+
+
+def reusable(old: dict | None, path: Path, episodes: int, seed0: int) -> dict | None:
+    """An earlier result (from ``--reuse``) for the same final model and encoder (sha256), episodes
+    and seeds, or None. The evaluation code itself is assumed unchanged (the output records its git revision)."""
+    from world_models.policy import load_world_model
+
+    if not old or old.get("episodes") != episodes or old.get("seed0") != seed0:
+        return None
+    cfg, _, manifest = load_world_model(path)
+    if old.get("model_sha256") == manifest["files"]["model.pt"] \
+            and old.get("encoder_sha256") == encoder_sha256(path, cfg, manifest):
+        return {**old, "reused": True}
     return None
 
 
@@ -82,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.episodes < 1:
         ap.error(f"--episodes {args.episodes}: must be at least 1")
+    for flag, vals in (("--seeds", args.seeds), ("--methods", args.methods)):
+        if len(set(vals)) != len(vals):
+            ap.error(f"{flag} {' '.join(map(str, vals))}: repeated entries would count the same episodes twice")
+    if args.seed0 < 0:
+        ap.error(f"--seed0 {args.seed0}: must be >= 0")
+    for start, length in USED_SEEDS:
+        if args.seed0 < start + length and start < args.seed0 + args.episodes:
+            ap.error(f"--seed0 {args.seed0} with --episodes {args.episodes} overlaps seeds {start}..{start + length - 1}, "
+                     f"which the training curves or diagnostics use; pick fresh seeds (default {SEED0})")
     if args.reference not in args.methods:
         ap.error(f"--reference {args.reference}: not among --methods {args.methods}")
     missing = [str(run_dir(Path(args.runs), args.task, m, s)) for m in args.methods for s in args.seeds
@@ -89,20 +125,28 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
 
-    if args.reuse and not Path(args.reuse).is_file():
-        ap.error(f"--reuse {args.reuse}: no such file")
-    earlier = json.loads(Path(args.reuse).read_text())["methods"] if args.reuse else {}
+    earlier: dict = {}
+    if args.reuse:
+        try:
+            earlier = json.loads(Path(args.reuse).read_text())["methods"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--reuse {args.reuse}: not a wm_final_eval output ({e.__class__.__name__}: {e})")
     runs: dict[str, dict[str, dict]] = {}
     for m in args.methods:
         runs[m] = {}
         for s in args.seeds:
             path = run_dir(Path(args.runs), args.task, m, s)
-            r = reusable(((earlier.get(m) or {}).get("runs") or {}).get(str(s)), path, args.episodes, args.seed0)
-            if r is None:
-                r = evaluate_run(path, args.episodes, args.seed0)
+            try:
+                r = reusable(((earlier.get(m) or {}).get("runs") or {}).get(str(s)), path, args.episodes, args.seed0)
+                if r is None:
+                    r = evaluate_run(path, args.episodes, args.seed0)
+            except EdgeError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
             runs[m][str(s)] = r
-            print(f"{m} seed {s}: {r['success']:.2f} ({r['wall_s']:.0f} s)", file=sys.stderr)
-    res: dict = {"machine": machine_info(), "settings": vars(args), "methods": {}}
+            print(f"{m} seed {s}: {r['success']:.2f} " + ("(reused)" if r.get("reused") else f"({r['wall_s']:.0f} s)"),
+                  file=sys.stderr)
+    res: dict = {"machine": machine_info(), "git": git_revision(), "settings": vars(args), "methods": {}}
     ref = "".join(runs[args.reference][str(s)]["per_episode"] for s in args.seeds)
     for m in args.methods:
         pooled = "".join(runs[m][str(s)]["per_episode"] for s in args.seeds)

@@ -179,12 +179,13 @@ class Trainer:
 
     def evaluate(self, envs: list[ObjectTaskEnv], episodes: int, seed0: int = EVAL_SEED0) -> dict:
         """Greedy episodes on seeds ``seed0 .. seed0 + episodes - 1`` (default: the fixed evaluation
-        seeds): success rate, return, root-value error, and ``per_episode`` success in seed order."""
+        seeds): success rate, return, root-value error, and ``per_episode`` success and
+        ``per_episode_return`` in seed order."""
         cfg, n = self.cfg, len(envs)
         obs_er = Observer(cfg.obs, n, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
                           encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
         rng = np.random.default_rng(12345)
-        succ, rets, v_err, lens = {}, [], [], []
+        succ, rets, v_err, lens = {}, {}, [], []
         for start in range(0, episodes, n):
             rows = list(range(min(n, episodes - start)))
             obs = [envs[i].reset(seed=seed0 + start + i)[0] for i in rows]
@@ -218,12 +219,13 @@ class Trainer:
                 r = np.asarray(rew[i])
                 disc = np.array([sum(g**k * x for k, x in enumerate(r[t:])) for t in range(len(r))])
                 v_err.append(float(np.mean(np.abs(np.asarray(roots[i]) - disc))))
-                rets.append(float(r.sum()))
+                rets[start + i] = float(r.sum())
                 lens.append(len(r))
         per_episode = [succ[k] for k in sorted(succ)]
-        return {"success": float(np.mean(per_episode)), "return": float(np.mean(rets)),
+        return {"success": float(np.mean(per_episode)), "return": float(np.mean(list(rets.values()))),
                 "root_value_abs_err": float(np.mean(v_err)), "episode_len": float(np.mean(lens)),
-                "episodes": len(per_episode), "per_episode": per_episode}
+                "episodes": len(per_episode), "per_episode": per_episode,
+                "per_episode_return": [round(rets[k], 6) for k in sorted(rets)]}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> dict:

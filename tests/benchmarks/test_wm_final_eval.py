@@ -56,4 +56,29 @@ def test_reuse_skips_matching_runs_only(tmp_path, monkeypatch):
     res = tmp_path / "c.json"
     wfe.main([*base, "--reuse", str(first), "--out", str(res)])
     assert played == ["reach3_pixels_s0"]  # its model changed: replayed
+    wfe.main([*base[:-1], "3", "--reuse", str(res), "--out", str(tmp_path / "d.json")])
+    assert played == ["reach3_pixels_s0", "reach3_comet_s0", "reach3_pixels_s0"]  # other episodes: all replayed
     assert "comet vs pixels" in json.loads(res.read_text())["pairs"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--seeds", "0", "0"], "--seeds 0 0: repeated"),
+    (["--methods", "comet", "comet", "pixels"], "--methods comet comet pixels: repeated"),
+    (["--seed0", "899999990", "--episodes", "20"], "overlaps seeds 900000000"),
+    (["--seed0", "-1"], "--seed0 -1"),
+])
+def test_bad_flags_exit_2_naming_them(tmp_path, capsys, argv, needle):
+    with pytest.raises(SystemExit) as e:
+        wfe.main(["--runs", str(tmp_path), *argv])
+    assert e.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_a_bad_reuse_file_is_named(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for m in ("comet", "pixels"):
+        Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), runs / f"reach3_{m}_s0", progress=False).run()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        wfe.main(["--runs", str(runs), "--methods", "comet", "pixels", "--seeds", "0", "--reuse", str(bad)])
+    assert e.value.code == 2 and "--reuse" in capsys.readouterr().err
