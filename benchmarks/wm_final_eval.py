@@ -66,12 +66,11 @@ def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
 def encoder_sha256(path: Path, cfg, manifest: dict) -> str | None:
     """The frozen encoder's sha256 as it is on disk now; it must be the one the run trained with."""
     from edge.digest import sha256_file
-    from edge.errors import EdgeError
+    from world_models.train import encoder_weights_file
 
     if not cfg.encoder:
         return None
-    enc = Path(cfg.encoder)
-    f = enc / "encoder.pt" if enc.is_dir() else enc
+    f = encoder_weights_file(cfg.encoder)
     now = sha256_file(f) if f.is_file() else None
     want = (manifest.get("files") or {}).get("encoder")
     if now is None or (want and now != want):

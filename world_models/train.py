@@ -101,6 +101,12 @@ def to_dict(cfg: RunConfig) -> dict:
     return asdict(cfg)
 
 
+def encoder_weights_file(encoder: str | Path) -> Path:
+    """The weights file of a run's ``encoder`` setting (an encoder directory or the file itself)."""
+    enc = Path(encoder)
+    return enc / "encoder.pt" if enc.is_dir() else enc
+
+
 def load_encoder(path: str, carry_iters: int = 0):
     """The frozen encoder; ``carry_iters`` > 0 overrides its tracking rounds (an inference setting)."""
     from world_models.slot_encoder import load_encoder as _load
@@ -344,8 +350,7 @@ class Trainer:
                    "train_episodes": len(self.st["train_success"])}
         files = {MODEL_FILE: sha256_file(f)}
         if self.cfg.encoder:
-            enc = Path(self.cfg.encoder)
-            ef = enc / "encoder.pt" if enc.is_dir() else enc
+            ef = encoder_weights_file(self.cfg.encoder)
             files["encoder"] = sha256_file(ef) if ef.is_file() else None
         manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}

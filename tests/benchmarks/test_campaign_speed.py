@@ -1,13 +1,10 @@
 """benchmarks/campaign_speed.py: the lazy and every-step arms give the same episodes; the JSON says so."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SPEC = importlib.util.spec_from_file_location("campaign_speed", ROOT / "benchmarks" / "campaign_speed.py")
-campaign_speed = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(campaign_speed)
+from tests.benchmarks._load import load_benchmark
+
+campaign_speed = load_benchmark("campaign_speed")
 
 
 def test_one_round_writes_identical_outcomes_and_a_speedup(tmp_path):

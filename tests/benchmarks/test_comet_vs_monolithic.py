@@ -1,15 +1,13 @@
 """benchmarks/comet_vs_monolithic.py: run commands, resumption, and the report's arithmetic on known curves."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 
-SPEC = importlib.util.spec_from_file_location(
-    "comet_vs_monolithic", Path(__file__).resolve().parents[2] / "benchmarks" / "comet_vs_monolithic.py")
-cvm = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(cvm)
+from tests.benchmarks._load import load_benchmark
+
+cvm = load_benchmark("comet_vs_monolithic")
 
 
 def _args(tmp_path, **kw):

@@ -1,15 +1,12 @@
 """benchmarks/mujoco_rollout_speed.py: batched and sequential stepping end in the same states."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "mujoco_rollout_speed", Path(__file__).resolve().parents[2] / "benchmarks" / "mujoco_rollout_speed.py")
-bench = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(bench)
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("mujoco_rollout_speed")
 
 
 def test_rollout_and_sequential_physics_agree_bit_for_bit(tmp_path):

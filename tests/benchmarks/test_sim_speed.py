@@ -1,15 +1,13 @@
 """benchmarks/sim_speed.py: peers run as subprocesses, their printed figures parsed, ratios per round."""
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "sim_speed", Path(__file__).resolve().parents[2] / "benchmarks" / "sim_speed.py")
-sim_speed = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(sim_speed)
+from tests.benchmarks._load import load_benchmark
+
+sim_speed = load_benchmark("sim_speed")
 
 
 def _fake_peer(tmp_path, rate: float) -> Path:

@@ -1,16 +1,13 @@
 """benchmarks/timer_floor.py: the bare loop counts overruns as ControlLoop does; argument errors."""
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "timer_floor", Path(__file__).resolve().parents[2] / "benchmarks" / "timer_floor.py")
-bench = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(bench)
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("timer_floor")
 
 
 def test_fixed_work_is_calibrated_and_the_case_is_reported(tmp_path):

@@ -1,14 +1,11 @@
 """benchmarks/vla_grid.py: pooling a cell's shards (the part that turns episodes into the grid's numbers)."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "vla_grid", Path(__file__).resolve().parents[2] / "benchmarks" / "vla_grid.py")
-vla_grid = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(vla_grid)
+from tests.benchmarks._load import load_benchmark
+
+vla_grid = load_benchmark("vla_grid")
 
 
 def _ep(seed, success, stage, nfe=20, executed=16, steps=40):

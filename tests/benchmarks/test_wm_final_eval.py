@@ -1,18 +1,15 @@
 """benchmarks/wm_final_eval.py: final models on fresh seeds, pooled over training seeds, paired against a reference."""
 
-import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from world_models.train import Trainer, tiny
 
-SPEC = importlib.util.spec_from_file_location(
-    "wm_final_eval", Path(__file__).resolve().parents[2] / "benchmarks" / "wm_final_eval.py")
-wfe = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(wfe)
+from tests.benchmarks._load import load_benchmark
+
+wfe = load_benchmark("wm_final_eval")
 
 
 def test_pooled_and_paired_on_the_same_fresh_seeds(tmp_path):
