@@ -12,6 +12,9 @@ Methods (all with the same MCTS, budget and loss weights):
 * ``comet_nofusion`` / ``comet_nocausal`` — the ablations;
 * ``flat_slots`` — the same frozen slots flattened into one token per step (monolithic over slots);
 * ``pixels`` — a CNN encoder trained end to end, one latent token per step (UniZero/MuZero-style);
+* ``pixels_ae`` — the same model over a frozen CNN encoder pretrained as an autoencoder on the slot
+  encoder's own frames (``--pixel-encoder``, ``edge train pixel-encoder``): the monolithic model
+  with the same pretraining advantage as the slot models;
 * ``oracle`` — COMET over object-state slots (the upper bound; no vision); ``KIND@oracle`` — an
   ablation or the flattened monolithic model over the same object-state slots (structure without
   the encoder's quality).
@@ -19,8 +22,8 @@ Methods (all with the same MCTS, budget and loss weights):
 Report (JSON + one plot per task): normalised score (success rate; a uniform-random policy, also
 measured, scores ≈ 0) per evaluation point, mean over seeds with a bootstrap 95 % band; area
 under the curve over the first half of the budget; environment steps for each method to reach
-80 % of the monolithic (pixels) model's final score, and COMET's ratio to the monolithic model's
-(goal ≤ 1/3); diagnostics of each final model: 1- and 5-step relative prediction error,
+80 % of the monolithic model's final score (``--monolithic``, default ``pixels``), and COMET's
+ratio to the monolithic model's (goal ≤ 1/3); diagnostics of each final model: 1- and 5-step relative prediction error,
 relevance per entity, MCTS root-value error.
 
     python benchmarks/comet_vs_monolithic.py --tasks push3 reach3 --seeds 0 1 2 --env-steps 20000
@@ -44,7 +47,7 @@ import numpy as np
 
 from edge.telemetry import machine_info
 
-METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "oracle",
+METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "pixels_ae", "oracle",
            "comet_nofusion@oracle", "comet_nocausal@oracle", "flat_slots@oracle")
 MONOLITHIC = "pixels"
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +70,8 @@ def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: P
         cmd += ["--kind", kind, "--obs", "oracle", "--set", f"model.num_slots={n}"]
     elif method == "pixels":
         cmd += ["--kind", "pixels", "--obs", "pixels"]
+    elif method == "pixels_ae":  # the pixel model over a frozen, pretrained pixel encoder
+        cmd += ["--kind", "pixels", "--obs", "pixels", "--encoder", args.pixel_encoder]
     else:
         cmd += ["--kind", method, "--obs", "slots", "--encoder", args.encoder]
         if getattr(args, "encoder_carry_iters", 0):
@@ -91,6 +96,11 @@ def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
     if method in ("pixels", "oracle") or "@" in method or not m.is_file():
         return
     cfg = json.loads(m.read_text()).get("config", {})
+    if method == "pixels_ae":
+        if Path(cfg.get("encoder", "")).resolve() != Path(args.pixel_encoder).resolve():
+            raise SystemExit(f"error: {out} was trained with --pixel-encoder {cfg.get('encoder')}, not "
+                             f"{args.pixel_encoder}; use another --runs directory")
+        return
     saved = (Path(cfg.get("encoder", "")).resolve(), int(cfg.get("encoder_carry_iters", 0)))
     now = (Path(args.encoder).resolve(), int(getattr(args, "encoder_carry_iters", 0)))
     if saved != now:
@@ -260,7 +270,9 @@ def report(args: argparse.Namespace) -> dict:
             if not args.no_diagnostics and entry["complete"]:
                 entry["diagnostics"] = diagnostics(run_dir(args, task, m, min(curves)))
             rt["methods"][m] = entry
-        mono = rt["methods"].get(MONOLITHIC)
+        mono_name = args.monolithic
+        rt["monolithic"] = mono_name
+        mono = rt["methods"].get(mono_name)
         if mono:
             level = 0.8 * mono["final_mean"]
             rt["level_80pct_of_monolithic_final"] = level
@@ -269,8 +281,8 @@ def report(args: argparse.Namespace) -> dict:
             ms, cs = mono.get("steps_to_level"), (rt["methods"].get("comet") or {}).get("steps_to_level")
             rt["comet_over_monolithic_steps"] = (cs / ms) if cs is not None and ms else None
             for m, e in rt["methods"].items():  # how sure the ratio is, over seed resamples
-                if m != MONOLITHIC:
-                    e["steps_ratio_bootstrap"] = ratio_bootstrap(mats[m], mats[MONOLITHIC], rng)
+                if m != mono_name:
+                    e["steps_ratio_bootstrap"] = ratio_bootstrap(mats[m], mats[mono_name], rng)
         res["tasks"][task] = rt
         plot(task, rt, Path(args.out))
     out = Path(args.out)
@@ -292,7 +304,8 @@ def _steps(e: dict, rt: dict) -> str:
 
 def markdown_table(task: str, rt: dict) -> str:
     """One task's results as a Markdown table (written beside the JSON as ``table.md``)."""
-    lines = [(f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic final = "
+    lines = [(f"### {task}: random policy {rt['random_policy_success']:.2f}; level = 0.8 × monolithic "
+              f"({rt.get('monolithic', MONOLITHIC)}) final = "
               f"{_fmt(rt.get('level_80pct_of_monolithic_final'))}; comet/monolithic steps = "
               f"{_fmt(rt.get('comet_over_monolithic_steps'))}"),
              ("| method | seeds | final [95 % band] | AUC first half | steps to level | steps ratio p2.5 / p50 / p97.5 "
@@ -358,6 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3", help="the frozen slot encoder")
     ap.add_argument("--encoder-carry-iters", type=int, default=0,
                     help="slot methods: the encoder's tracking rounds per carried frame (0 = its own)")
+    ap.add_argument("--pixel-encoder", default="world_models/checkpoints/pixels_push3",
+                    help="pixels_ae: the pretrained pixel encoder its runs freeze")
+    ap.add_argument("--monolithic", default=MONOLITHIC, choices=("pixels", "pixels_ae", "flat_slots"),
+                    help="the method whose final score sets the level (80 %%) and the steps ratios")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra settings for every run")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
     ap.add_argument("--runs", default="runs/wm_bench", help="where the training runs live (resumable)")
@@ -370,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report:
         if any(m not in ("oracle", "pixels") and "@" not in m for m in args.methods) and not Path(args.encoder).exists():
             ap.error(f"--encoder {args.encoder}: no slot encoder there (train one with `edge train slot-encoder`)")
+        if "pixels_ae" in args.methods and not Path(args.pixel_encoder).exists():
+            ap.error(f"--pixel-encoder {args.pixel_encoder}: no pixel encoder there (train one with "
+                     "`edge train pixel-encoder`)")
         launch(args)
     res = report(args)
     for task, rt in res["tasks"].items():

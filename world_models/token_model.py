@@ -193,6 +193,11 @@ class PixelEncoder(nn.Module):
                                  nn.GELU(), nn.Flatten(), nn.Linear(4 * c * (image_size // 16) ** 2, width),
                                  nn.LayerNorm(width))
 
+    @property
+    def weight_frozen(self) -> bool:
+        """True when no parameter takes gradients (a pretrained encoder frozen for world-model training)."""
+        return not any(p.requires_grad for p in self.parameters())
+
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         return self.net(frames.permute(0, 3, 1, 2).float() / 255.0)
 

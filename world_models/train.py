@@ -51,7 +51,7 @@ class RunConfig:
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     obs: str = "oracle"  # oracle | slots | pixels (pixels iff model.kind == "pixels")
-    encoder: str = ""  # slots: directory of a frozen slot encoder
+    encoder: str = ""  # slots: directory of a frozen slot encoder; pixels: of a pretrained pixel encoder to freeze ('' = learn the CNN end to end)
     encoder_carry_iters: int = 0  # slots: the encoder's tracking rounds per carried frame (0 = its own)
     env_steps: int = 20_000
     n_envs: int = 8
@@ -115,6 +115,33 @@ def load_encoder(path: str, carry_iters: int = 0):
     return model
 
 
+def _is_slot_encoder(path: str) -> bool:
+    m = Path(path) / "manifest.json" if Path(path).is_dir() else Path(path)
+    try:
+        return "num_slots" in (json.loads(m.read_text()).get("config") or {})
+    except (OSError, ValueError):
+        return False
+
+
+def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
+    """Load a pretrained pixel encoder (:mod:`world_models.pixel_pretrain`) into the pixel model and
+    freeze it, as the slot models' encoder is frozen (ConfigError if it is not one, or its shape
+    differs from the model's)."""
+    from world_models.pixel_pretrain import load_pixel_encoder
+
+    try:
+        pcfg, state, _ = load_pixel_encoder(path)
+    except (ValueError, FileNotFoundError) as err:
+        raise ConfigError(f"encoder={path}: {err}") from None
+    m = model.cfg
+    if (pcfg.image_size, pcfg.channels, pcfg.width) != (m.image_size, m.cnn_channels, m.width):
+        raise ConfigError(f"encoder={path}: a pixel encoder for image_size/channels/width=({pcfg.image_size}, "
+                          f"{pcfg.channels}, {pcfg.width}), but the model has model.image_size/cnn_channels/width="
+                          f"({m.image_size}, {m.cnn_channels}, {m.width})")
+    model.encoder.load_state_dict(state)
+    model.encoder.requires_grad_(False)
+
+
 class Trainer:
     """Runs :class:`RunConfig` into ``out``; ``run()`` returns the final metrics."""
 
@@ -134,6 +161,10 @@ class Trainer:
             raise ConfigError(f"world_model.num_slots/slot_dim=({mcfg.num_slots}, {mcfg.slot_dim}) must match the "
                              f"encoder's ({enc.cfg.num_slots}, {enc.cfg.slot_dim})")
         self.model = TokenWorldModel(mcfg)
+        if cfg.obs == "pixels" and cfg.encoder and not _is_slot_encoder(cfg.encoder):
+            # (runs of the pixel model made before pretrained pixel encoders existed name the preset's
+            # slot encoder here; it was never used, and still is not)
+            freeze_pixel_encoder(self.model, cfg.encoder)
         self.planner = Planner(self.model, cfg.planner)
         self.learner = Learner(self.model, cfg.learner, cfg.planner.gamma, cfg.planner.context)
         self.replay = Replay(cfg.capacity)
@@ -162,6 +193,9 @@ class Trainer:
         defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
         saved = {**{k: v for k, v in new.items() if k not in blob["config"] and k in defaults
                     and defaults[k] == v}, **blob["config"]}
+        for d in (saved, new):  # a pixel run naming the preset's (unused) slot encoder = one naming none
+            if d.get("obs") == "pixels" and d.get("encoder") and _is_slot_encoder(d["encoder"]):
+                d["encoder"] = ""
         diff = sorted(k for k in set(saved) | set(new)
                       if k not in RESUMABLE and saved.get(k) != new.get(k))
         if diff:

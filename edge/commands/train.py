@@ -96,7 +96,10 @@ def register(subparsers) -> None:
     wm.add_argument("--kind", default=None, choices=WM_KINDS, help="world model (default: the preset's)")
     wm.add_argument("--task", default=None, choices=("push3", "reach3"), help="object task: push3 or reach3 (default: the preset's)")
     wm.add_argument("--obs", default=None, choices=("oracle", "slots", "pixels"), help="oracle, slots or pixels (default: the preset's)")
-    wm.add_argument("--encoder", default=None, metavar="DIR", help="--obs slots: the frozen slot encoder (default: the shipped slots_push3)")
+    wm.add_argument("--encoder", default=None, metavar="DIR",
+                    help="--obs slots: the frozen slot encoder (default: the shipped slots_push3); --obs pixels: "
+                         "a pretrained pixel encoder to freeze (`edge train pixel-encoder`; default: none, the "
+                         "CNN learns end to end)")
     wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget (default: the preset's)")
     wm.add_argument("--seed", type=int, default=None, help="training seed (default: the preset's)")
     wm.add_argument("--resume", action="store_true", help="continue the run in --out (a larger --env-steps extends it)")
@@ -130,6 +133,26 @@ def register(subparsers) -> None:
                     help="start from another encoder run's weights (its directory, train_state.pt or "
                     "manifest.json; same architecture, tracking rounds may differ); default: random init")
     se.set_defaults(func=_train_slot_encoder)
+    pe = add_subparser(models, "pixel-encoder", "pretrain the pixel world model's CNN as an autoencoder on "
+                       "the slot encoder's random-policy frames (resumable)", """
+  edge train pixel-encoder --out runs/pixels_ae --steps 6000      # frames as edge train slot-encoder collects them
+  edge train pixel-encoder --out /tmp/px_tiny --frames 64 --eval-frames 32 --steps 2 --set channels=4 --set width=8
+  edge train world-model --out runs/wm/px_ae_s0 --kind pixels --obs pixels --encoder runs/pixels_ae""")
+    pe.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
+                    "data_train.npz, data_eval.npz, train_state.pt")
+    pe.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
+    pe.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
+    pe.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
+    pe.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
+    pe.add_argument("--steps", type=int, default=6000, help="optimiser steps")
+    pe.add_argument("--seed", type=int, default=0, help="training seed")
+    pe.add_argument("--batch-size", type=int, default=32, help="frames per optimiser step")
+    pe.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    pe.add_argument("--eval-every", type=int, default=1000, help="held-out reconstruction error every N steps")
+    pe.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override an encoder setting (repeatable; image_size, channels, width, fg_weight; they "
+                         "must match the world model's image_size, cnn_channels and width)")
+    pe.set_defaults(func=_train_pixel_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -233,6 +256,19 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.obs == "pixels" and args.kind is None:
         sets.append("model.kind=pixels")
     config = layer_config(RunConfig(), preset, sets)
+    if config.obs == "pixels" and args.encoder is None and config.encoder:
+        from world_models.pixel_pretrain import is_pixel_encoder
+
+        if not is_pixel_encoder(config.encoder):  # the preset's slot encoder: the pixel model reads frames
+            import dataclasses
+
+            config = dataclasses.replace(config, encoder="")
+    if config.obs == "pixels" and config.encoder:
+        from world_models.pixel_pretrain import is_pixel_encoder
+
+        if not is_pixel_encoder(config.encoder):
+            raise EdgeError(f"--encoder {config.encoder}: no pretrained pixel encoder there (--obs pixels freezes "
+                            "one made by `edge train pixel-encoder`; leave --encoder out to learn the CNN end to end)")
     if config.obs == "slots" and not Path(config.encoder).is_absolute() and not Path(config.encoder).exists():
         import dataclasses
 
@@ -281,14 +317,9 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
     out.mkdir(parents=True, exist_ok=True)
-    size = str(config.image_size)  # the frames the encoder will read (a --set image_size too)
-    for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
-                          ("data_eval.npz", args.eval_frames, args.data_seed + 1)):
-        if not (out / name).is_file():
-            rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(out / name),
-                                     "--task", args.task, "--image-size", size])
-            if rc:
-                return rc
+    rc = _collect_frames(args, out, config.image_size)  # the frames the encoder will read (a --set image_size too)
+    if rc:
+        return rc
     return slot_pretrain.main(["train", "--data", str(out / "data_train.npz"), "--eval-data", str(out / "data_eval.npz"),
                                "--out", str(out), "--steps", str(args.steps), "--preset", args.preset,
                                "--seed", str(args.seed), "--batch-size", str(args.batch_size),
@@ -296,3 +327,63 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
                                "--warmup-steps", str(args.warmup_steps), "--eval-every", str(args.eval_every),
                                *(("--init-from", args.init_from) if args.init_from else ()),
                                *(f"--set={kv}" for kv in args.set)])
+
+
+def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int:
+    """Random-policy frames into ``out/data_train.npz`` and ``out/data_eval.npz`` unless there already
+    (the same seeds give the same frames, so the slot and pixel encoders can share a data hash)."""
+    from world_models import slot_pretrain
+
+    for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
+                          ("data_eval.npz", args.eval_frames, args.data_seed + 1)):
+        if not (out / name).is_file():
+            rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(out / name),
+                                     "--task", args.task, "--image-size", str(image_size)])
+            if rc:
+                return rc
+    return 0
+
+
+def _train_pixel_encoder(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from edge.errors import EdgeError
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+    for key in ("frames", "eval_frames", "steps", "batch_size", "eval_every"):
+        if getattr(args, key) < 1:
+            raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise EdgeError(f"--lr {args.lr}: must be a finite number > 0")
+    values: dict[str, int] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("image_size", "channels", "width", "fg_weight"):
+            raise EdgeError(f"--set {item!r}: want KEY=VALUE with KEY one of image_size, channels, width, fg_weight")
+        try:
+            values[key] = int(value)
+        except ValueError:
+            raise EdgeError(f"--set {item!r}: {key} takes a whole number") from None
+    from world_models.pixel_pretrain import PixelEncoderConfig, train_pixel_encoder
+
+    try:
+        config = PixelEncoderConfig(**values)
+    except ValueError as err:
+        raise EdgeError(f"--set: {err}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    rc = _collect_frames(args, out, config.image_size)
+    if rc:
+        return rc
+    try:
+        metrics = train_pixel_encoder(config, out / "data_train.npz", out, args.steps, eval_data_path=out / "data_eval.npz",
+                                      batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                                      eval_every=args.eval_every,
+                                      command="edge " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    except (ValueError, FileNotFoundError) as err:
+        raise EdgeError(str(err)) from None
+    print(f"pixel encoder: {out} ({metrics['step']} steps); held-out MSE {metrics.get('eval_mse', float('nan')):.5f}, "
+          f"latent variance {metrics.get('latent_var', float('nan')):.3f}")
+    return 0

@@ -21,7 +21,8 @@ def _parse(argv):
     import argparse
 
     ap = argparse.ArgumentParser()
-    for a, d in (("--runs", None), ("--out", None), ("--encoder", "enc")):
+    for a, d in (("--runs", None), ("--out", None), ("--encoder", "enc"), ("--pixel-encoder", "penc"),
+                 ("--monolithic", "pixels")):
         ap.add_argument(a, default=d)
     ap.add_argument("--tasks", nargs="+")
     ap.add_argument("--methods", nargs="+", default=["comet", "pixels"])
@@ -51,6 +52,8 @@ def test_run_commands_pick_obs_and_resume(tmp_path):
     cmd = cvm.run_args("comet", "reach3", 1, args, out)
     assert cmd[1:3] == ["train", "world-model"] and "--encoder" in cmd and "--resume" not in cmd
     assert cvm.run_args("pixels", "reach3", 1, args, out)[-4:] == ["--kind", "pixels", "--obs", "pixels"]
+    assert cvm.run_args("pixels_ae", "reach3", 1, args, out)[-6:] == ["--kind", "pixels", "--obs", "pixels",
+                                                                      "--encoder", "penc"]
     tracked = cvm.argparse.Namespace(**{**vars(args), "encoder_carry_iters": 1})
     assert "encoder_carry_iters=1" in cvm.run_args("comet", "reach3", 1, tracked, out)
     assert "encoder_carry_iters=1" not in cvm.run_args("pixels", "reach3", 1, tracked, out)  # slot methods only
@@ -79,10 +82,24 @@ def test_report_known_curves(tmp_path, monkeypatch):
     assert np.isclose(co["auc_first_half"], (0.0 + 0.4) / 2)
     assert (Path(args.out) / "comet_vs_monolithic.json").is_file()
     table = (Path(args.out) / "table.md").read_text().splitlines()
-    assert "level = 0.8 × monolithic final = 0.40; comet/monolithic steps = 0.33" in table[0]
+    assert "level = 0.8 × monolithic (pixels) final = 0.40; comet/monolithic steps = 0.33" in table[0]
     row = {ln.split(" | ")[0].strip("| "): ln for ln in table[3:]}
     assert row["comet"].startswith("| comet | 2 | 0.60 [0.60, 0.60] | 0.200 | 100 | 0.33 / 0.33 / 0.33 (1.00, 0.00) |")
     assert "| pixels | 2 | 0.50 [0.50, 0.50] | 0.050 | 300 | – |" in row["pixels"]
+
+
+def test_another_monolithic_reference_sets_the_level(tmp_path, monkeypatch):
+    args = _args(tmp_path, methods=["comet", "pixels", "pixels_ae"], monolithic="pixels_ae")
+    monkeypatch.setattr(cvm, "random_policy_score", lambda task, n: 0.0)
+    runs = Path(args.runs)
+    for s in (0, 1):
+        _write_run(runs / f"reach3_pixels_s{s}", [0.0, 0.1, 0.1, 0.1])
+        _write_run(runs / f"reach3_pixels_ae_s{s}", [0.0, 0.1, 0.3, 0.5])
+        _write_run(runs / f"reach3_comet_s{s}", [0.0, 0.4, 0.5, 0.6])
+    res = cvm.report(args)["tasks"]["reach3"]
+    assert res["monolithic"] == "pixels_ae" and res["level_80pct_of_monolithic_final"] == 0.4
+    assert res["methods"]["pixels"]["steps_to_level"] is None and res["comet_over_monolithic_steps"] == 100 / 300
+    assert "steps_ratio_bootstrap" in res["methods"]["pixels"] and "steps_ratio_bootstrap" not in res["methods"]["pixels_ae"]
 
 
 def test_an_unfinished_seed_is_listed_not_averaged(tmp_path, monkeypatch):

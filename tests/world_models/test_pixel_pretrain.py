@@ -1,0 +1,122 @@
+"""Pretrained pixel encoder: it learns to reconstruct, is verified when loaded, resumes, and the pixel
+world model freezes it (and refuses one of another shape or kind)."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from edge.config import ConfigError
+from world_models.pixel_pretrain import (
+    PixelAutoencoder,
+    PixelEncoderConfig,
+    is_pixel_encoder,
+    load_pixel_encoder,
+    train_pixel_encoder,
+)
+from world_models.slot_pretrain import data_hash
+from world_models.token_model import WorldModelConfig
+from world_models.train import Trainer, tiny
+
+CFG = PixelEncoderConfig(image_size=32, channels=8, width=16)
+
+
+def squares(path, n: int = 48, seed: int = 0) -> None:
+    """Frames of one red square on a grey table at random places, in the collect format."""
+    rng = np.random.default_rng(seed)
+    s = CFG.image_size
+    arrays = {"frames": np.full((n, s, s, 3), 120, np.uint8), "seg": np.zeros((n, s, s), np.int16),
+              "episode": (np.arange(n) // 6).astype(np.int32), "step": (np.arange(n) % 6).astype(np.int16),
+              "action": np.zeros(n, np.int8)}
+    for i in range(n):
+        y, x = rng.integers(0, s - 6, 2)
+        arrays["frames"][i, y:y + 6, x:x + 6] = (220, 30, 30)
+    np.savez_compressed(path, **arrays, meta=np.array(json.dumps({"data_hash": data_hash(arrays)})))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("px")
+    squares(d / "train.npz")
+    squares(d / "eval.npz", n=24, seed=1)
+    kw = {"eval_data_path": d / "eval.npz", "batch_size": 16, "warmup_steps": 5, "ckpt_every": 20,
+          "eval_every": 1000, "log": lambda s: None, "command": "test"}
+    first = train_pixel_encoder(CFG, d / "train.npz", d / "enc", 1, **kw)
+    last = train_pixel_encoder(CFG, d / "train.npz", d / "enc", 120, **kw)  # resumes from step 1
+    return d, first, last, kw
+
+
+def test_training_reconstructs_and_resumes(trained):
+    d, first, last, _ = trained
+    assert first["step"] == 1 and last["step"] == 120
+    assert last["eval_mse"] < 0.2 * first["eval_mse"]  # from a flat grey guess to the table and the square
+    assert last["latent_var"] >= 0.0 and last["eval_frames"] == 24
+    steps = [e["step"] for e in map(json.loads, (d / "enc" / "log.jsonl").read_text().splitlines()) if "loss" in e]
+    assert steps[0] == 1 and steps[-1] == 120 and steps == sorted(set(steps))
+    state = torch.load(d / "enc" / "train_state.pt", weights_only=True)
+    assert {float(s["step"]) for s in state["optimizer"]["state"].values()} == {120.0}
+
+
+def test_other_settings_refuse_to_resume(trained):
+    d, _, _, kw = trained
+    with pytest.raises(ValueError, match="other settings"):
+        train_pixel_encoder(CFG, d / "train.npz", d / "enc", 130, **{**kw, "batch_size": 8})
+
+
+def test_manifest_round_trip_and_tamper(trained, tmp_path):
+    d, _, last, _ = trained
+    cfg, state, manifest = load_pixel_encoder(d / "enc")
+    assert cfg == CFG and is_pixel_encoder(d / "enc") and manifest["metrics"]["step"] == 120
+    assert manifest["data_hash"] and manifest["command"] == "test"
+    ae = PixelAutoencoder(CFG)
+    ae.encoder.load_state_dict(state)  # the encoder's weights only
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(d / "enc", bad)
+    with open(bad / "encoder.pt", "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ValueError, match="sha256"):
+        load_pixel_encoder(bad)
+    assert not is_pixel_encoder(tmp_path)
+
+
+def _pixel_run(**kw):
+    base = tiny()
+    model = WorldModelConfig(**{**base.model.__dict__, "kind": "pixels", **kw})
+    return tiny(env_steps=12, eval_every=12, checkpoint_every=12, obs="pixels", model=model)
+
+
+def test_world_model_freezes_the_pretrained_encoder(trained, tmp_path):
+    d = trained[0]
+    cfg = _pixel_run()
+    t = Trainer(replace(cfg, encoder=str(d / "enc")), tmp_path / "wm", progress=False)
+    _, state, _ = load_pixel_encoder(d / "enc")
+    t.run()
+    assert t.learner.updates > 0 and t.model.encoder.weight_frozen
+    for k, v in t.model.encoder.state_dict().items():  # unchanged by every update, in both networks
+        torch.testing.assert_close(v, state[k])
+        torch.testing.assert_close(t.learner.target.encoder.state_dict()[k], state[k])
+    # without an encoder the CNN learns end to end
+    t2 = Trainer(cfg, tmp_path / "wm2", progress=False)
+    t2.run()
+    assert not t2.model.encoder.weight_frozen
+
+
+def test_world_model_refuses_an_encoder_of_another_shape(trained, tmp_path):
+    d = trained[0]
+    cfg = _pixel_run(width=32)
+    with pytest.raises(ConfigError, match="image_size/channels/width"):
+        Trainer(replace(cfg, encoder=str(d / "enc")), tmp_path / "wm", progress=False)
+
+
+def test_cli_refuses_a_slot_encoder_for_pixels(tmp_path, capsys):
+    from edge.cli import main
+
+    rc = main(["train", "world-model", "--out", str(tmp_path / "wm"), "--preset", "tiny", "--obs", "pixels",
+               "--encoder", "world_models/checkpoints/slots_push3_v2"])
+    assert rc == 2 and "no pretrained pixel encoder" in capsys.readouterr().err
+    rc = main(["train", "pixel-encoder", "--out", str(tmp_path / "pe"), "--set", "width=0"])
+    assert rc == 2 and "width=0" in capsys.readouterr().err
