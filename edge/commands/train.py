@@ -150,8 +150,8 @@ def register(subparsers) -> None:
     pe.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     pe.add_argument("--eval-every", type=int, default=1000, help="held-out reconstruction error every N steps")
     pe.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override an encoder setting (repeatable; image_size, channels, width, fg_weight; they "
-                         "must match the world model's image_size, cnn_channels and width)")
+                    help="override an encoder setting (repeatable; default: none; image_size, channels, width, "
+                         "fg_weight; they must match the world model's image_size, cnn_channels and width)")
     pe.set_defaults(func=_train_pixel_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
