@@ -143,23 +143,9 @@ def is_pixel_encoder(path: str | Path) -> bool:
 def load_pixel_encoder(path: str | Path) -> tuple[PixelEncoderConfig, dict, dict]:
     """(config, encoder state dict, manifest) from a directory or its manifest; the weights' sha256
     must match the manifest (ValueError / FileNotFoundError naming the file otherwise)."""
-    from world_models.slot_encoder import sha256_file
+    from world_models.slot_encoder import load_verified
 
-    p = Path(path)
-    mpath = p / "manifest.json" if p.is_dir() else p
-    if not mpath.is_file():
-        raise FileNotFoundError(f"no pixel-encoder manifest at {mpath} (train one with `edge train pixel-encoder`)")
-    manifest = json.loads(mpath.read_text())
-    if manifest.get("kind") != KIND:
-        raise ValueError(f"{mpath} is not a pixel encoder (kind {manifest.get('kind')!r}, want {KIND!r})")
-    weights = mpath.parent / manifest["file"]
-    if not weights.is_file():
-        raise FileNotFoundError(f"pixel-encoder weights {weights} named by {mpath} are missing")
-    digest = sha256_file(weights)
-    if digest != manifest["sha256"]:
-        raise ValueError(f"pixel-encoder weights {weights} have sha256 {digest}, but {mpath} records "
-                         f"{manifest['sha256']}: the file was changed or replaced")
-    blob = torch.load(weights, map_location="cpu", weights_only=True)
+    manifest, blob = load_verified(path, "pixel encoder", kind=KIND)
     return PixelEncoderConfig(**blob["config"]), blob["state_dict"], manifest
 
 

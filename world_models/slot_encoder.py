@@ -344,23 +344,32 @@ def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = 
     return path
 
 
+def load_verified(path: str | Path, what: str, kind: str | None = None) -> tuple[dict, dict]:
+    """(manifest, weights blob) of an encoder directory or its ``manifest.json``: the weights file it
+    names must exist and match its sha256, and its ``kind`` must be ``kind`` when given
+    (FileNotFoundError / ValueError naming the file and ``what`` it should be otherwise)."""
+    path = Path(path)
+    manifest_path = path / "manifest.json" if path.is_dir() else path
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"no {what} manifest at {manifest_path}")
+    manifest = json.loads(manifest_path.read_text())
+    if kind is not None and manifest.get("kind") != kind:
+        raise ValueError(f"{manifest_path} is not a {what} (kind {manifest.get('kind')!r}, want {kind!r})")
+    weights = manifest_path.parent / manifest["file"]
+    if not weights.is_file():
+        raise FileNotFoundError(f"{what} weights {weights} named by {manifest_path} are missing")
+    digest = sha256_file(weights)
+    if digest != manifest["sha256"]:
+        raise ValueError(f"{what} weights {weights} have sha256 {digest}, but {manifest_path} records "
+                         f"{manifest['sha256']}: the file was changed or replaced")
+    return manifest, torch.load(weights, map_location="cpu", weights_only=True)
+
+
 def load_encoder(path: str | Path, device: str = "cpu", carry_iters: int | None = None
                  ) -> tuple[SlotAutoencoder, dict]:
     """Load from a directory or its ``manifest.json``; the weights' sha256 must match the manifest.
     ``carry_iters``: override the tracking rounds (an inference setting; the weights do not change)."""
-    path = Path(path)
-    manifest_path = path / "manifest.json" if path.is_dir() else path
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"no slot-encoder manifest at {manifest_path}")
-    manifest = json.loads(manifest_path.read_text())
-    weights = manifest_path.parent / manifest["file"]
-    if not weights.is_file():
-        raise FileNotFoundError(f"slot-encoder weights {weights} named by {manifest_path} are missing")
-    digest = sha256_file(weights)
-    if digest != manifest["sha256"]:
-        raise ValueError(f"slot-encoder weights {weights} have sha256 {digest}, but {manifest_path} records "
-                         f"{manifest['sha256']}: the file was changed or replaced")
-    blob = torch.load(weights, map_location="cpu", weights_only=True)
+    manifest, blob = load_verified(path, "slot-encoder")
     extra = {} if carry_iters is None else {"carry_iters": carry_iters}
     model = SlotAutoencoder(SlotEncoderConfig(**{**blob["config"], "device": device, **extra}))
     model.load_state_dict(blob["state_dict"])
