@@ -382,10 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only aggregate the runs that exist")
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the final models' diagnostics")
     args = ap.parse_args(argv)
+    if args.monolithic not in args.methods:  # allowed (a run that adds methods), but said
+        print(f"note: --monolithic {args.monolithic} is not among --methods: this report has no level and no "
+              "steps ratios", file=sys.stderr)
     if not 0 <= args.encoder_carry_iters <= 10:
         ap.error(f"--encoder-carry-iters {args.encoder_carry_iters}: must be in 0..10 (0 = the encoder's own)")
     if not args.report:
-        if any(m not in ("oracle", "pixels") and "@" not in m for m in args.methods) and not Path(args.encoder).exists():
+        if any(m not in ("oracle", "pixels", "pixels_ae") and "@" not in m for m in args.methods) \
+                and not Path(args.encoder).exists():
             ap.error(f"--encoder {args.encoder}: no slot encoder there (train one with `edge train slot-encoder`)")
         if "pixels_ae" in args.methods and not Path(args.pixel_encoder).exists():
             ap.error(f"--pixel-encoder {args.pixel_encoder}: no pixel encoder there (train one with "

@@ -66,9 +66,9 @@ def evaluate_run(path: Path, episodes: int, seed0: int) -> dict:
 def encoder_sha256(path: Path, cfg, manifest: dict) -> str | None:
     """The frozen encoder's sha256 as it is on disk now; it must be the one the run trained with."""
     from edge.digest import sha256_file
-    from world_models.train import encoder_weights_file
+    from world_models.train import encoder_weights_file, unused_slot_encoder
 
-    if not cfg.encoder:
+    if not cfg.encoder or unused_slot_encoder(cfg):  # none, or a pixel run's unused preset slot encoder
         return None
     f = encoder_weights_file(cfg.encoder)
     now = sha256_file(f) if f.is_file() else None

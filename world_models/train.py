@@ -115,12 +115,29 @@ def load_encoder(path: str, carry_iters: int = 0):
     return model
 
 
+def resolve_shipped(path: str) -> str:
+    """A relative encoder path that does not exist here but names a file shipped inside the package
+    (``world_models/checkpoints/...``, as the presets write it) → that file's absolute path."""
+    if not path or Path(path).is_absolute() or Path(path).exists():
+        return path
+    installed = Path(__file__).resolve().parent.parent / path
+    return str(installed) if installed.exists() else path
+
+
 def _is_slot_encoder(path: str) -> bool:
-    m = Path(path) / "manifest.json" if Path(path).is_dir() else Path(path)
+    p = Path(resolve_shipped(path))
+    m = p / "manifest.json" if p.is_dir() else p
     try:
         return "num_slots" in (json.loads(m.read_text()).get("config") or {})
     except (OSError, ValueError):
         return False
+
+
+def unused_slot_encoder(cfg: RunConfig | dict) -> str | None:
+    """The ``encoder`` of a pixel run when it names a slot encoder: runs made before pretrained pixel
+    encoders existed carry the preset's slot encoder there, never used; None otherwise."""
+    obs, enc = (cfg.get("obs"), cfg.get("encoder")) if isinstance(cfg, dict) else (cfg.obs, cfg.encoder)
+    return enc if obs == "pixels" and enc and _is_slot_encoder(enc) else None
 
 
 def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
@@ -161,10 +178,8 @@ class Trainer:
             raise ConfigError(f"world_model.num_slots/slot_dim=({mcfg.num_slots}, {mcfg.slot_dim}) must match the "
                              f"encoder's ({enc.cfg.num_slots}, {enc.cfg.slot_dim})")
         self.model = TokenWorldModel(mcfg)
-        if cfg.obs == "pixels" and cfg.encoder and not _is_slot_encoder(cfg.encoder):
-            # (runs of the pixel model made before pretrained pixel encoders existed name the preset's
-            # slot encoder here; it was never used, and still is not)
-            freeze_pixel_encoder(self.model, cfg.encoder)
+        if cfg.obs == "pixels" and unused_slot_encoder(cfg) is None and cfg.encoder:
+            freeze_pixel_encoder(self.model, resolve_shipped(cfg.encoder))
         self.planner = Planner(self.model, cfg.planner)
         self.learner = Learner(self.model, cfg.learner, cfg.planner.gamma, cfg.planner.context)
         self.replay = Replay(cfg.capacity)
@@ -194,7 +209,7 @@ class Trainer:
         saved = {**{k: v for k, v in new.items() if k not in blob["config"] and k in defaults
                     and defaults[k] == v}, **blob["config"]}
         for d in (saved, new):  # a pixel run naming the preset's (unused) slot encoder = one naming none
-            if d.get("obs") == "pixels" and d.get("encoder") and _is_slot_encoder(d["encoder"]):
+            if unused_slot_encoder(d):
                 d["encoder"] = ""
         diff = sorted(k for k in set(saved) | set(new)
                       if k not in RESUMABLE and saved.get(k) != new.get(k))

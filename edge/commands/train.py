@@ -238,12 +238,14 @@ def _train_adapter(args: argparse.Namespace) -> int:
 
 
 def _train_world_model(args: argparse.Namespace) -> int:
+    import dataclasses
     import shlex
     import sys
 
     from edge.config import layer_config
     from edge.errors import EdgeError
-    from world_models.train import STATE_FILE, RunConfig, Trainer
+    from world_models.pixel_pretrain import is_pixel_encoder
+    from world_models.train import STATE_FILE, RunConfig, Trainer, resolve_shipped, unused_slot_encoder
 
     preset = Path(args.config) if args.config else PRESETS_DIR / f"wm_{args.preset}.yaml"
     if not preset.is_file():
@@ -256,28 +258,13 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.obs == "pixels" and args.kind is None:
         sets.append("model.kind=pixels")
     config = layer_config(RunConfig(), preset, sets)
-    if config.obs == "pixels" and args.encoder is None and config.encoder:
-        from world_models.pixel_pretrain import is_pixel_encoder
-
-        if not is_pixel_encoder(config.encoder):  # the preset's slot encoder: the pixel model reads frames
-            import dataclasses
-
-            config = dataclasses.replace(config, encoder="")
-    if config.obs == "pixels" and config.encoder:
-        from world_models.pixel_pretrain import is_pixel_encoder
-
-        if not is_pixel_encoder(config.encoder):
-            raise EdgeError(f"--encoder {config.encoder}: no pretrained pixel encoder there (--obs pixels freezes "
-                            "one made by `edge train pixel-encoder`; leave --encoder out to learn the CNN end to end)")
-    if config.obs == "slots" and not Path(config.encoder).is_absolute() and not Path(config.encoder).exists():
-        import dataclasses
-
-        import world_models
-
-        # the presets name the shipped encoder as world_models/checkpoints/...: inside the package
-        installed = Path(world_models.__file__).resolve().parent.parent / config.encoder
-        if installed.exists():
-            config = dataclasses.replace(config, encoder=str(installed))
+    # the presets name the shipped encoders as world_models/checkpoints/...: inside the package
+    config = dataclasses.replace(config, encoder=resolve_shipped(config.encoder))
+    if args.encoder is None and unused_slot_encoder(config):
+        config = dataclasses.replace(config, encoder="")  # the preset's slot encoder: the pixel model reads frames
+    if config.obs == "pixels" and config.encoder and not is_pixel_encoder(config.encoder):
+        raise EdgeError(f"--encoder {config.encoder}: no pretrained pixel encoder there (--obs pixels freezes "
+                        "one made by `edge train pixel-encoder`; leave --encoder out to learn the CNN end to end)")
     if config.obs == "slots" and not Path(config.encoder).exists():
         raise EdgeError(f"encoder={config.encoder}: no slot encoder there; train one with "
                         "`edge train slot-encoder` or pass --encoder DIR")

@@ -120,3 +120,15 @@ def test_cli_refuses_a_slot_encoder_for_pixels(tmp_path, capsys):
     assert rc == 2 and "no pretrained pixel encoder" in capsys.readouterr().err
     rc = main(["train", "pixel-encoder", "--out", str(tmp_path / "pe"), "--set", "width=0"])
     assert rc == 2 and "width=0" in capsys.readouterr().err
+
+
+def test_old_pixel_runs_naming_the_slot_encoder_still_train_end_to_end_and_resume(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the relative preset path resolves inside the package from anywhere
+    cfg = _pixel_run()
+    legacy = replace(cfg, encoder="world_models/checkpoints/slots_push3")
+    t = Trainer(legacy, tmp_path / "wm", progress=False)
+    t.run()
+    assert not t.model.encoder.weight_frozen
+    assert Trainer(replace(cfg, env_steps=24), tmp_path / "wm", progress=False)._load_state()  # encoder '' now
+    with pytest.raises(ConfigError, match="no pixel encoder manifest"):
+        Trainer(replace(cfg, encoder=str(tmp_path / "nowhere")), tmp_path / "x", progress=False)
