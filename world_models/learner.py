@@ -65,11 +65,9 @@ class Learner:
     def _z(self, model: TokenWorldModel, states: torch.Tensor) -> torch.Tensor:
         b, L = states.shape[:2]
         if model.cfg.kind == "pixels":
-            frames = states.reshape(b * L, *states.shape[2:])
-            if model.encoder.weight_frozen:  # a pretrained, frozen encoder: no graph through the CNN
-                with torch.no_grad():
-                    return model.encode_frames(frames).view(b, L, 1, -1)
-            return model.encode_frames(frames).view(b, L, 1, -1)
+            # a pretrained, frozen encoder: no graph through the CNN
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not model.encoder.weight_frozen):
+                return model.encode_frames(states.reshape(b * L, *states.shape[2:])).view(b, L, 1, -1)
         return states.float().view(b, L, model.cfg.tokens, model.cfg.state_dim)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:

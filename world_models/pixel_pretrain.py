@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from world_models.slot_encoder import fg_weighted_mse
 from world_models.slot_pretrain import _check_positive, _load_train_state, _save_train_state, load_dataset, lr_at
 from world_models.token_model import PixelEncoder
 
@@ -77,16 +78,9 @@ class PixelAutoencoder(nn.Module):
         return self.decoder(self.encoder(frames))
 
     def loss(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Reconstruction MSE, pixels that differ from their neighbourhood weighted 1 + ``fg_weight``
-        (the slot encoder's loss: the cubes are ~0.5 % of the pixels each)."""
+        """Reconstruction MSE with the slot encoder's foreground weighting (1 + ``fg_weight``)."""
         x = torch.as_tensor(np.asarray(frames))
-        t = x.permute(0, 3, 1, 2).float() / 255.0
-        recon = self(x)
-        if not self.cfg.fg_weight:
-            return F.mse_loss(recon, t)
-        bg = F.avg_pool2d(t, 9, stride=1, padding=4, count_include_pad=False)
-        w = 1.0 + self.cfg.fg_weight * ((t - bg).abs().sum(1, keepdim=True) > 0.15).float()
-        return ((recon - t) ** 2 * w).mean() / w.mean()
+        return fg_weighted_mse(self(x), x.permute(0, 3, 1, 2).float() / 255.0, self.cfg.fg_weight)
 
 
 @torch.no_grad()
@@ -99,11 +93,13 @@ def evaluate(model: PixelAutoencoder, arrays: dict[str, np.ndarray], max_frames:
     frames = arrays["frames"][:max_frames]
     losses, mses, zs = [], [], []
     for i in range(0, len(frames), batch):
-        f = frames[i:i + batch]
-        losses.append(float(model.loss(f)) * len(f))
-        t = torch.as_tensor(f).permute(0, 3, 1, 2).float() / 255.0
-        mses.append(float(F.mse_loss(model(torch.as_tensor(f)), t)) * len(f))
-        zs.append(model.encoder(torch.as_tensor(f)))
+        x = torch.as_tensor(frames[i:i + batch])
+        t = x.permute(0, 3, 1, 2).float() / 255.0
+        z = model.encoder(x)
+        recon = model.decoder(z)  # one pass for all three figures
+        losses.append(float(fg_weighted_mse(recon, t, model.cfg.fg_weight)) * len(x))
+        mses.append(float(F.mse_loss(recon, t)) * len(x))
+        zs.append(z)
     model.train(was)
     z = torch.cat(zs)
     return {"eval_loss": sum(losses) / len(frames), "eval_mse": sum(mses) / len(frames),

@@ -261,14 +261,18 @@ class SlotAutoencoder(nn.Module):
         slots, _ = self._encode(x, init_slots, first=first)
         recon, _, _ = self.decode(slots)
         t = self.target(x)
-        if not self.cfg.fg_weight:
-            return F.mse_loss(recon, t), slots
-        # The cubes are ~0.5 % of the pixels each: with plain MSE the slots settle on the smooth
-        # table first (uniform masks). Pixels that differ from their 9x9 neighbourhood's mean get
-        # 1 + fg_weight times the weight; no labels are used.
-        bg = F.avg_pool2d(t, 9, stride=1, padding=4, count_include_pad=False)
-        w = 1.0 + self.cfg.fg_weight * ((t - bg).abs().sum(1, keepdim=True) > 0.15).float()
-        return ((recon - t) ** 2 * w).mean() / w.mean(), slots
+        return fg_weighted_mse(recon, t, self.cfg.fg_weight), slots
+
+
+def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float) -> torch.Tensor:
+    """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
+    MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from their
+    9x9 neighbourhood's mean get 1 + ``fg_weight`` times the weight; no labels are used (0 = plain MSE)."""
+    if not fg_weight:
+        return F.mse_loss(recon, target)
+    bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
+    w = 1.0 + fg_weight * ((target - bg).abs().sum(1, keepdim=True) > 0.15).float()
+    return ((recon - target) ** 2 * w).mean() / w.mean()
 
 
 class SlotTracker:

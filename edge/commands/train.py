@@ -115,12 +115,9 @@ def register(subparsers) -> None:
   edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
-    se.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
-    se.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
-    se.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
+    _add_frame_args(se)
     se.add_argument("--steps", type=int, default=2500, help="optimiser steps")
     se.add_argument("--preset", choices=PRESETS, default="default", help="encoder size (tiny: for tests)")
-    se.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
     se.add_argument("--seed", type=int, default=0, help="training seed")
     se.add_argument("--batch-size", type=int, default=8, help="sequences per optimiser step")
     se.add_argument("--seq-len", type=int, default=4, help="consecutive frames per sample (slots carried over)")
@@ -140,10 +137,7 @@ def register(subparsers) -> None:
   edge train world-model --out runs/wm/px_ae_s0 --kind pixels --obs pixels --encoder runs/pixels_ae""")
     pe.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
-    pe.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
-    pe.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
-    pe.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
-    pe.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
+    _add_frame_args(pe)
     pe.add_argument("--steps", type=int, default=6000, help="optimiser steps")
     pe.add_argument("--seed", type=int, default=0, help="training seed")
     pe.add_argument("--batch-size", type=int, default=32, help="frames per optimiser step")
@@ -314,6 +308,14 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
                                "--warmup-steps", str(args.warmup_steps), "--eval-every", str(args.eval_every),
                                *(("--init-from", args.init_from) if args.init_from else ()),
                                *(f"--set={kv}" for kv in args.set)])
+
+
+def _add_frame_args(p: argparse.ArgumentParser) -> None:
+    """The random-policy frames an encoder is pretrained on (collected into --out by _collect_frames)."""
+    p.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
+    p.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
+    p.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
+    p.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
 
 
 def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int:
