@@ -178,7 +178,7 @@ def set_scheduling(kind: str, priority: int) -> bool:
 def run_case(
     rate_hz: float, execution: str, seconds: float, warmup_s: float, hidden: int, K: int, out_dir: Path,
     spin_s: float = 0.0, slack_work: bool = True, affinity: str = "none", timer_slack_ns: int | None = None,
-    slack_margin_s: float | None = None,
+    slack_margin_s: float | None = None, slack_receive_margin_s: float | None = None,
 ) -> dict:
     spec = load_robot_spec("panda", [f"control_rate_hz={rate_hz}"])
     H = max(16, round(rate_hz * 0.4))  # chunks cover >= 0.4 s at every rate
@@ -195,16 +195,18 @@ def run_case(
     worker = InferenceWorker(policy, fixed(K, H // 2), clock, WorkerConfig(mode=mode, process_cpus=worker_cpus),
                              policy_factory=factory)
     run_dir = out_dir / (f"{int(rate_hz)}hz_{execution}_{'slack' if slack_work else 'noslack'}_{affinity}_{spin_s}"
-                         f"_{timer_slack_ns}_{slack_margin_s}")
+                         f"_{timer_slack_ns}_{slack_margin_s}_{slack_receive_margin_s}")
     if timer_slack_ns is None:
         timer_slack_ns = LoopConfig().timer_slack_ns
     if slack_margin_s is None:
         slack_margin_s = LoopConfig().slack_margin_s
+    if slack_receive_margin_s is None:
+        slack_receive_margin_s = LoopConfig().slack_receive_margin_s
     recorder = TimedRecorder(run_dir, meta={"period_s": 1.0 / rate_hz})
     loop = ControlLoop(
         LoopConfig(rate_hz=rate_hz, execution="sync" if execution == "sync" else "async",
                    slack_work=slack_work, cpus=str(cpus[0]) if split else "", timer_slack_ns=timer_slack_ns,
-                   slack_margin_s=slack_margin_s),
+                   slack_margin_s=slack_margin_s, slack_receive_margin_s=slack_receive_margin_s),
         clock,
         arm,
         cam,
@@ -227,6 +229,15 @@ def run_case(
     jitter = [abs((b.t_s - a.t_s) - period) for a, b in itertools.pairwise(ticks) if b.slot == a.slot + 1]
     ovh = [t.tick_overhead_s for t in ticks]
     queries = [q for q in run.query_records() if q.t_obs_s >= loop.t0_s + warmup_s]
+    # tick kinds: a query starts on the tick; a chunk is merged on it (not in the slack), after
+    # receiving it on the tick or already received in the slack; or neither
+    starts = {q.t_obs_s for q in run.query_records()}
+    merges = {q.merge_slot: q.t_received_s > q.t_merged_s for q in run.query_records() if not q.merged_in_slack}
+    kinds: dict[str, list] = {"plain": [], "query_start": [], "merge_receive": [], "merge": []}
+    for t in ticks:
+        kind = ("plain" if t.t_s not in starts else "query_start") if t.slot not in merges else (
+            "merge_receive" if merges[t.slot] else "merge")
+        kinds[kind].append(t)
     write = recorder.write_s[-len(ticks) :]
     busy = list(loop.busy_s)[-len(ticks) :]
 
@@ -244,6 +255,13 @@ def run_case(
         "tick_overhead_p50_ms": ms(pct(ovh, 50)),
         "tick_overhead_p99_ms": ms(pct(ovh, 99)),
         "tick_overhead_max_ms": ms(max(ovh)),
+        # the same per tick kind: share of ticks, p50 / p99 (what sets the overall p99)
+        # (and its wake-up lateness p99, and the overruns recorded on it: it ended past the next deadline)
+        "tick_kinds": {k: {"share": round(len(v) / max(1, len(ticks)), 5),
+                           "p50_ms": ms(pct([t.tick_overhead_s for t in v], 50)),
+                           "p99_ms": ms(pct([t.tick_overhead_s for t in v], 99)),
+                           "lateness_p99_ms": ms(pct([t.lateness_s for t in v], 99)),
+                           "overruns": int(sum(t.overrun_ticks for t in v))} for k, v in kinds.items()},
         # tick start -> command handed to the driver (thread/process queries start after it)
         "command_latency_p50_ms": ms(pct([t.command_s for t in ticks], 50)),
         "command_latency_p99_ms": ms(pct([t.command_s for t in ticks], 99)),
@@ -256,6 +274,8 @@ def run_case(
         # chunks merged while the loop waited for a deadline (LoopConfig.slack_work), and the
         # loop-thread time that took before the tick
         "merged_in_slack": sum(1 for q in queries if q.merged_in_slack),
+        # answers taken off the worker's pipe before the tick that merged them
+        "received_in_slack": sum(1 for q in queries if q.t_received_s <= q.t_merged_s),
         "slack_merge_p99_ms": ms(pct([t.slack_s for t in ticks if t.slack_s > 0], 99)),
         "lateness_p99_ms": ms(pct([t.lateness_s for t in ticks], 99)),
         "jitter_p99_ms": ms(pct(jitter, 99)),
@@ -306,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slack-margin-ms", type=float, nargs="+", default=[LoopConfig().slack_margin_s * 1e3],
                     help="loop.slack_margin_s in ms: no merging in the slack later than this before a deadline; "
                          "one case per value (default: the config's)")
+    ap.add_argument("--slack-receive-margin-ms", type=float, nargs="+",
+                    default=[LoopConfig().slack_receive_margin_s * 1e3],
+                    help="loop.slack_receive_margin_s in ms: no receiving a worker answer in the slack later than "
+                         "this before a deadline; one case per value (default: the config's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     import torch
@@ -318,29 +342,35 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipping sched={sched}: not permitted on this machine", flush=True)
                 continue
             for rate in args.rates:
-                cases = [(e, w == "on", sp, af, ts, mg) for e in args.executions for w in args.slack_work
+                cases = [(e, w == "on", sp, af, ts, mg, rm) for e in args.executions for w in args.slack_work
                          for sp in args.spin_us for af in args.affinity for ts in args.timer_slack_ns
-                         for mg in args.slack_margin_ms
+                         for mg in args.slack_margin_ms for rm in args.slack_receive_margin_ms
                          if e != "sync" or w == args.slack_work[0]]  # sync has no slack work
-                for execution, slack, spin_us, aff, tslack, margin_ms in cases:
+                for execution, slack, spin_us, aff, tslack, margin_ms, recv_ms in cases:
                     r = run_case(
                         rate, execution, max(args.seconds, 200.0 / rate), args.warmup, args.hidden, args.steps,
                         Path(tmp) / sched, spin_s=spin_us * 1e-6, slack_work=slack, affinity=aff,
                         timer_slack_ns=tslack, slack_margin_s=margin_ms * 1e-3,
+                        slack_receive_margin_s=recv_ms * 1e-3,
                     )
                     r["sched"], r["slack_work"] = sched, slack and execution != "sync"
                     r["spin_us"], r["affinity"], r["timer_slack_ns"] = spin_us, aff, tslack
-                    r["slack_margin_ms"] = margin_ms
+                    r["slack_margin_ms"], r["slack_receive_margin_ms"] = margin_ms, recv_ms
                     results.append(r)
                     print(
                         f"{sched:7s} {rate:5.0f} Hz {execution:7s} slack {'on ' if r['slack_work'] else 'off'} "
-                        f"spin {spin_us:4.0f} us aff {aff:5s} tslack {tslack:5d} ns margin {margin_ms:.2f} ms"
+                        f"spin {spin_us:4.0f} us aff {aff:5s} tslack {tslack:5d} ns margin {margin_ms:.2f} ms receive {recv_ms:.2f} ms"
                         f" overhead p50/p99 "
                         f"{r['tick_overhead_p50_ms']:.3f}/{r['tick_overhead_p99_ms']:.3f} ms  "
                         f"command p99 {r['command_latency_p99_ms']:.3f} ms  busy p99 "
-                        f"{r['tick_busy_p99_ms']:.3f} ms  merged in slack {r['merged_in_slack']}/{r['queries']}  "
+                        f"{r['tick_busy_p99_ms']:.3f} ms  merged / received in slack {r['merged_in_slack']} / {r['received_in_slack']} of {r['queries']}  "
                         f"jitter p99 {r['jitter_p99_ms']:.3f} ms  overruns {r['overruns']:5d}  "
                         f"inference p50 {r['inference_latency_p50_ms']} ms",
+                        flush=True,
+                    )
+                    print("        by tick kind (share, overhead p50/p99 ms, lateness p99 ms, overruns): " + "  ".join(
+                        f"{k} {v['share']:.2%} {v['p50_ms']}/{v['p99_ms']} late {v['lateness_p99_ms']} overruns {v['overruns']}"
+                        for k, v in r["tick_kinds"].items()),
                         flush=True,
                     )
         set_scheduling("default", 0)

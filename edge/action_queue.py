@@ -87,18 +87,18 @@ class ActionQueue:
 
     def clear(self) -> None:
         """Drop everything (reset, e-stop): nothing planned before this call will run."""
-        self._base = 0
+        self._base = 0  # slot of self._a[0]
         self._last_popped: tuple[int, np.ndarray] | None = None
         self._a = np.zeros((0, self.action_dim), dtype=np.float32)
-        self._exec = np.zeros(0, dtype=bool)
-        self._qid = np.zeros(0, dtype=np.int64)
-        self._tobs = np.zeros(0, dtype=np.float64)
+        # executable slots are [_base, _exec_end): every seam keeps them one run from the front
+        self._exec_end = 0
+        # which query each queued slot came from, as runs: (end slot, exclusive; query id; t_obs_s)
+        self._runs: list[tuple[int, int, float]] = []
 
     # ------------------------------------------------------------------ reads
     def depth(self, now_slot: int) -> int:
         """Executable actions at or after ``now_slot``."""
-        k = max(0, now_slot - self._base)
-        return int(np.count_nonzero(self._exec[k:]))
+        return max(0, self._exec_end - max(now_slot, self._base))
 
     def prefix(self, from_slot: int, n: int) -> np.ndarray:
         """Queued actions (executable or tail) for slots ``from_slot ..`` contiguous, at most ``n``:
@@ -136,47 +136,48 @@ class ActionQueue:
                 **report, overlap=0, frozen_kept=0, executable=self.depth(now_slot), expired=True
             )
 
-        self._purge(now_slot)  # old entries now start at now_slot (or later)
+        self._purge(now_slot)  # old entries now start at now_slot (or at the next slot, once popped)
+        # a handful of slice operations whatever the chunk length: this runs on the tick that
+        # receives a chunk, often with a cold cache (per-slot mask arithmetic cost ~150 us at H=400)
         n_new = H - first
         a = new[first:].copy()
-        ex = np.arange(first, H) < C
-        old_n = len(self._a) - max(0, now_slot - self._base)
-        off = max(0, self._base - now_slot)  # old entries begin this many slots after now
-        old_a = np.zeros_like(a)
-        old_ex = np.zeros(n_new, dtype=bool)
-        qid = np.full(n_new, chunk.query_id, dtype=np.int64)
-        tobs = np.full(n_new, chunk.t_start_s, dtype=np.float64)
-        old_q, old_t = qid.copy(), tobs.copy()
-        m = max(0, min(old_n, n_new - off))
-        if m:
-            old_a[off : off + m] = self._a[:m]
-            old_ex[off : off + m] = self._exec[:m]
-            old_q[off : off + m] = self._qid[:m]
-            old_t[off : off + m] = self._tobs[:m]
-        both = old_ex & ex
-        overlap, frozen_kept = int(both.sum()), 0
+        new_end = now_slot + C - first  # the new chunk's executable slots: [now_slot, new_end)
+        old, old_base = self._a, self._base
+        off = old_base - now_slot  # 0, or 1 when this slot's action was already popped
+        # the old executable slots inside the new chunk's window: [old_base, old_end)
+        old_end = min(self._exec_end, old_base + max(0, min(len(old), n_new - off)))
+        overlap = max(0, min(old_end, new_end) - old_base)
+        frozen_kept, exec_end, runs = 0, new_end, []
         if self.config.seam == "weighted" and overlap:
             w = self.config.blend_new
-            a[both] = (1.0 - w) * old_a[both] + w * a[both]
+            a[off : off + overlap] = (1.0 - w) * old[:overlap] + w * a[off : off + overlap]
         elif self.config.seam == "rtc" and frozen_until_slot is not None:
-            frozen = old_ex & (np.arange(n_new) + now_slot < frozen_until_slot)
-            a[frozen] = old_a[frozen]
-            qid[frozen], tobs[frozen] = old_q[frozen], old_t[frozen]
-            ex = ex | frozen
-            frozen_kept = int(frozen.sum())
-        self._base = now_slot
-        self._a = a
-        self._exec = ex
-        self._qid, self._tobs = qid, tobs
+            frozen_kept = max(0, min(old_end, frozen_until_slot) - old_base)
+            if frozen_kept:
+                if old_base > new_end:  # cannot happen (off <= 1 < C - first + 1): never leave a gap
+                    raise RuntimeError(f"rtc merge: old actions start at slot {old_base}, after the new "
+                                       f"chunk's executable end {new_end}")
+                end = old_base + frozen_kept
+                a[off : off + frozen_kept] = old[:frozen_kept]
+                exec_end = max(new_end, end)
+                if off:
+                    runs.append((old_base, chunk.query_id, chunk.t_start_s))
+                for run_end, qid, tobs in self._runs:
+                    runs.append((min(run_end, end), qid, tobs))
+                    if run_end >= end:
+                        break
+        runs.append((now_slot + n_new, chunk.query_id, chunk.t_start_s))
+        self._base, self._a, self._exec_end, self._runs = now_slot, a, exec_end, runs
         return MergeReport(
-            **report, overlap=overlap, frozen_kept=frozen_kept, executable=int(ex.sum()), expired=False
+            **report, overlap=overlap, frozen_kept=frozen_kept, executable=exec_end - now_slot, expired=False
         )
 
     def pop(self, now_slot: int) -> QueuedAction | None:
         """The action for ``now_slot`` or None (dry: counted in ``starved_ticks``)."""
         self._purge(now_slot)
-        if self._base == now_slot and len(self._a) and self._exec[0]:
-            qa = QueuedAction(self._a[0].copy(), now_slot, int(self._qid[0]), float(self._tobs[0]))
+        if self._base == now_slot and self._exec_end > now_slot:
+            _, qid, tobs = self._runs[0]
+            qa = QueuedAction(self._a[0].copy(), now_slot, qid, tobs)
             self._last_popped = (now_slot, qa.action)
             self._drop_front(1)
             self.served += 1
@@ -187,10 +188,13 @@ class ActionQueue:
     def _purge(self, now_slot: int) -> None:
         k = now_slot - self._base
         if k > 0:
-            self.skipped += int(self._exec[:k].sum())
+            self.skipped += max(0, min(self._exec_end, now_slot) - self._base)
             self._drop_front(k)
 
     def _drop_front(self, k: int) -> None:
-        self._a, self._exec = self._a[k:], self._exec[k:]
-        self._qid, self._tobs = self._qid[k:], self._tobs[k:]
+        self._a = self._a[k:]
         self._base += k
+        self._exec_end = max(self._exec_end, self._base)
+        runs = self._runs
+        while runs and runs[0][0] <= self._base:
+            runs.pop(0)

@@ -112,7 +112,8 @@ class ControlLoop:
         self.command_s: deque[float] = deque(maxlen=200_000)
         # tick start -> the loop thread is done with the tick (query send, telemetry, gc included)
         self.busy_s: deque[float] = deque(maxlen=200_000)
-        self._query_records: list[dict[str, Any]] = []  # merged this tick, written at its end
+        # queries merged this tick: their records are built and written after the tick's work
+        self._query_records: list[tuple[Any, Any, int, float, bool, int | None]] = []
         # An inline query (sync, virtual clock) may be due the very tick it starts, so it must come
         # before the pop; a thread/process query never is, so it waits until the command is out.
         self._query_first = config.execution == "sync" or getattr(worker, "mode", "inline") == "inline"
@@ -328,14 +329,18 @@ class ControlLoop:
     def _merge_in_slack(self, deadline: float) -> None:
         """Wait for the query in flight until ``slack_margin_s`` before ``deadline``; if its chunk
         arrives, merge it now for the coming slot ``self.n`` (exactly what that tick would do
-        first) and write its record, so the tick itself only pops."""
+        first) and write its record, so the tick itself only pops. A process worker's answer is
+        received up to ``slack_receive_margin_s`` before ``deadline`` (the tick merges it)."""
         if self.queue is None or not self.worker.busy or self.safety.mode is not SafetyMode.RUNNING:
             return
         with self._estop_lock:
             if self._estop_reason is not None:
                 return  # the tick latches it and discards every plan first
         margin = self.config.slack_margin_s
-        if not self.worker.wait_ready(deadline - margin - self.clock.now()):
+        # wait_ready receives a process worker's answer as it arrives, until the receive margin
+        # (the tick then only merges it) or, when that is wider, the merge margin
+        until = deadline - min(margin, self.config.slack_receive_margin_s)
+        if not self.worker.wait_ready(until - self.clock.now()):
             return
         now = self.clock.now()
         if now > deadline - margin:
@@ -405,15 +410,18 @@ class ControlLoop:
         self._next_query_slot = self.queue.slot_of(res.request.obs.t_s) + res.plan.next_query_in_steps
         self._ep["queries"] += 1
         self._ep["nfe"] += res.nfe
-        if self.recorder is not None:  # written after the command is out (see step)
-            self._query_records.append(QueryRecord.from_result(
-                res, rep, ep=self.episode, t_merged_s=now, in_slack=in_slack, seam=self.queue_config.seam,
-                scheduler=getattr(self.worker.scheduler, "name", "?"),
-                depth_at_query=self._depth_at_query.pop(res.request.query_id, None)).to_json())
+        if self.recorder is not None:  # built and written after the command is out (see step)
+            self._query_records.append((res, rep, self.episode, now, in_slack,
+                                        self._depth_at_query.pop(res.request.query_id, None)))
 
     def _write_query_records(self) -> None:
-        for record in self._query_records:
-            self.recorder.query(record)
+        if not self._query_records:
+            return
+        scheduler = getattr(self.worker.scheduler, "name", "?")
+        for res, rep, ep, t_merged, in_slack, depth in self._query_records:
+            self.recorder.query(QueryRecord.from_result(
+                res, rep, ep=ep, t_merged_s=t_merged, in_slack=in_slack, seam=self.queue_config.seam,
+                scheduler=scheduler, depth_at_query=depth).to_json())
         self._query_records.clear()
 
     def reset_latency_stats(self) -> None:

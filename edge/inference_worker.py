@@ -323,14 +323,15 @@ class InferenceWorker:
     def _drain_process(self) -> None:
         """Collect whatever the worker process sent (non-blocking)."""
         try:
-            while self._conn.poll(0):
+            while self._readable(0.0):
                 kind, epoch, payload = self._conn.recv()
+                t_received = self.clock.now()
                 with self._lock:
                     if epoch != self.epoch:  # planned before a cancel: discard
                         self._inflight = False
                     elif kind == "result":
                         out, compute_s, t_ready = payload
-                        self._result = self._make_result(self._pending, out, t_ready, compute_s)
+                        self._result = self._make_result(self._pending, out, t_ready, compute_s, t_received)
                     else:
                         self._error = InferenceError(payload)
         except (EOFError, OSError):
@@ -349,10 +350,12 @@ class InferenceWorker:
         out: tuple[QueryPlan, ActionChunk, int, bool],
         t_ready_s: float,
         compute_s: float,
+        t_received_s: float | None = None,
     ) -> QueryResult:
         plan, chunk, nfe, guided = out
         return QueryResult(
-            chunk, plan, req, t_ready_s, t_ready_s - req.obs.t_s, compute_s, nfe, guided, self.backend
+            chunk, plan, req, t_ready_s, t_ready_s - req.obs.t_s, compute_s, nfe, guided, self.backend,
+            t_received_s,
         )
 
     def _run(self) -> None:

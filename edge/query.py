@@ -59,6 +59,8 @@ class QueryResult:
     nfe: int  # denoiser evaluations
     guided: bool  # RTC guidance was applied
     backend: str
+    # when the loop thread took the answer off the worker process's pipe (None: in memory at t_ready_s)
+    t_received_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,8 @@ class QueryRecord(_Record):
     t_submit_s: float = 0.0
     t_ready_s: float = 0.0  # when the chunk became available (charged on a virtual clock)
     t_merged_s: float = 0.0  # when the loop merged it into the queue
+    # when the loop thread received the answer (process worker: off its pipe; otherwise t_ready_s)
+    t_received_s: float = 0.0
     merged_in_slack: bool = False  # merged before the tick of merge_slot, while the loop waited
     latency_s: float = 0.0  # t_ready_s - t_obs_s
     compute_s: float = 0.0  # wall time of encode + scheduler + K steps on the host
@@ -159,6 +161,7 @@ class QueryRecord(_Record):
         req, plan = res.request, res.plan
         return cls(ep=ep, query_id=req.query_id, epoch=req.epoch, t_obs_s=req.obs.t_s, t_submit_s=req.t_submit_s,
                    t_ready_s=res.t_ready_s, t_merged_s=t_merged_s, merged_in_slack=in_slack,
+                   t_received_s=res.t_ready_s if res.t_received_s is None else res.t_received_s,
                    latency_s=res.latency_s, compute_s=res.compute_s, K=plan.num_steps, C=plan.execute,
                    next_query_in_steps=plan.next_query_in_steps, nfe=res.nfe, signals=dict(plan.signals),
                    backend=res.backend, scheduler=scheduler, guided=res.guided,

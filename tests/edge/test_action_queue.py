@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,97 @@ def test_guided_sample_pins_the_frozen_prefix():
     assert len(trace) == 5 and trace[0].shape == (H, Da)
     with pytest.raises(ValueError, match="weights"):
         guided_sample(_toward(policy_target), None, noise, 2, target=prev)
+
+
+class SlotModel:
+    """Reference: the queue as one dict entry per slot (action, executable, query id, t_obs), the
+    definition the run-based ActionQueue must match operation for operation."""
+
+    def __init__(self, config, period_s):
+        self.config, self.period_s = config, period_s
+        self.slots, self.popped = {}, None
+        self.starved = self.dropped_late = self.skipped = self.served = 0
+
+    def purge(self, now):
+        for s in [s for s in self.slots if s < now]:
+            self.skipped += int(self.slots.pop(s)[1])
+
+    def merge(self, ch, now, frozen_until):
+        H = len(ch.actions)
+        start = math.floor(ch.t_start_s / self.period_s + 1e-6) if self.config.latency_compensation else now
+        C = min(max(ch.execute, 0), H)
+        first = max(0, now - start)
+        self.dropped_late += min(first, C)
+        if first >= C:
+            return (min(first, C), 0, 0, None, True)
+        self.purge(now)
+        new, overlap, kept = {}, 0, 0
+        for i in range(first, H):
+            slot, ex = now + i - first, i < C
+            entry = [ch.actions[i].copy(), ex, ch.query_id, ch.t_start_s]
+            old = self.slots.get(slot)
+            if old is not None and old[1] and ex:
+                overlap += 1
+                if self.config.seam == "weighted":
+                    w = self.config.blend_new
+                    entry[0] = (1.0 - w) * old[0] + w * entry[0]
+            if (self.config.seam == "rtc" and frozen_until is not None and old is not None and old[1]
+                    and slot < frozen_until):
+                entry, kept = list(old), kept + 1
+            new[slot] = entry
+        self.slots = new
+        return (min(first, C), overlap, kept, sum(e[1] for e in new.values()), False)
+
+    def pop(self, now):
+        self.purge(now)
+        e = self.slots.get(now)
+        if e is None or not e[1]:
+            self.starved += 1
+            return None
+        del self.slots[now]
+        self.served += 1
+        return e
+
+    def depth(self, now):
+        return sum(1 for s, e in self.slots.items() if s >= now and e[1])
+
+
+@pytest.mark.parametrize("seam", ["replace", "weighted", "rtc"])
+@pytest.mark.parametrize("compensate", [True, False])
+def test_queue_matches_the_per_slot_model(seam, compensate):
+    """Random merges (late, early, short, long, with and without a frozen region, also after the
+    slot's own pop), pops, skipped slots and clears: every report, action, count and depth agrees."""
+    rng = np.random.default_rng(hash((seam, compensate)) % 2**32)
+    config = QueueConfig(seam=seam, latency_compensation=compensate, blend_new=0.3)
+    for _ in range(150):
+        queue, model = ActionQueue(config, 2, DT, 0.0), SlotModel(config, DT)
+        slot, qid = 0, 0
+        for _ in range(40):
+            r = rng.random()
+            if r < 0.3:
+                H, qid = int(rng.integers(1, 12)), qid + 1
+                at = slot - 1 if slot and rng.random() < 0.3 else slot  # after this slot's pop
+                ch = ActionChunk(rng.standard_normal((H, 2)).astype(np.float32), DT,
+                                 (at - int(rng.integers(0, 6))) * DT + 1e-4, int(rng.integers(0, H + 2)), qid)
+                frozen = None if rng.random() < 0.3 else at + int(rng.integers(0, 6))
+                rep = queue.merge(ch, at, frozen)
+                want = model.merge(ch, at, frozen)
+                got = (rep.dropped_late, rep.overlap, rep.frozen_kept, rep.executable, rep.expired)
+                if rep.expired:
+                    assert rep.expired == want[4] and rep.dropped_late == want[0]
+                else:
+                    assert got == want
+            elif r < 0.85:
+                a, e = queue.pop(slot), model.pop(slot)
+                assert (a is None) == (e is None)
+                if a is not None:
+                    assert np.array_equal(a.action, e[0]) and (a.query_id, a.t_obs_s) == (e[2], e[3])
+                slot += 1
+            elif r < 0.95:
+                slot += int(rng.integers(1, 4))  # overrun: slots pass unpopped
+            else:
+                queue.clear()
+                model.slots = {}
+            assert queue.depth(slot) == model.depth(slot) and queue.depth(slot + 2) == model.depth(slot + 2)
+            assert (queue.starved_ticks, queue.dropped_late, queue.skipped, queue.served) == (
+                model.starved, model.dropped_late, model.skipped, model.served)

@@ -368,27 +368,33 @@ def test_real_clock_loop_collects_garbage_only_in_the_slack():
     vloop.close()
 
 
+def run_real_clock_loop(tmp_path, clock, worker, config, ticks=30):
+    """30 ticks of the ramp policy on the fake arm with a recorder: (the loop, its query records)."""
+    from edge.telemetry import RunRecorder, read_run
+
+    rec = RunRecorder(tmp_path / "run")
+    loop = ControlLoop(config, clock, FakeDriver(clock, SPEC), FakeObserver(), worker, SafetySupervisor(SPEC),
+                       QueueConfig(seam="rtc"), rec)
+    loop.start()
+    try:
+        loop.run(ticks)
+    finally:
+        loop.close()
+        rec.close()
+    return loop, read_run(tmp_path / "run").queries
+
+
 @pytest.mark.parametrize("slack_work", [True, False])
 def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack_work):
     from edge.clock import RealClock
-    from edge.telemetry import RunRecorder, read_run
 
     clock = RealClock()
     policy = ramp_for(SPEC)
     # answers arrive 30 ms after the query, mid-period: while the loop waits for its next deadline
     worker = InferenceWorker(policy, fixed(2, 4), clock, WorkerConfig(mode="thread"),
                              latency_model=ConstantLatency(0.03))
-    rec = RunRecorder(tmp_path / "run")
-    loop = ControlLoop(LoopConfig(rate_hz=SPEC.control_rate_hz, slack_work=slack_work), clock,
-                       FakeDriver(clock, SPEC), FakeObserver(), worker, SafetySupervisor(SPEC),
-                       QueueConfig(seam="rtc"), rec)
-    loop.start()
-    try:
-        loop.run(30)
-    finally:
-        loop.close()
-        rec.close()
-    queries = read_run(tmp_path / "run").queries
+    loop, queries = run_real_clock_loop(tmp_path, clock, worker,
+                                        LoopConfig(rate_hz=SPEC.control_rate_hz, slack_work=slack_work))
     assert len(queries) >= 6
     in_slack = [q for q in queries if q["merged_in_slack"]]
     if not slack_work:
@@ -406,6 +412,32 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
     for t, raw in ex:
         np.testing.assert_allclose(raw, policy.target(t)[0], atol=slope * 0.01 + 1e-5)
     assert all(b >= o for b, o in zip(loop.busy_s, loop.overhead_s)) and len(loop.busy_s) == 30
+
+
+def test_process_answers_are_received_in_the_slack_and_merged_on_the_tick(tmp_path):
+    """A merge margin wider than any arrival leaves every merge to the tick; the answers that arrive
+    between ticks are still taken off the worker's pipe right then (before the receive margin), so
+    the tick only merges them."""
+    import functools
+
+    from edge.clock import LatencyConfig, RealClock
+
+    clock = RealClock()
+    period = 1.0 / SPEC.control_rate_hz
+    # answers arrive 30 ms after the query, mid-period at 20 Hz
+    worker = InferenceWorker(ramp_for(SPEC), fixed(2, 4), clock,
+                             WorkerConfig(mode="process", latency=LatencyConfig(kind="constant", latency_s=0.03)),
+                             policy_factory=functools.partial(ramp_for, SPEC))
+    try:
+        loop, queries = run_real_clock_loop(tmp_path, clock, worker, LoopConfig(
+            rate_hz=SPEC.control_rate_hz, slack_margin_s=period, slack_receive_margin_s=0.005))
+    finally:
+        worker.close()
+    assert len(queries) >= 6 and not any(q["merged_in_slack"] for q in queries)
+    early = [q for q in queries if q["t_received_s"] < q["t_merged_s"]]
+    assert len(early) >= len(queries) - 1
+    for q in early:  # received for the coming tick, at least the receive margin before it
+        assert q["t_ready_s"] <= q["t_received_s"] <= loop.t0_s + q["merge_slot"] * period - 0.005
 
 
 def test_latency_percentiles_match_numpy():
