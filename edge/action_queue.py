@@ -114,6 +114,8 @@ class ActionQueue:
 
     # ------------------------------------------------------------------ writes
     def merge(self, chunk: ActionChunk, now_slot: int, frozen_until_slot: int | None = None) -> MergeReport:
+        """Merge ``chunk`` at tick ``now_slot``, which is never before the last popped slot (the loop
+        merges for the tick it is at or about to run): the executable actions then stay one run."""
         if abs(chunk.period_s - self.period_s) > 1e-9:
             raise ValueError(f"chunk period {chunk.period_s} s != loop period {self.period_s} s")
         new = np.asarray(chunk.actions, dtype=np.float32)
@@ -154,7 +156,7 @@ class ActionQueue:
         elif self.config.seam == "rtc" and frozen_until_slot is not None:
             frozen_kept = max(0, min(old_end, frozen_until_slot) - old_base)
             if frozen_kept:
-                if old_base > new_end:  # cannot happen (off <= 1 < C - first + 1): never leave a gap
+                if old_base > new_end:  # only if now_slot is before the last pop: never leave a gap
                     raise RuntimeError(f"rtc merge: old actions start at slot {old_base}, after the new "
                                        f"chunk's executable end {new_end}")
                 end = old_base + frozen_kept

@@ -339,7 +339,8 @@ class ControlLoop:
         margin = self.config.slack_margin_s
         # wait_ready receives a process worker's answer as it arrives, until the receive margin
         # (the tick then only merges it) or, when that is wider, the merge margin
-        until = deadline - min(margin, self.config.slack_receive_margin_s)
+        until = deadline - (min(margin, self.config.slack_receive_margin_s) if self.worker.mode == "process"
+                            else margin)  # a thread worker's answer is in memory: nothing to receive
         if not self.worker.wait_ready(until - self.clock.now()):
             return
         now = self.clock.now()
@@ -418,11 +419,11 @@ class ControlLoop:
         if not self._query_records:
             return
         scheduler = getattr(self.worker.scheduler, "name", "?")
-        for res, rep, ep, t_merged, in_slack, depth in self._query_records:
+        merged, self._query_records = self._query_records, []  # each written once, even if one fails
+        for res, rep, ep, t_merged, in_slack, depth in merged:
             self.recorder.query(QueryRecord.from_result(
                 res, rep, ep=ep, t_merged_s=t_merged, in_slack=in_slack, seam=self.queue_config.seam,
                 scheduler=scheduler, depth_at_query=depth).to_json())
-        self._query_records.clear()
 
     def reset_latency_stats(self) -> None:
         """Forget the measured latency window (e.g. the device or its latency model changed)."""
@@ -465,7 +466,10 @@ class ControlLoop:
         finally:
             self._event("loop_error", detail=f"{type(err).__name__}: {err}")
             if self.recorder is not None and not self.recorder.closed:
-                self._write_query_records()  # merged before the failure: keep them
+                try:
+                    self._write_query_records()  # merged before the failure: keep them
+                except Exception as rec_err:  # noqa: BLE001 - never mask the error that stopped the loop
+                    log.error("query records of the failed tick not written: %s", rec_err)
                 self.recorder.flush()
 
     def _event(self, kind: str, **fields: Any) -> None:

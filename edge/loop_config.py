@@ -50,7 +50,8 @@ class LoopConfig:
         "then is merged on the tick, as without slack_work)", range=(0.0, 1.0),
     )
     slack_receive_margin_s: float = cfg(
-        0.0003, "slack_work, process inference: an answer that arrives until this long before the "
+        0.0003, "slack_work, process inference (a thread worker's answer has nothing to receive): an "
+        "answer that arrives until this long before the "
         "next deadline is taken off the worker's pipe right then (receiving and unpickling it cost "
         "~0.15 ms on a cold cache), also when it is too late to merge it (slack_margin_s); a later "
         "one is received on the tick", range=(0.0, 1.0),

@@ -130,7 +130,7 @@ class QueryRecord(_Record):
     t_ready_s: float = 0.0  # when the chunk became available (charged on a virtual clock)
     t_merged_s: float = 0.0  # when the loop merged it into the queue
     # when the loop thread received the answer (process worker: off its pipe; otherwise t_ready_s)
-    t_received_s: float = 0.0
+    t_received_s: float | None = None  # None in runs written before it was recorded
     merged_in_slack: bool = False  # merged before the tick of merge_slot, while the loop waited
     latency_s: float = 0.0  # t_ready_s - t_obs_s
     compute_s: float = 0.0  # wall time of encode + scheduler + K steps on the host
