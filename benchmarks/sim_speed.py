@@ -39,6 +39,7 @@ from edge.telemetry import machine_info  # noqa: E402
 from sim.env import EnvConfig  # noqa: E402
 from sim.rollout import expert_episode  # noqa: E402
 
+SIMPLIFIED_CELL_M = 0.01  # env.render_mesh_cell_m of the "simplified meshes" figures
 PEER_SCRIPTS = {"panda-gym": "panda_gym_speed.py", "robosuite": "robosuite_speed.py"}
 # a peer script's figures: "<label> control steps/s ...: 497" / "render 96x96 Tiny fps: 20.0"
 _FIGURE = re.compile(r"^(?P<label>[^:\n]*(?:steps/s|fps)[^:\n]*):\s*(?P<value>[0-9.]+)", re.MULTILINE)
@@ -111,6 +112,13 @@ def measure_project(sim_spec: str, quick: bool = False) -> dict:
         if cams:
             backend = env.unwrapped.backend
             out["render_fps_96"] = rate(lambda: backend.render("front", 96, 96), max(20, n // 5))  # noqa: B023
+        env.close()
+    if sim_name == "mujoco":  # the same two cameras with the robot's meshes simplified for rendering
+        env = sim.make_env("stack", wrist_camera=True, render_mesh_cell_m=SIMPLIFIED_CELL_M, **sim_kw)
+        env.reset(seed=0)
+        out["control_steps_per_s_front_wrist_96px_simplified_meshes"] = rate(_stepper(env, n), max(20, n // 10))
+        backend = env.unwrapped.backend
+        out["render_fps_96_simplified_meshes"] = rate(lambda: backend.render("front", 96, 96), max(20, n // 5))
         env.close()
     # as the runtime observes: images rendered lazily and read on every 8th step (one query per C = 8
     # executed actions), the other steps render nothing
@@ -216,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
                                   for n, (p, _) in peers.items()}},
            "renderers": {"mujoco": f"MUJOCO_GL={os.environ['MUJOCO_GL']}, collision meshes as the render model, "
                                    "no shadows/reflections/MSAA",
-                         "pybullet": "TinyRenderer (DIRECT), collision meshes as the render model"}}
+                         "pybullet": "TinyRenderer (DIRECT), collision meshes as the render model",
+                         "mujoco_simplified_meshes": f"the same, robot meshes simplified: render_mesh_cell_m="
+                                                     f"{SIMPLIFIED_CELL_M}"}}
     rounds = []
     for i in range(a.rounds):
         rnd = {}
@@ -235,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     t = {}
     if "mujoco" in med:
         t["mujoco_front_wrist_96px>=300"] = med["mujoco"]["control_steps_per_s_front_wrist_96px"] >= 300
+        t["mujoco_front_wrist_96px_simplified_meshes>=300"] = \
+            med["mujoco"]["control_steps_per_s_front_wrist_96px_simplified_meshes"] >= 300
     for key, want, name in (("mujoco_no_render_over_panda-gym", 2.0, "mujoco_no_render>=2x_panda-gym"),
                             ("pybullet_no_render_over_panda-gym", 1.0, "pybullet_no_render>=panda-gym")):
         if key in res["ratios"]:

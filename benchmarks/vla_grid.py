@@ -42,7 +42,8 @@ def run_shard(job: dict) -> dict:
                         backend=job["backend"], num_steps=job["k"], execute=job["c"], seam="replace",
                         execution="sync", latency="constant", latency_ms=0.0, episodes=job["n"],
                         seed=job["seed0"], record_ticks=True, video_episodes=0,
-                        noise_temperature=job["noise_temperature"])
+                        noise_temperature=job["noise_temperature"],
+                        **{"scene.render_mesh_cell_m": job["render_mesh_cell_m"]})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         run_session(cfg, tmp, progress=False)
@@ -140,6 +141,8 @@ def main() -> None:
                          "not on --workers")
     ap.add_argument("--noise-temperature", type=float, default=1.0,
                     help="scale of each query's initial noise (1 = as trained)")
+    ap.add_argument("--render-mesh-cell-m", type=float, default=0.0,
+                    help="MuJoCo: draw the robot with its meshes simplified on this grid (m); 0 = as they are")
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
     a = ap.parse_args()
     out = Path(a.out)
@@ -149,6 +152,8 @@ def main() -> None:
         from sim.env import EnvConfig
 
         identity["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
+    if a.render_mesh_cell_m:  # other pixels: runs never mix
+        identity["render_mesh_cell_m"] = a.render_mesh_cell_m
     results = open_resumable(out, identity)
     results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
                     "command": " ".join(["python", *sys.argv]), "machine": machine_info()})
@@ -159,7 +164,7 @@ def main() -> None:
     starts = range(a.seed, a.seed + a.episodes, a.shard)
     jobs = [{"k": k, "c": c, "seed0": s0, "n": min(a.shard, a.seed + a.episodes - s0), "checkpoint": a.checkpoint,
              "backend": a.backend, "sim": a.sim, "distribution": a.distribution,
-             "noise_temperature": a.noise_temperature}
+             "noise_temperature": a.noise_temperature, "render_mesh_cell_m": a.render_mesh_cell_m}
             for k, c in cells for s0 in starts if f"K{k}_C{c}_{s0}" not in shards]
     jobs.sort(key=lambda j: (j["k"] / j["c"], j["k"], j["c"], j["seed0"]))  # cheap cells first
     print(f"{len(cells)} cells to run ({len(jobs)} shards of <= {a.shard} episodes), "

@@ -92,6 +92,10 @@ class EnvConfig:
     # reads the images of some steps only (the runtime loop: one observation per query). Ignored
     # (eager) while realism is on, whose image effects draw from a per-step random stream.
     lazy_images: bool = False
+    # MuJoCo: > 0 draws the robot with its meshes simplified on a grid of this many metres (0.01:
+    # a 96^2 frame ~3.6x faster on a CPU rasteriser); the physics is the same, the pixels differ
+    # slightly where the robot is in view. 0 = the meshes as they are.
+    render_mesh_cell_m: float = 0.0
     action_mode: str = "ee_delta"
     max_steps: int = 0  # 0 = task default
     hold_s: float = 0.5
@@ -109,10 +113,16 @@ class EnvConfig:
                   "max_steps": (0, 100000), "hold_s": (0.0, 5.0)}
         if self.physics_dt_s != 0.0:
             ranges["physics_dt_s"] = (1e-4, 0.004)
+        if self.render_mesh_cell_m != 0.0:
+            ranges["render_mesh_cell_m"] = (0.001, 0.05)
+            if self.sim != "mujoco":
+                raise ValueError(f"env.render_mesh_cell_m={self.render_mesh_cell_m!r} applies to sim 'mujoco' "
+                                 f"only (got sim {self.sim!r}); leave it at 0")
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not (lo <= v <= hi):
-                also = " (or 0: the engine's default)" if key == "physics_dt_s" else ""
+                also = {"physics_dt_s": " (or 0: the engine's default)",
+                        "render_mesh_cell_m": " (or 0: the meshes as they are)"}.get(key, "")
                 raise ValueError(f"env.{key}={v!r} is out of range; allowed [{lo}, {hi}]{also}")
         n_sub = (1.0 / self.control_rate_hz) / self.physics_step_s
         if abs(n_sub - round(n_sub)) > 1e-6:
@@ -135,11 +145,11 @@ class EnvConfig:
         return self.physics_dt_s or DEFAULT_PHYSICS_DT_S[self.sim]
 
 
-def make_backend(sim: str, physics_dt_s: float):
+def make_backend(sim: str, physics_dt_s: float, render_mesh_cell_m: float = 0.0):
     if sim == "mujoco":
         from sim.backends.mujoco_backend import MuJoCoBackend
 
-        return MuJoCoBackend(physics_dt_s)
+        return MuJoCoBackend(physics_dt_s, render_mesh_cell_m=render_mesh_cell_m)
     if sim == "pybullet":
         from sim.backends.pybullet_backend import PyBulletBackend
 
@@ -192,7 +202,7 @@ class TabletopEnv(gym.Env):
         self.control_dt_s = 1.0 / cfg.control_rate_hz
         self.n_substeps = int(round(self.control_dt_s / cfg.physics_step_s))
         self.max_steps = cfg.max_steps or DEFAULT_MAX_STEPS[cfg.task] + (150 if cfg.n_blocks == 3 else 0)
-        self.backend = make_backend(cfg.sim, cfg.physics_step_s)
+        self.backend = make_backend(cfg.sim, cfg.physics_step_s, cfg.render_mesh_cell_m)
         self.realism = Realism(cfg.realism)
         self._realism_on = cfg.realism.enabled  # cfg is frozen: evaluated once, not twice per step
         self._obs_serial = 0  # counts observations: a lazily rendered image belongs to one of them

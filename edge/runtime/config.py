@@ -72,6 +72,10 @@ class SceneConfig:
     max_steps: int = cfg(0, "control steps per episode (0 = the task's default)", range=(0, 100000))
     lazy_images: bool = cfg(True, "render the cameras when the loop reads them (once per query) instead of "
                             "at every simulator step; the images and every outcome are the same")
+    render_mesh_cell_m: float = cfg(0.0, "MuJoCo: draw the robot with its meshes simplified on a grid of this "
+                                    "many metres (0.01 renders a 96x96 frame ~3.6x faster on a CPU rasteriser; "
+                                    "same physics, slightly different pixels where the robot is in view); "
+                                    "0 = the meshes as they are", range=(0.0, 0.05))
 
     def __post_init__(self) -> None:
         check_fields(self)

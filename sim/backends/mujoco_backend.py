@@ -73,6 +73,66 @@ def _robot_spec():
     return mujoco.MjSpec.from_string(text)
 
 
+RENDER_GROUP, HIDDEN_GROUP = 3, 4  # simplified render-only robot meshes; the collision meshes they stand for
+
+
+def cluster_vertices(verts: np.ndarray, faces: np.ndarray, cell_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Simplify a triangle mesh by vertex clustering: vertices in the same ``cell_m`` grid cell
+    become their mean; triangles that collapse (two corners in one cell) or repeat are dropped.
+    Every output vertex lies within one cell diagonal of the input vertices it replaces.
+    Returns (vertices (n, 3) float64, faces (m, 3) int64)."""
+    keys = np.floor(np.asarray(verts, np.float64) / cell_m).astype(np.int64)
+    _, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    n = int(inv.max()) + 1
+    centres = np.zeros((n, 3))
+    np.add.at(centres, inv, verts)
+    centres /= np.bincount(inv, minlength=n)[:, None]
+    f = inv[np.asarray(faces, np.int64)]
+    f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 0] != f[:, 2])]
+    _, first = np.unique(np.sort(f, axis=1), axis=0, return_index=True)
+    f = f[np.sort(first)]  # one triangle per vertex triple, in the input's order and winding
+    used = np.unique(f)
+    remap = np.full(n, -1, np.int64)
+    remap[used] = np.arange(len(used))
+    return centres[used], remap[f]
+
+
+_RENDER_MESHES: dict[float, list] = {}  # cell -> [(body, pos, quat, rgba, verts, faces)] (robot only)
+
+
+def _add_render_meshes(spec, cell_m: float) -> None:
+    """Render-only copies of the robot's collision meshes, simplified on a ``cell_m`` grid, in
+    RENDER_GROUP (no contacts, no mass: the bodies' URDF inertias stand); the collision meshes move to
+    HIDDEN_GROUP. The copies take the compiled meshes' frames, so they sit where the originals do."""
+    import mujoco
+
+    mesh = mujoco.mjtGeom.mjGEOM_MESH
+    if cell_m not in _RENDER_MESHES:
+        robot = _robot_spec()
+        for geom in robot.geoms:  # the same collision/visual split as _compile
+            geom.contype, geom.conaffinity = (1, 0) if geom.contype else (0, 0)
+        m = _compile_quietly(robot)
+        parts = []
+        for g in range(m.ngeom):
+            if m.geom_type[g] != mesh or not m.geom_contype[g]:
+                continue
+            i = m.geom_dataid[g]
+            v = m.mesh_vert[m.mesh_vertadr[i]: m.mesh_vertadr[i] + m.mesh_vertnum[i]]
+            f = m.mesh_face[m.mesh_faceadr[i]: m.mesh_faceadr[i] + m.mesh_facenum[i]]
+            parts.append((m.body(m.geom_bodyid[g]).name, m.geom_pos[g].tolist(), m.geom_quat[g].tolist(),
+                          *cluster_vertices(v, f, cell_m)))
+        _RENDER_MESHES[cell_m] = parts
+    for geom in spec.geoms:
+        if geom.type == mesh and geom.contype:
+            geom.group = HIDDEN_GROUP
+    for k, (body, pos, quat, verts, faces) in enumerate(_RENDER_MESHES[cell_m]):
+        spec.add_mesh(name=f"render_mesh{k}", uservert=verts.ravel().tolist(), userface=faces.ravel().tolist())
+        g = spec.body(body).add_geom(name=f"render_geom{k}", type=mesh, meshname=f"render_mesh{k}",
+                                     pos=pos, quat=quat, group=RENDER_GROUP, rgba=[0.86, 0.86, 0.9, 1.0])
+        g.contype, g.conaffinity, g.mass, g.density = 0, 0, 0.0, 0.0
+
+
 def _compile_quietly(spec):
     import warnings
 
@@ -86,17 +146,27 @@ class MuJoCoBackend:
 
     name = "mujoco"
 
-    def __init__(self, physics_dt_s: float = 0.002, visual_meshes: bool = False) -> None:
+    def __init__(self, physics_dt_s: float = 0.002, visual_meshes: bool = False,
+                 render_mesh_cell_m: float = 0.0) -> None:
         """``visual_meshes=False`` renders the convex collision hulls (~5x faster on a CPU
-        rasteriser than the 56k-triangle visual meshes); True renders the detailed meshes."""
+        rasteriser than the 56k-triangle visual meshes); True renders the detailed meshes.
+        ``render_mesh_cell_m`` > 0 draws the robot with those collision meshes simplified
+        (:func:`cluster_vertices` on a grid of that size), in render-only geoms: the physics is
+        the same, the pixels differ where the robot's outline moves by less than a cell."""
         import mujoco
 
+        if render_mesh_cell_m and visual_meshes:
+            raise ValueError("render_mesh_cell_m simplifies the collision meshes that are drawn when "
+                             "visual_meshes is False; use one or the other")
         self._mj = mujoco
         self.physics_dt_s = float(physics_dt_s)
+        self.render_mesh_cell_m = float(render_mesh_cell_m)
         self._vopt = mujoco.MjvOption()
         if not visual_meshes:
             self._vopt.geomgroup[:] = 0
             self._vopt.geomgroup[0] = 1  # URDF collision geoms (group 0) + table/objects
+            if render_mesh_cell_m:
+                self._vopt.geomgroup[RENDER_GROUP] = 1  # their simplified copies; the originals hidden
         self._models: dict[int, object] = {}  # compiled worlds by number of object slots
         self._renderers: dict[tuple[int, int, int, bool], object] = {}  # (slots, h, w, seg)
         w = mujoco.mjtWarning
@@ -201,6 +271,8 @@ class MuJoCoBackend:
             act.biasprm[:3] = [0.0, -FINGER_KP, -40.0]
             act.forcelimited = True
             act.forcerange = [-FINGER_FORCE_N, FINGER_FORCE_N]
+        if self.render_mesh_cell_m:
+            _add_render_meshes(spec, self.render_mesh_cell_m)
         world = spec.worldbody
         table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX,
                                size=list(TABLE_HALF_M),

@@ -58,6 +58,8 @@ def test_same_seed_same_episode():
     ({"physics_dt_s": 0.01}, ["physics_dt_s", "0.01", "[0.0001, 0.004]", "or 0"]),
     ({"action_mode": "discrete8"}, ["discrete8", "push"]),
     ({"distribution": "test"}, ["distribution", "ood"]),
+    ({"render_mesh_cell_m": 0.2}, ["render_mesh_cell_m", "0.2", "[0.001, 0.05]", "or 0"]),
+    ({"render_mesh_cell_m": 0.01, "sim": "pybullet"}, ["render_mesh_cell_m", "mujoco", "pybullet"]),
 ])
 def test_bad_config_names_key_and_range(kwargs, words):
     with pytest.raises(ValueError) as err:
