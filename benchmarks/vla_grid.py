@@ -116,7 +116,8 @@ def open_resumable(out: Path, identity: dict) -> dict:
 
     identity = {**identity, "checkpoint_sha256": sha256_file(resolve(identity["checkpoint"]))}
     results = json.loads(out.read_text()) if out.exists() else {}
-    stored = {k: results.get(k) for k in identity}
+    # render_mesh_cell_m: files written before the option ran with the meshes as they are
+    stored = {k: results.get(k, 0.0 if k == "render_mesh_cell_m" else None) for k in identity}
     if results and stored != identity:
         diff = {k: (stored[k], v) for k, v in identity.items() if stored[k] != v}
         sys.exit(f"{out} was made with other settings or another model file (stored vs now: {diff}); "
@@ -152,8 +153,13 @@ def main() -> None:
         from sim.env import EnvConfig
 
         identity["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
-    if a.render_mesh_cell_m:  # other pixels: runs never mix
-        identity["render_mesh_cell_m"] = a.render_mesh_cell_m
+    identity["render_mesh_cell_m"] = a.render_mesh_cell_m  # other pixels: runs never mix
+    from sim.env import EnvConfig
+
+    try:  # a bad value or engine fails here, not in every shard
+        EnvConfig(sim=a.sim, render_mesh_cell_m=a.render_mesh_cell_m)
+    except ValueError as err:
+        sys.exit(f"--render-mesh-cell-m {a.render_mesh_cell_m}: {err}")
     results = open_resumable(out, identity)
     results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
                     "command": " ".join(["python", *sys.argv]), "machine": machine_info()})

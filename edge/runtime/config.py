@@ -79,6 +79,12 @@ class SceneConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.render_mesh_cell_m and self.render_mesh_cell_m < 0.001:
+            raise ConfigError(f"render_mesh_cell_m={self.render_mesh_cell_m!r} is out of range; allowed 0 (the "
+                              "meshes as they are) or [0.001, 0.05] m")
+        if self.render_mesh_cell_m and self.sim != "mujoco":
+            raise ConfigError(f"render_mesh_cell_m={self.render_mesh_cell_m!r} applies to sim 'mujoco' only (got "
+                              f"sim {self.sim!r}); set it to 0 or use --sim mujoco")
 
 
 @dataclass(frozen=True)

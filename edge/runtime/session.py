@@ -287,8 +287,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                        instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
                        # the loop reads the cameras once per query, not every tick: render then
-                       render_mesh_cell_m=cfg_.scene.render_mesh_cell_m,
-                       **{"lazy_images": cfg_.scene.lazy_images, **dict(getattr(policy.spec, "env", None) or {})})
+                       **{"lazy_images": cfg_.scene.lazy_images, "render_mesh_cell_m": cfg_.scene.render_mesh_cell_m,
+                          **dict(getattr(policy.spec, "env", None) or {})})
     physics_step_s = env.unwrapped.cfg.physics_step_s
     if resumed is not None:  # runs written before the step was recorded all ran at 2 ms
         old_step = resumed[0].get("physics_step_s", 0.002)

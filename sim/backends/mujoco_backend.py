@@ -98,7 +98,8 @@ def cluster_vertices(verts: np.ndarray, faces: np.ndarray, cell_m: float) -> tup
     return centres[used], remap[f]
 
 
-_RENDER_MESHES: dict[float, list] = {}  # cell -> [(body, pos, quat, rgba, verts, faces)] (robot only)
+_RENDER_MESHES: dict[float, list] = {}  # cell -> [(body, pos, quat, verts, faces)] (robot only)
+ROBOT_RGBA = [0.86, 0.86, 0.9, 1.0]  # the robot's drawn geoms (and their simplified copies)
 
 
 def _add_render_meshes(spec, cell_m: float) -> None:
@@ -120,8 +121,10 @@ def _add_render_meshes(spec, cell_m: float) -> None:
             i = m.geom_dataid[g]
             v = m.mesh_vert[m.mesh_vertadr[i]: m.mesh_vertadr[i] + m.mesh_vertnum[i]]
             f = m.mesh_face[m.mesh_faceadr[i]: m.mesh_faceadr[i] + m.mesh_facenum[i]]
-            parts.append((m.body(m.geom_bodyid[g]).name, m.geom_pos[g].tolist(), m.geom_quat[g].tolist(),
-                          *cluster_vertices(v, f, cell_m)))
+            verts, faces = cluster_vertices(v, f, cell_m)
+            if len(faces):  # a part smaller than a cell disappears rather than failing to compile
+                parts.append((m.body(m.geom_bodyid[g]).name, m.geom_pos[g].tolist(), m.geom_quat[g].tolist(),
+                              verts, faces))
         _RENDER_MESHES[cell_m] = parts
     for geom in spec.geoms:
         if geom.type == mesh and geom.contype:
@@ -129,7 +132,7 @@ def _add_render_meshes(spec, cell_m: float) -> None:
     for k, (body, pos, quat, verts, faces) in enumerate(_RENDER_MESHES[cell_m]):
         spec.add_mesh(name=f"render_mesh{k}", uservert=verts.ravel().tolist(), userface=faces.ravel().tolist())
         g = spec.body(body).add_geom(name=f"render_geom{k}", type=mesh, meshname=f"render_mesh{k}",
-                                     pos=pos, quat=quat, group=RENDER_GROUP, rgba=[0.86, 0.86, 0.9, 1.0])
+                                     pos=pos, quat=quat, group=RENDER_GROUP, rgba=ROBOT_RGBA)
         g.contype, g.conaffinity, g.mass, g.density = 0, 0, 0.0, 0.0
 
 
@@ -242,7 +245,7 @@ class MuJoCoBackend:
             # Robot links collide with the world and objects but not with each other.
             geom.contype, geom.conaffinity = (1, 0) if geom.contype else (0, 0)
             if geom.contype:
-                geom.rgba = [0.86, 0.86, 0.9, 1.0]  # hulls double as the fast render model
+                geom.rgba = ROBOT_RGBA  # hulls double as the fast render model
         for fname in ("panda_leftfinger", "panda_rightfinger"):
             for geom in spec.body(fname).geoms:
                 if geom.contype:

@@ -79,10 +79,18 @@ def test_a_flat_yaml_of_short_names_still_loads(tmp_path):
     ("safety.stop_s=0.1", "stop_s=0.1 must be >= stale_s"),
     ("backend.name=cuda", "name='cuda' is not allowed"),
     ("seam=zip", "seam='zip' is not allowed"),
+    ("scene.render_mesh_cell_m=0.0005", r"scene\.render_mesh_cell_m=0\.0005 is out of range"),
+    ("scene.render_mesh_cell_m=0.1", r"scene\.render_mesh_cell_m=0\.1 is out of range"),
 ])
 def test_bad_settings_name_the_key_and_where_they_came_from(override, msg):
     with pytest.raises(ConfigError, match=msg) as err:
         load_runtime_config(None, None, [override])
+    assert "--set" in str(err.value)
+
+
+def test_simplified_render_meshes_are_refused_for_pybullet():
+    with pytest.raises(ConfigError, match=r"scene\.render_mesh_cell_m=0\.01 applies to sim 'mujoco' only") as err:
+        load_runtime_config(None, None, ["sim=pybullet", "scene.render_mesh_cell_m=0.01"])
     assert "--set" in str(err.value)
 
 
