@@ -39,12 +39,13 @@ def run_arm(lazy: bool, episodes: int, seed: int, k: int, c: int) -> dict:
             "outcomes": [(e["seed"], bool(e["success"]), e["steps"], e["nfe"]) for e in res.episodes]}
 
 
-def query_env_rate(lazy: bool, queries: int, seed: int) -> float:
+def query_env_rate(lazy: bool, queries: int, seed: int, render_mesh_cell_m: float = 0.0) -> float:
     """QueryEnv (the env EQRL trains in) at K=2, C=8: queries per second, one process."""
     from edge.runtime import QueryEnv, RuntimeConfig
 
     env = QueryEnv(RuntimeConfig.of(num_steps=2, execute=8, execution="sync", latency="constant", latency_ms=0.0,
-                                    episodes=1, seed=seed, **{"scene.lazy_images": lazy}))
+                                    episodes=1, seed=seed, **{"scene.lazy_images": lazy,
+                                                              "scene.render_mesh_cell_m": render_mesh_cell_m}))
     try:
         env.reset()
         n, done, t0 = 0, False, time.perf_counter()
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--c", type=int, default=8, help="executed actions C (default: %(default)s)")
     ap.add_argument("--query-env-queries", type=int, default=0,
                     help="also QueryEnv queries/s both ways, this many queries per arm and round (default: 0 = skip)")
+    ap.add_argument("--query-env-render-mesh-cell-m", type=float, default=0.0,
+                    help="with --query-env-queries: also QueryEnv with lazy images and the robot's render meshes "
+                         "simplified on this grid (scene.render_mesh_cell_m; 0 = not measured)")
     ap.add_argument("--out", default="benchmarks/results/campaign_speed.json", help="JSON written (default: %(default)s)")
     a = ap.parse_args(argv)
     if a.episodes < 1 or a.rounds < 1:
@@ -92,12 +96,22 @@ def main(argv: list[str] | None = None) -> int:
                                                             "speedup": qe[True] / qe[False]}
             print(f"  QueryEnv: every step {qe[False]:.1f} queries/s, lazy {qe[True]:.1f} ({qe[True] / qe[False]:.2f}x)",
                   flush=True)
+            if a.query_env_render_mesh_cell_m:
+                simple = query_env_rate(True, a.query_env_queries, a.seed, a.query_env_render_mesh_cell_m)
+                res["rounds"][-1]["query_env_queries_per_s"].update(
+                    {"lazy_simplified_meshes": simple, "simplified_over_lazy": simple / qe[True]})
+                print(f"  QueryEnv, lazy + simplified meshes: {simple:.1f} queries/s ({simple / qe[True]:.2f}x lazy)",
+                      flush=True)
         print(f"round {r + 1}: every step {arms[False]['wall_s']:.1f} s, lazy {arms[True]['wall_s']:.1f} s, "
               f"speed-up {ratio:.2f}x, outcomes identical: {same}", flush=True)
     res["speedup_median"] = statistics.median(r["speedup"] for r in res["rounds"])
     if a.query_env_queries:
         res["query_env_speedup_median"] = statistics.median(r["query_env_queries_per_s"]["speedup"]
                                                             for r in res["rounds"])
+    if a.query_env_queries and a.query_env_render_mesh_cell_m:
+        res["query_env_render_mesh_cell_m"] = a.query_env_render_mesh_cell_m
+        res["query_env_simplified_over_lazy_median"] = statistics.median(
+            r["query_env_queries_per_s"]["simplified_over_lazy"] for r in res["rounds"])
     res["outcomes_identical"] = all(r["outcomes_identical"] for r in res["rounds"])
     res["successes"] = sum(o[1] for o in arms[True]["outcomes"])
     res["load_avg_after"] = os.getloadavg()
