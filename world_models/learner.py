@@ -42,10 +42,14 @@ class LearnerConfig:
     w_val: float = 0.5
     w_pol: float = 1.0
     entropy: float = 5e-3
+    # L1 prior on the object-causal heads' relevance p (mean over slots, both heads): pushes the
+    # relevance of slots the policy and value do not need toward 0 (COMET trains p only through
+    # those losses; 0 = as COMET)
+    relevance_l1: float = 0.0
 
     def __post_init__(self) -> None:
         for key, (lo, hi) in {"lr": (1e-6, 1e-1), "batch": (1, 4096), "unroll": (1, 64), "td_steps": (1, 64),
-                              "ema": (0.0, 1.0)}.items():
+                              "ema": (0.0, 1.0), "relevance_l1": (0.0, 10.0)}.items():
             v = getattr(self, key)
             if not lo <= v <= hi:
                 raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
@@ -109,6 +113,8 @@ class Learner:
         w_v = has_v.float()
         l_val = (-(v_code * torch.log_softmax(out["value_logits"], -1)).sum(-1) * w_v).sum() / w_v.sum().clamp_min(1)
         loss = c.w_obs * l_obs + c.w_rew * l_rew + c.w_val * l_val + c.w_pol * (l_pol - c.entropy * ent)
+        if c.relevance_l1 and "relevance" in out:  # (B, L, N, 2), weighted like the other per-step losses
+            loss = loss + c.relevance_l1 * (out["relevance"].mean((2, 3)) * w_a).sum() / n_a
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(m.parameters(), c.grad_clip)

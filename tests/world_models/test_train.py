@@ -113,3 +113,19 @@ def test_evaluation_outcomes_are_in_seed_order_however_episodes_are_batched(tmp_
     assert batched["per_episode_return"] == [a["per_episode_return"][0] for a in alone]
     assert batched["per_episode"] == [a["per_episode"][0] for a in alone]
     assert len(set(batched["per_episode_return"])) > 1  # the seeds differ, so the check can fail
+
+
+def test_relevance_l1_prior_lowers_the_relevance_scores(tmp_path):
+    """Same seed, same data: with the L1 prior the heads' relevance ends lower than without it."""
+    from world_models.learner import LearnerConfig
+
+    means = {}
+    for l1 in (0.0, 5.0):
+        tr = Trainer(tiny(env_steps=36, learner=LearnerConfig(batch=4, unroll=2, td_steps=2, relevance_l1=l1)),
+                     tmp_path / f"wm{l1}", progress=False)
+        tr.run()
+        rel = torch.tensor(tr.last_stats["relevance"])  # (slots, 2): policy, value
+        means[l1] = float(rel.mean())
+    assert means[5.0] < means[0.0] - 0.01
+    with pytest.raises(Exception, match="relevance_l1"):
+        LearnerConfig(relevance_l1=-1.0)
