@@ -88,14 +88,39 @@ def finished(out: Path, env_steps: int) -> bool:
     return m.is_file() and json.loads(m.read_text()).get("env_steps", 0) >= env_steps
 
 
+def check_set_overrides(out: Path, cfg: dict, overrides: list[str]) -> None:
+    """Refuse a saved run whose configuration differs from a ``--set KEY=VALUE`` asked for now (a key
+    the run does not record counts at its default)."""
+    import yaml
+
+    from world_models.train import RunConfig, to_dict
+
+    default = to_dict(RunConfig())
+    for item in overrides:
+        key, _, text = item.partition("=")
+        saved, dflt = cfg, default
+        for part in key.split("."):
+            saved = saved.get(part, {}) if isinstance(saved, dict) else {}
+            dflt = dflt.get(part, {}) if isinstance(dflt, dict) else {}
+        saved = dflt if saved == {} else saved
+        want = yaml.safe_load(text)
+        same = (float(saved) == float(want) if isinstance(saved, (int, float)) and isinstance(want, (int, float))
+                else saved == want)
+        if not same:
+            raise SystemExit(f"error: {out} was trained with {key}={saved!r}, not {text}; use another --runs directory")
+
+
 def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
     """Refuse (SystemExit naming the run) a saved run of a slot method made with another encoder or
     other tracking rounds than asked for now: run directories are named by task, method and seed
     only, so such a run would otherwise be skipped as finished and averaged into this report."""
     m = out / "manifest.json"
-    if method in ("pixels", "oracle") or "@" in method or not m.is_file():
+    if not m.is_file():
         return
     cfg = json.loads(m.read_text()).get("config", {})
+    check_set_overrides(out, cfg, args.set)
+    if method in ("pixels", "oracle") or "@" in method:
+        return
     if method == "pixels_ae":
         if Path(cfg.get("encoder", "")).resolve() != Path(args.pixel_encoder).resolve():
             raise SystemExit(f"error: {out} was trained with --pixel-encoder {cfg.get('encoder')}, not "

@@ -12,7 +12,8 @@ Blocks without a target (padding, a bootstrap state outside the window) are mask
 * value: cross-entropy to the two-hot n-step target.
 
 L = w_obs·L_obs + w_rew·L_rew + w_val·L_val + w_pol·(L_pol − β·H(π)) (COMET's discrete weights
-2 / 1 / 0.5 / 1, β = 5e-3 fixed).
+2 / 1 / 0.5 / 1, β = 5e-3 fixed) [+ relevance_l1 · mean relevance p over slots and both heads, per
+acted step: an optional prior, not in COMET; 0 by default].
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class Learner:
         w_v = has_v.float()
         l_val = (-(v_code * torch.log_softmax(out["value_logits"], -1)).sum(-1) * w_v).sum() / w_v.sum().clamp_min(1)
         loss = c.w_obs * l_obs + c.w_rew * l_rew + c.w_val * l_val + c.w_pol * (l_pol - c.entropy * ent)
-        if c.relevance_l1 and "relevance" in out:  # (B, L, N, 2), weighted like the other per-step losses
+        if c.relevance_l1 and "relevance" in out:  # (B, L, N, 2), per acted step (both heads)
             loss = loss + c.relevance_l1 * (out["relevance"].mean((2, 3)) * w_a).sum() / n_a
         self.opt.zero_grad(set_to_none=True)
         loss.backward()

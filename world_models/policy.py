@@ -83,11 +83,17 @@ class WorldModelPolicy:
                             "gives it camera frames only: use a model trained with --obs slots or pixels")
         enc = None
         if cfg.obs == "slots":
-            from world_models.train import load_encoder
+            from edge.digest import sha256_file
+            from world_models.train import encoder_weights_file, load_encoder
 
             enc_path = Path(cfg.encoder)
             if not enc_path.is_absolute() and not enc_path.exists():
                 enc_path = Path(path).parent / enc_path.name
+            want = (manifest.get("files") or {}).get("encoder")
+            weights = encoder_weights_file(enc_path)
+            if verify and want and weights.is_file() and sha256_file(weights) != want:
+                raise EdgeError(f"{weights}: not the slot encoder {path} was trained with (sha256 differs from "
+                                f"its manifest's files.encoder); the world model needs that encoder")
             enc = load_encoder(enc_path, cfg.encoder_carry_iters)
         self.cfg, self.model, self.manifest = cfg, model, manifest
         pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner

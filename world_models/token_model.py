@@ -146,7 +146,8 @@ class ObjectCausalHead(nn.Module):
     """One attention layer over [CLS, h^1..h^N] whose softmax is gated by per-slot relevance p.
 
     M(CLS, CLS) = 1, M(CLS, k) = p_k, M(k, CLS) = 0, M(k, l) = p_k p_l + (1 − p_k)(1 − p_l);
-    Ã = A ⊙ M / Σ_j (A ⊙ M). p_k = sigmoid(MLP(h^k)), learned only through this head's loss.
+    Ã = A ⊙ M / Σ_j (A ⊙ M). p_k = sigmoid(MLP(h^k)), learned through this head's loss (and the
+    learner's optional ``relevance_l1`` prior).
     """
 
     def __init__(self, width: int, heads: int, d_out: int) -> None:

@@ -77,6 +77,9 @@ class RunConfig:
                              "needs obs=pixels and obs=pixels needs kind=pixels")
         if self.obs == "slots" and not self.encoder:
             raise ConfigError("obs='slots' needs --encoder DIR (a frozen slot encoder)")
+        if self.learner.relevance_l1 and not self.model.causal_heads:
+            raise ConfigError(f"learner.relevance_l1={self.learner.relevance_l1!r} needs object-causal heads "
+                              f"(kind comet or comet_nofusion; got {self.model.kind!r}); set it to 0")
         for key, (lo, hi) in {"encoder_carry_iters": (0, 10), "env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
                               "eval_episodes": (1, 10**5), "checkpoint_every": (1, 10**8),
                               "replay_ratio": (0.0, 64.0), "threads": (1, 256)}.items():
@@ -208,6 +211,12 @@ class Trainer:
         defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
         saved = {**{k: v for k, v in new.items() if k not in blob["config"] and k in defaults
                     and defaults[k] == v}, **blob["config"]}
+        # the same inside a section (e.g. learner.relevance_l1, added later): a missing key at its default
+        base = to_dict(RunConfig())
+        for sec, val in new.items():
+            if isinstance(val, dict) and isinstance(saved.get(sec), dict):
+                saved[sec] = {**{k: v for k, v in val.items() if k not in saved[sec] and base[sec].get(k) == v},
+                              **saved[sec]}
         for d in (saved, new):  # a pixel run naming the preset's (unused) slot encoder = one naming none
             if unused_slot_encoder(d):
                 d["encoder"] = ""

@@ -81,3 +81,21 @@ def test_encoder_tracking_rounds_reach_training_and_the_runtime(slot_world_model
                    progress=False).encoder.cfg.tracking_iters == 2  # 0: the encoder's own
     with pytest.raises(Exception, match="encoder_carry_iters=11"):
         tiny(encoder_carry_iters=11)
+
+
+def test_a_world_model_refuses_another_slot_encoder_than_it_was_trained_with(tmp_path):
+    import json
+    import shutil
+
+    from edge.errors import EdgeError
+    from world_models.policy import SHIPPED, WorldModelPolicy
+
+    wm = tmp_path / "wm"
+    shutil.copytree(SHIPPED, wm)
+    WorldModelPolicy(wm)  # as shipped: its encoder matches
+    m = json.loads((wm / "manifest.json").read_text())
+    m["files"]["encoder"] = "0" * 64
+    (wm / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(EdgeError, match="not the slot encoder"):
+        WorldModelPolicy(wm)
+    WorldModelPolicy(wm, verify=False)  # the caller may opt out, as for the weights

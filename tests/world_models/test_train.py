@@ -1,9 +1,12 @@
 """A tiny world-model + MCTS training run: it runs, writes its artefacts, resumes, refuses mixing."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
+
+from edge.config import ConfigError
 
 from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
 from world_models.policy import WorldModelPolicy, load_world_model
@@ -127,5 +130,23 @@ def test_relevance_l1_prior_lowers_the_relevance_scores(tmp_path):
         rel = torch.tensor(tr.last_stats["relevance"])  # (slots, 2): policy, value
         means[l1] = float(rel.mean())
     assert means[5.0] < means[0.0] - 0.01
-    with pytest.raises(Exception, match="relevance_l1"):
+    with pytest.raises(ConfigError, match="relevance_l1"):
         LearnerConfig(relevance_l1=-1.0)
+    with pytest.raises(ConfigError, match="needs object-causal heads"):
+        tiny(model=replace(tiny().model, kind="flat_slots"), learner=LearnerConfig(relevance_l1=0.1))
+
+
+def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_path):
+    """learner.relevance_l1 was added after runs were saved: such a run resumes with it at 0, and
+    refuses a different value."""
+    from world_models.learner import LearnerConfig
+
+    out = tmp_path / "wm"
+    Trainer(tiny(env_steps=12), out, progress=False).run()
+    blob = torch.load(out / STATE_FILE, weights_only=False)
+    del blob["config"]["learner"]["relevance_l1"]
+    torch.save(blob, out / STATE_FILE)
+    assert Trainer(tiny(env_steps=24), out, progress=False)._load_state()
+    with pytest.raises(ConfigError, match="learner"):
+        Trainer(tiny(env_steps=24, learner=LearnerConfig(batch=4, unroll=2, td_steps=2, relevance_l1=0.1)), out,
+                progress=False)._load_state()
