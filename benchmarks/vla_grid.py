@@ -149,17 +149,15 @@ def main() -> None:
     out = Path(a.out)
     identity = {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
                 "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "shard": a.shard}
-    if a.sim != "mujoco":  # PyBullet's default physics step changed (2 ms -> 1/300 s): runs never mix
-        from sim.env import EnvConfig
-
-        identity["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
-    identity["render_mesh_cell_m"] = a.render_mesh_cell_m  # other pixels: runs never mix
     from sim.env import EnvConfig
 
     try:  # a bad value or engine fails here, not in every shard
-        EnvConfig(sim=a.sim, render_mesh_cell_m=a.render_mesh_cell_m)
+        env_cfg = EnvConfig(sim=a.sim, render_mesh_cell_m=a.render_mesh_cell_m)
     except ValueError as err:
         sys.exit(f"--render-mesh-cell-m {a.render_mesh_cell_m}: {err}")
+    if a.sim != "mujoco":  # PyBullet's default physics step changed (2 ms -> 1/300 s): runs never mix
+        identity["physics_step_s"] = env_cfg.physics_step_s
+    identity["render_mesh_cell_m"] = a.render_mesh_cell_m  # other pixels: runs never mix
     results = open_resumable(out, identity)
     results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
                     "command": " ".join(["python", *sys.argv]), "machine": machine_info()})

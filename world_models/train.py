@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,20 @@ def _is_slot_encoder(path: str) -> bool:
         return False
 
 
+def _with_new_defaults(saved: dict, new: dict, default: dict) -> dict:
+    """``saved`` plus the keys it lacks where ``new`` holds their ``default`` (a key added after a run
+    was saved, e.g. learner.relevance_l1, at its default changes nothing the run did), in sections too."""
+    out = dict(saved)
+    for k, v in new.items():
+        if k not in out:
+            if isinstance(default.get(k), dict) or default.get(k, MISSING) != v:
+                continue
+            out[k] = v
+        elif isinstance(v, dict) and isinstance(out[k], dict) and isinstance(default.get(k), dict):
+            out[k] = _with_new_defaults(out[k], v, default[k])
+    return out
+
+
 def unused_slot_encoder(cfg: RunConfig | dict) -> str | None:
     """The ``encoder`` of a pixel run when it names a slot encoder: runs made before pretrained pixel
     encoders existed carry the preset's slot encoder there, never used; None otherwise."""
@@ -207,16 +221,7 @@ class Trainer:
             return False
         blob = torch.load(f, weights_only=False)
         new = to_dict(self.cfg)
-        # a top-level key added after this run was saved, at its default, changes nothing the run did
-        defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
-        saved = {**{k: v for k, v in new.items() if k not in blob["config"] and k in defaults
-                    and defaults[k] == v}, **blob["config"]}
-        # the same inside a section (e.g. learner.relevance_l1, added later): a missing key at its default
-        base = to_dict(RunConfig())
-        for sec, val in new.items():
-            if isinstance(val, dict) and isinstance(saved.get(sec), dict):
-                saved[sec] = {**{k: v for k, v in val.items() if k not in saved[sec] and base[sec].get(k) == v},
-                              **saved[sec]}
+        saved = _with_new_defaults(blob["config"], new, to_dict(RunConfig()))
         for d in (saved, new):  # a pixel run naming the preset's (unused) slot encoder = one naming none
             if unused_slot_encoder(d):
                 d["encoder"] = ""

@@ -102,6 +102,13 @@ _RENDER_MESHES: dict[float, list] = {}  # cell -> [(body, pos, quat, verts, face
 ROBOT_RGBA = [0.86, 0.86, 0.9, 1.0]  # the robot's drawn geoms (and their simplified copies)
 
 
+def _split_robot_geoms(spec) -> None:
+    """The URDF's collision geoms collide with the world and objects but not with each other; its
+    visual geoms with nothing."""
+    for geom in spec.geoms:
+        geom.contype, geom.conaffinity = (1, 0) if geom.contype else (0, 0)
+
+
 def _add_render_meshes(spec, cell_m: float) -> None:
     """Render-only copies of the robot's collision meshes, simplified on a ``cell_m`` grid, in
     RENDER_GROUP (no contacts, no mass: the bodies' URDF inertias stand); the collision meshes move to
@@ -111,8 +118,7 @@ def _add_render_meshes(spec, cell_m: float) -> None:
     mesh = mujoco.mjtGeom.mjGEOM_MESH
     if cell_m not in _RENDER_MESHES:
         robot = _robot_spec()
-        for geom in robot.geoms:  # the same collision/visual split as _compile
-            geom.contype, geom.conaffinity = (1, 0) if geom.contype else (0, 0)
+        _split_robot_geoms(robot)  # as _compile: the collision meshes are the geoms with contype
         m = _compile_quietly(robot)
         parts = []
         for g in range(m.ngeom):
@@ -241,9 +247,8 @@ class MuJoCoBackend:
                 # Note: the URDF's placeholder inertias (0.1 kg m^2 per link) are kept on purpose:
                 # "realistic" small inertias made cube contacts markedly less stable (stack expert
                 # 97.5% -> 82.5% over 40 seeds) under the stiff joint servos.
+        _split_robot_geoms(spec)
         for geom in spec.geoms:
-            # Robot links collide with the world and objects but not with each other.
-            geom.contype, geom.conaffinity = (1, 0) if geom.contype else (0, 0)
             if geom.contype:
                 geom.rgba = ROBOT_RGBA  # hulls double as the fast render model
         for fname in ("panda_leftfinger", "panda_rightfinger"):
