@@ -1,0 +1,42 @@
+"""benchmarks/object_task_scripted.py: the scripted policies that bound the object tasks."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+ots = load_benchmark("object_task_scripted")
+E, N, W = 0, 2, 4  # discrete8: east, north, west
+
+
+def test_compass_picks_the_nearest_direction():
+    assert ots.compass(np.array([1.0, 0.1])) == E
+    assert ots.compass(np.array([0.0, 1.0])) == N
+    assert ots.compass(np.array([-1.0, -0.2])) == W
+
+
+def test_pusher_goes_around_then_lines_up_then_pushes():
+    red, goal = np.array([0.5, 0.0]), np.array([0.7, 0.0])  # the goal lies east of the cube
+    kw = dict(back=0.06, side_tol=0.02, clear=0.065)
+    # on the goal side, on the line: step sideways (north or south), never west through the cube
+    assert ots.push_action(np.array([0.6, 0.0]), red, goal, **kw) in (N, 6)
+    # behind the cube, on the line: push towards the goal
+    assert ots.push_action(np.array([0.44, 0.005]), red, goal, **kw) == E
+    # behind but off the line: move back onto it (south-east / south, not east)
+    assert ots.push_action(np.array([0.42, 0.05]), red, goal, **kw) in (6, 7)
+
+
+def test_reach3_run_writes_json(tmp_path):
+    out = tmp_path / "r.json"
+    assert ots.main(["--tasks", "reach3", "--episodes", "2", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())["tasks"]["reach3"]
+    assert r["episodes"] == 2 and len(r["per_episode_success"]) == 2
+    assert r["successes"] == 2  # the first two seeds of the default block: both reached (measured)
+    assert all(s <= r["max_steps"] for s in r["per_episode_steps"])
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ots.EdgeError, match="--side-tol"):
+        ots.main(["--side-tol", "0.5"])
