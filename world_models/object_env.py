@@ -7,6 +7,9 @@ Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``dis
 * ``push3``: push the red cube onto the goal square (the sim's push success test, held for
   ``hold_s``). Reward: +1 on success, plus potential-based shaping
   ``10·Δ(-|red − goal|) + 2·Δ(-|tcp − red|)`` (metres), which leaves the optimal policy unchanged.
+  With ``approach="behind"`` the second term pulls the TCP to the pushing point instead,
+  ``BEHIND_M`` behind the cube on the goal–cube line: ``2·Δ(-|tcp − (red − BEHIND_M·u)|)``, u the
+  unit vector from the cube to the goal (still a potential of the state, so still policy-invariant).
 * ``reach3``: bring the TCP within ``REACH_RADIUS_M`` (xy) of the red cube (the distractors do not
   count). Reward: +1 on success plus ``2·Δ(-|tcp − red|)``.
 
@@ -31,6 +34,8 @@ from edge.config import ConfigError
 TASKS = ("push3", "reach3")
 DEFAULT_MAX_STEPS = {"push3": 60, "reach3": 30}
 N_ACTIONS = 8
+BEHIND_M = 0.06  # push3, approach="behind": the pushing point's distance behind the cube centre
+APPROACHES = ("cube", "behind")
 REACH_RADIUS_M = 0.05  # TCP–cube centre (xy); closer than ~4 cm the TCP already pushes the cube
 ORACLE_LAYOUT = ("x", "y", "z", "is_robot", "is_goal", "is_target", "is_distractor", "bias")
 _CENTER_M = np.array([0.53, 0.0, 0.0])
@@ -49,12 +54,15 @@ class ObjectTaskConfig:
     segmentation: bool = False  # add "seg" to observations (for slot-encoder metrics)
     hold_s: float = 0.1  # push3: how long the cube must rest on the goal
     crop: float = 1.5  # render at round(image_size·crop) and keep the centre (the workspace); 1 = full view
+    approach: str = "cube"  # push3 shaping pulls the TCP to: the cube centre, or the pushing point behind it
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"task={self.task!r} is not allowed; choose one of {TASKS}")
         if self.sim not in ("mujoco", "pybullet"):
             raise ConfigError(f"sim={self.sim!r} is not allowed; choose mujoco or pybullet")
+        if self.approach not in APPROACHES:
+            raise ConfigError(f"approach={self.approach!r} is not allowed; choose one of {APPROACHES}")
         for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000),
                               "crop": (1.0, 3.0)}.items():
             v = getattr(self, key)
@@ -121,9 +129,14 @@ class ObjectTaskEnv:
 
     def _phi(self, info: dict) -> float:
         red = info["object_poses"]["red"][:2]
-        phi = -2.0 * float(np.linalg.norm(self._tcp()[:2] - red))
+        to_goal = self._goal() - red
+        dist_goal = float(np.linalg.norm(to_goal))
+        aim = red
+        if self.cfg.task == "push3" and self.cfg.approach == "behind" and dist_goal > 1e-6:
+            aim = red - BEHIND_M * to_goal / dist_goal
+        phi = -2.0 * float(np.linalg.norm(self._tcp()[:2] - aim))
         if self.cfg.task == "push3":
-            phi -= 10.0 * float(np.linalg.norm(red - self._goal()))
+            phi -= 10.0 * dist_goal
         return phi
 
     def oracle(self, info: dict) -> np.ndarray:

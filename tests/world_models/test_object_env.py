@@ -54,7 +54,28 @@ def test_truncation_and_bad_action():
     env.close()
 
 
+def test_behind_shaping_pulls_the_tcp_to_the_pushing_point():
+    from world_models.object_env import BEHIND_M
+
+    envs = {a: ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=16, approach=a)) for a in ("cube", "behind")}
+    infos = {a: e.reset(seed=5)[1] for a, e in envs.items()}
+    e, info = envs["behind"], infos["behind"]
+    red, goal, tcp = info["object_poses"]["red"][:2], info["goal_m"], e._tcp()[:2]
+    u = (goal - red) / np.linalg.norm(goal - red)
+    d_goal = np.linalg.norm(goal - red)
+    assert e._potential == pytest.approx(-2 * np.linalg.norm(tcp - (red - BEHIND_M * u)) - 10 * d_goal, abs=1e-9)
+    assert envs["cube"]._potential == pytest.approx(-2 * np.linalg.norm(tcp - red) - 10 * d_goal, abs=1e-9)
+    # same scene, same step: the rewards differ by the change of the two potentials only
+    _, r_b, *_ = e.step(0)
+    _, r_c, *_ = envs["cube"].step(0)
+    assert r_b != pytest.approx(r_c)
+    for env in envs.values():
+        env.close()
+
+
 def test_config_errors():
+    with pytest.raises(ValueError, match="approach="):
+        ObjectTaskConfig(approach="side")
     with pytest.raises(ValueError, match="task="):
         ObjectTaskConfig(task="stack")
     with pytest.raises(ValueError, match="distractors="):
