@@ -88,26 +88,50 @@ def finished(out: Path, env_steps: int) -> bool:
     return m.is_file() and json.loads(m.read_text()).get("env_steps", 0) >= env_steps
 
 
+# keys this script sets on every run's command line (checked by check_run_matches or by the run's name)
+COMMAND_KEYS = {"env.task", "seed", "env_steps", "eval_every", "eval_episodes", "checkpoint_every",
+                "planner.num_simulations", "model.kind", "obs", "encoder", "encoder_carry_iters", "model.num_slots"}
+
+
+def _leaves(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) == float(b)
+    return a == b
+
+
 def check_set_overrides(out: Path, cfg: dict, overrides: list[str]) -> None:
-    """Refuse a saved run whose configuration differs from a ``--set KEY=VALUE`` asked for now (a key
-    the run does not record counts at its default)."""
+    """Refuse a saved run whose configuration differs from what is asked for now: from a ``--set
+    KEY=VALUE``, or, for a key not set and not on this script's command line, from the preset's value
+    (``configs/train/wm_default.yaml``; a key the run does not record counts at its default)."""
     import yaml
 
     from world_models.train import RunConfig, to_dict
 
-    default = to_dict(RunConfig())
+    default = _leaves(to_dict(RunConfig()))
+    default.update(_leaves(yaml.safe_load((ROOT / "configs" / "train" / "wm_default.yaml").read_text())))
+    saved = _leaves(cfg)
+    asked = {}
     for item in overrides:
         key, _, text = item.partition("=")
-        saved, dflt = cfg, default
-        for part in key.split("."):
-            saved = saved.get(part, {}) if isinstance(saved, dict) else {}
-            dflt = dflt.get(part, {}) if isinstance(dflt, dict) else {}
-        saved = dflt if saved == {} else saved
-        want = yaml.safe_load(text)
-        same = (float(saved) == float(want) if isinstance(saved, (int, float)) and isinstance(want, (int, float))
-                else saved == want)
-        if not same:
-            raise SystemExit(f"error: {out} was trained with {key}={saved!r}, not {text}; use another --runs directory")
+        asked[key] = (yaml.safe_load(text), text)
+    for key in sorted(set(default) | set(saved)):
+        if key in COMMAND_KEYS:
+            continue
+        was = saved.get(key, default.get(key))
+        want, text = asked.get(key, (default.get(key), None))
+        if not _same(was, want):
+            now = text if text is not None else f"{want!r} (the preset's; pass --set {key}={was} to reuse the run)"
+            raise SystemExit(f"error: {out} was trained with {key}={was!r}, not {now}; use another --runs directory")
 
 
 def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@ Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``dis
   ``10·Δ(-|red − goal|) + 2·Δ(-|tcp − red|)`` (metres), which leaves the optimal policy unchanged.
   With ``approach="behind"`` the second term pulls the TCP to the pushing point instead,
   ``BEHIND_M`` behind the cube on the goal–cube line: ``2·Δ(-|tcp − (red − BEHIND_M·u)|)``, u the
-  unit vector from the cube to the goal (still a potential of the state, so still policy-invariant).
+  unit vector from the cube to the goal (still a potential of the state, so still policy-invariant;
+  the pushing point jumps to the other side when the cube crosses the goal's centre).
 * ``reach3``: bring the TCP within ``REACH_RADIUS_M`` (xy) of the red cube (the distractors do not
   count). Reward: +1 on success plus ``2·Δ(-|tcp − red|)``.
 
@@ -63,6 +64,8 @@ class ObjectTaskConfig:
             raise ConfigError(f"sim={self.sim!r} is not allowed; choose mujoco or pybullet")
         if self.approach not in APPROACHES:
             raise ConfigError(f"approach={self.approach!r} is not allowed; choose one of {APPROACHES}")
+        if self.approach != "cube" and self.task != "push3":
+            raise ConfigError(f"approach={self.approach!r} shapes push3 only; task={self.task!r} takes approach='cube'")
         for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000),
                               "crop": (1.0, 3.0)}.items():
             v = getattr(self, key)

@@ -178,3 +178,21 @@ def test_runs_of_another_encoder_setting_are_refused_not_mixed(tmp_path, monkeyp
         cvm.report(args)
     args.encoder_carry_iters = 0  # the same setting: reported
     assert "comet" in cvm.report(args)["tasks"]["reach3"]["methods"]
+
+
+def test_a_run_with_another_setting_is_refused_unless_asked_for(tmp_path):
+    import pytest
+
+    import yaml
+
+    cfg = yaml.safe_load((cvm.ROOT / "configs" / "train" / "wm_default.yaml").read_text())  # what a run records
+    cfg["eval_every"], cfg["planner"]["num_simulations"] = 500, 64  # set by this script's command line
+    cvm.check_set_overrides(tmp_path, cfg, [])
+    cfg["env"]["approach"] = "behind"
+    with pytest.raises(SystemExit, match=r"env.approach='behind', not 'cube' \(the preset's; pass --set env.approach"):
+        cvm.check_set_overrides(tmp_path, cfg, [])
+    cvm.check_set_overrides(tmp_path, cfg, ["env.approach=behind"])
+    with pytest.raises(SystemExit, match="replay_ratio=0.25, not 1.0"):
+        cvm.check_set_overrides(tmp_path, cfg, ["env.approach=behind", "replay_ratio=1.0"])
+    del cfg["env"]["approach"]  # a run saved before the key existed counts at its default
+    cvm.check_set_overrides(tmp_path, cfg, [])

@@ -37,6 +37,23 @@ def test_reach3_run_writes_json(tmp_path):
     assert all(s <= r["max_steps"] for s in r["per_episode_steps"])
 
 
+def test_push3_episodes_are_solved(tmp_path):
+    out = tmp_path / "p.json"
+    assert ots.main(["--tasks", "push3", "--episodes", "2", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())["tasks"]["push3"]
+    assert r["successes"] == 2  # the first two seeds of the default block (measured: solved in < 60 steps)
+    assert all(s < r["max_steps"] for s in r["per_episode_steps"])
+
+
+def test_pusher_takes_the_detour_waypoint_when_far_to_the_side():
+    red, goal = np.array([0.5, 0.0]), np.array([0.7, 0.0])
+    kw = dict(back=0.06, side_tol=0.02, clear=0.065)
+    # on the goal side, 10 cm to the north (clear of the cube): head for the corner behind-north, west
+    assert ots.push_action(np.array([0.6, 0.1]), red, goal, **kw) == W
+    # on the goal side, 3 cm to the north (too close to pass): step further north first
+    assert ots.push_action(np.array([0.6, 0.03]), red, goal, **kw) == N
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ots.EdgeError, match="--side-tol"):
         ots.main(["--side-tol", "0.5"])

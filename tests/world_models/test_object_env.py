@@ -76,6 +76,8 @@ def test_behind_shaping_pulls_the_tcp_to_the_pushing_point():
 def test_config_errors():
     with pytest.raises(ValueError, match="approach="):
         ObjectTaskConfig(approach="side")
+    with pytest.raises(ValueError, match="shapes push3 only"):
+        ObjectTaskConfig(task="reach3", approach="behind")
     with pytest.raises(ValueError, match="task="):
         ObjectTaskConfig(task="stack")
     with pytest.raises(ValueError, match="distractors="):

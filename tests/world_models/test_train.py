@@ -137,14 +137,15 @@ def test_relevance_l1_prior_lowers_the_relevance_scores(tmp_path):
 
 
 def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_path):
-    """learner.relevance_l1 was added after runs were saved: such a run resumes with it at 0, and
-    refuses a different value."""
+    """learner.relevance_l1 and env.approach were added after runs were saved: such a run resumes with
+    them at their defaults, and refuses a different value."""
     from world_models.learner import LearnerConfig
 
     out = tmp_path / "wm"
     Trainer(tiny(env_steps=12), out, progress=False).run()
     blob = torch.load(out / STATE_FILE, weights_only=False)
     del blob["config"]["learner"]["relevance_l1"]
+    del blob["config"]["env"]["approach"]  # added later still
     torch.save(blob, out / STATE_FILE)
     assert Trainer(tiny(env_steps=24), out, progress=False)._load_state()
     with pytest.raises(ConfigError, match="learner"):
