@@ -93,16 +93,6 @@ COMMAND_KEYS = {"env.task", "seed", "env_steps", "eval_every", "eval_episodes", 
                 "planner.num_simulations", "model.kind", "obs", "encoder", "encoder_carry_iters", "model.num_slots"}
 
 
-def _leaves(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_leaves(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _same(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return float(a) == float(b)
@@ -115,11 +105,13 @@ def check_set_overrides(out: Path, cfg: dict, overrides: list[str]) -> None:
     (``configs/train/wm_default.yaml``; a key the run does not record counts at its default)."""
     import yaml
 
+    from edge.config import flatten, read_yaml
+    from edge.resources import config_dir
     from world_models.train import RunConfig, to_dict
 
-    default = _leaves(to_dict(RunConfig()))
-    default.update(_leaves(yaml.safe_load((ROOT / "configs" / "train" / "wm_default.yaml").read_text())))
-    saved = _leaves(cfg)
+    default = flatten(to_dict(RunConfig()))
+    default.update(flatten(read_yaml(config_dir("train", "wm_default.yaml"))))  # the preset edge train reads
+    saved = flatten(cfg)
     asked = {}
     for item in overrides:
         key, _, text = item.partition("=")

@@ -172,6 +172,18 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return plain(obj)
 
 
+def flatten(data: dict[str, Any], prefix: str = "", opaque: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Leaves of a nested mapping by dotted path (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``); a mapping
+    under a key in ``opaque`` is kept whole, as one leaf."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and k not in opaque:
+            out.update(flatten(v, f"{prefix}{k}.", opaque))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"loop.rate_hz=50"`` -> (["loop", "rate_hz"], 50). Values are parsed as YAML scalars."""
     import yaml

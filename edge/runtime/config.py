@@ -39,6 +39,7 @@ from edge.config import (
     ConfigError,
     cfg,
     check_fields,
+    flatten,
     from_dict,
     parse_override,
     read_yaml,
@@ -243,7 +244,7 @@ class RuntimeConfig:
 
     def dotted(self) -> dict[str, Any]:
         """Every setting by its dotted path (leaves only)."""
-        return _flatten(to_dict(self))
+        return flatten(to_dict(self), opaque=("options",))
 
     # the settings most code reads, by the names they had before the sections
     @property
@@ -305,16 +306,6 @@ def _get(data: dict[str, Any], path: str) -> Any:
     for key in path.split("."):
         data = data[key]
     return data
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        if isinstance(v, dict) and k != "options":
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
 
 
 def _merge(node: dict[str, Any], value: dict[str, Any]) -> None:
