@@ -409,8 +409,11 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
     slope = float(np.abs(policy.slope).max())
     ex = executed(loop, None)
     assert len(ex) >= 30 - 2
+    # the ramp is read at the observing tick's wake time and checked at the executing tick's: their
+    # lateness on this machine's real clock (a VM stall can be tens of ms) adds to the 10 ms allowed
+    late = max(r.lateness_s for r in loop._records)
     for t, raw in ex:
-        np.testing.assert_allclose(raw, policy.target(t)[0], atol=slope * 0.01 + 1e-5)
+        np.testing.assert_allclose(raw, policy.target(t)[0], atol=slope * (0.01 + late) + 1e-5)
     assert all(b >= o for b, o in zip(loop.busy_s, loop.overhead_s)) and len(loop.busy_s) == 30
 
 
