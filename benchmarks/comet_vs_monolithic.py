@@ -409,9 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=32)
     ap.add_argument("--simulations", type=int, default=16, help="MCTS simulations per decision")
-    ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3", help="the frozen slot encoder")
-    ap.add_argument("--encoder-carry-iters", type=int, default=0,
-                    help="slot methods: the encoder's tracking rounds per carried frame (0 = its own)")
+    ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3_v2", help="the frozen slot encoder")
+    ap.add_argument("--encoder-carry-iters", type=int, default=1,
+                    help="slot methods: the encoder's tracking rounds per carried frame (0 = the encoder's own)")
     ap.add_argument("--pixel-encoder", default="world_models/checkpoints/pixels_push3",
                     help="pixels_ae: the pretrained pixel encoder its runs freeze")
     ap.add_argument("--monolithic", default=MONOLITHIC, choices=("pixels", "pixels_ae", "flat_slots"),

@@ -157,6 +157,17 @@ def unused_slot_encoder(cfg: RunConfig | dict) -> str | None:
     return enc if obs == "pixels" and enc and _is_slot_encoder(enc) else None
 
 
+def _blank_unused_encoder(d: dict) -> None:
+    """Blank, in a saved or new run's config dict, the encoder settings its observations do not use,
+    so that a preset naming another slot encoder (or tracking rounds) does not change the identity of
+    oracle and pixel runs: ``encoder_carry_iters`` outside slot runs, ``encoder`` in oracle runs and a
+    slot encoder named by a pixel run (runs made before pretrained pixel encoders existed)."""
+    if d.get("obs") != "slots":
+        d["encoder_carry_iters"] = 0
+    if d.get("obs") == "oracle" or unused_slot_encoder(d):
+        d["encoder"] = ""
+
+
 def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
     """Load a pretrained pixel encoder (:mod:`world_models.pixel_pretrain`) into the pixel model and
     freeze it, as the slot models' encoder is frozen (ConfigError if it is not one, or its shape
@@ -222,9 +233,8 @@ class Trainer:
         blob = torch.load(f, weights_only=False)
         new = to_dict(self.cfg)
         saved = _with_new_defaults(blob["config"], new, to_dict(RunConfig()))
-        for d in (saved, new):  # a pixel run naming the preset's (unused) slot encoder = one naming none
-            if unused_slot_encoder(d):
-                d["encoder"] = ""
+        for d in (saved, new):
+            _blank_unused_encoder(d)
         diff = sorted(k for k in set(saved) | set(new)
                       if k not in RESUMABLE and saved.get(k) != new.get(k))
         if diff:

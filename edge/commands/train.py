@@ -97,7 +97,8 @@ def register(subparsers) -> None:
     wm.add_argument("--task", default=None, choices=("push3", "reach3"), help="object task: push3 or reach3 (default: the preset's)")
     wm.add_argument("--obs", default=None, choices=("oracle", "slots", "pixels"), help="oracle, slots or pixels (default: the preset's)")
     wm.add_argument("--encoder", default=None, metavar="DIR",
-                    help="--obs slots: the frozen slot encoder (default: the shipped slots_push3); --obs pixels: "
+                    help="--obs slots: the frozen slot encoder (default: the shipped slots_push3_v2, with one "
+                         "tracking round per carried frame: encoder_carry_iters=1); --obs pixels: "
                          "a pretrained pixel encoder to freeze (`edge train pixel-encoder`; default: none, the "
                          "CNN learns end to end)")
     wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget (default: the preset's)")
@@ -110,6 +111,7 @@ def register(subparsers) -> None:
     se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
                        "Slot Attention encoder the world models freeze (resumable)", """
   edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
+  edge train slot-encoder --out runs/slots/v2 --steps 8000   # the shipped slots_push3_v2 (the world models' default)
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
   edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round
   edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4""")
@@ -254,8 +256,15 @@ def _train_world_model(args: argparse.Namespace) -> int:
     config = layer_config(RunConfig(), preset, sets)
     # the presets name the shipped encoders as world_models/checkpoints/...: inside the package
     config = dataclasses.replace(config, encoder=resolve_shipped(config.encoder))
-    if args.encoder is None and unused_slot_encoder(config):
-        config = dataclasses.replace(config, encoder="")  # the preset's slot encoder: the pixel model reads frames
+    if args.encoder is None and (unused_slot_encoder(config) or config.obs == "oracle"):
+        config = dataclasses.replace(config, encoder="")  # the preset's slot encoder: unused without slots
+    if config.obs == "oracle" and config.encoder:
+        raise EdgeError(f"--encoder {config.encoder}: --obs oracle reads object states, no encoder; leave it out")
+    if config.obs != "slots" and config.encoder_carry_iters:
+        if any(s.partition("=")[0].strip() == "encoder_carry_iters" for s in args.set):
+            raise EdgeError(f"--set encoder_carry_iters={config.encoder_carry_iters}: tracking rounds apply to "
+                            f"--obs slots only, not --obs {config.obs}; leave it out")
+        config = dataclasses.replace(config, encoder_carry_iters=0)  # the preset's: unused without slots
     if config.obs == "pixels" and config.encoder and not is_pixel_encoder(config.encoder):
         raise EdgeError(f"--encoder {config.encoder}: no pretrained pixel encoder there (--obs pixels freezes "
                         "one made by `edge train pixel-encoder`; leave --encoder out to learn the CNN end to end)")

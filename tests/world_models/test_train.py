@@ -39,13 +39,14 @@ def test_tiny_train_then_resume_continues(tmp_path):
     curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
     assert [c["env_steps"] for c in curve] == [0, 12, 24]
     assert all(0.0 <= c["success"] <= 1.0 for c in curve)
-    # a run saved before encoder_carry_iters existed resumes at its default, and only there
+    # a run saved before encoder_carry_iters existed resumes at its default
     blob = torch.load(out / STATE_FILE, weights_only=False)
     del blob["config"]["encoder_carry_iters"]
     torch.save(blob, out / STATE_FILE)
     assert Trainer(tiny(env_steps=36), out, progress=False)._load_state()
-    with pytest.raises(ValueError, match="encoder_carry_iters"):
-        Trainer(tiny(env_steps=36, encoder_carry_iters=1), out, progress=False)._load_state()
+    # an oracle run reads no encoder: a slot encoder or tracking rounds named by a preset leave it resumable
+    assert Trainer(tiny(env_steps=36, encoder="world_models/checkpoints/slots_push3_v2", encoder_carry_iters=1), out,
+                   progress=False)._load_state()
 
 
 def test_shipped_model_round_trip_and_tamper(tmp_path):
@@ -99,14 +100,19 @@ def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, m
 
     from edge.cli import main
 
-    monkeypatch.chdir(tmp_path)  # the preset names world_models/checkpoints/slots_push3
+    monkeypatch.chdir(tmp_path)  # the preset names world_models/checkpoints/slots_push3_v2, one tracking round
     out = tmp_path / "wm"
-    assert main(["train", "world-model", "--out", str(out), "--env-steps", "8", "--set", "eval_episodes=1",
-                 "--set", "eval_every=8", "--set", "planner.num_simulations=2", "--no-progress"]) == 0
-    enc = json.loads((out / "manifest.json").read_text())["config"]["encoder"]
+    base = ["train", "world-model", "--out", str(out), "--set", "eval_episodes=1", "--set", "eval_every=8",
+            "--set", "planner.num_simulations=2", "--no-progress"]
+    assert main([*base, "--env-steps", "8"]) == 0
+    cfg = json.loads((out / "manifest.json").read_text())["config"]
     from pathlib import Path
 
-    assert enc.endswith("world_models/checkpoints/slots_push3") and Path(enc).is_absolute() and Path(enc).is_dir()
+    enc = cfg["encoder"]
+    assert enc.endswith("world_models/checkpoints/slots_push3_v2") and Path(enc).is_absolute() and Path(enc).is_dir()
+    assert cfg["encoder_carry_iters"] == 1 and cfg["obs"] == "slots"
+    # a slot run's tracking rounds are part of its identity: other rounds do not resume it
+    assert main([*base, "--env-steps", "16", "--resume", "--set", "encoder_carry_iters=3"]) == 2
 
 
 def test_evaluation_outcomes_are_in_seed_order_however_episodes_are_batched(tmp_path):
