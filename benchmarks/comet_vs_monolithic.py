@@ -73,9 +73,9 @@ def run_args(method: str, task: str, seed: int, args: argparse.Namespace, out: P
     elif method == "pixels_ae":  # the pixel model over a frozen, pretrained pixel encoder
         cmd += ["--kind", "pixels", "--obs", "pixels", "--encoder", args.pixel_encoder]
     else:
-        cmd += ["--kind", method, "--obs", "slots", "--encoder", args.encoder]
-        if getattr(args, "encoder_carry_iters", 0):
-            cmd += ["--set", f"encoder_carry_iters={args.encoder_carry_iters}"]
+        # always named: the preset's rounds (1) are not the encoder's own (0)
+        cmd += ["--kind", method, "--obs", "slots", "--encoder", args.encoder,
+                "--set", f"encoder_carry_iters={getattr(args, 'encoder_carry_iters', 0)}"]
     for s in args.set:
         cmd += ["--set", s]
     if (out / "train_state.pt").is_file():

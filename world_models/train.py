@@ -238,8 +238,13 @@ class Trainer:
         diff = sorted(k for k in set(saved) | set(new)
                       if k not in RESUMABLE and saved.get(k) != new.get(k))
         if diff:
+            hint = ""
+            if {"encoder", "encoder_carry_iters"} & set(diff):
+                hint = (f"; it was trained with --encoder {saved.get('encoder') or ''} --set encoder_carry_iters="
+                        f"{saved.get('encoder_carry_iters', 0)} (slot runs made with the preset before it named slots_push3_v2 "
+                        "and 1 round used slots_push3 and 0)")
             raise ConfigError(f"{f} was written by a different configuration (differs in {diff}); "
-                             f"use a new --out, or the same settings to resume (only {RESUMABLE} may change)")
+                             f"use a new --out, or the same settings to resume (only {RESUMABLE} may change){hint}")
         self.learner.load_state_dict(blob["learner"])
         for ep in blob["replay"]:
             self.replay.add(ep)

@@ -256,15 +256,25 @@ def _train_world_model(args: argparse.Namespace) -> int:
     config = layer_config(RunConfig(), preset, sets)
     # the presets name the shipped encoders as world_models/checkpoints/...: inside the package
     config = dataclasses.replace(config, encoder=resolve_shipped(config.encoder))
-    if args.encoder is None and (unused_slot_encoder(config) or config.obs == "oracle"):
-        config = dataclasses.replace(config, encoder="")  # the preset's slot encoder: unused without slots
-    if config.obs == "oracle" and config.encoder:
-        raise EdgeError(f"--encoder {config.encoder}: --obs oracle reads object states, no encoder; leave it out")
+    given = {s.partition("=")[0].strip() for s in args.set}  # keys named on the command line
+    if args.encoder is not None:
+        given.add("encoder")
+    dropped = []  # settings from the preset / --config file that these observations do not use
+    if config.encoder and (unused_slot_encoder(config) or config.obs == "oracle"):
+        if config.obs == "oracle" and "encoder" in given:
+            raise EdgeError(f"--encoder {config.encoder}: --obs oracle reads object states, no encoder; leave it out")
+        if "encoder" not in given:  # a pixel run's explicit slot encoder is refused below
+            dropped.append(f"encoder={config.encoder}")
+            config = dataclasses.replace(config, encoder="")
     if config.obs != "slots" and config.encoder_carry_iters:
-        if any(s.partition("=")[0].strip() == "encoder_carry_iters" for s in args.set):
+        if "encoder_carry_iters" in given:
             raise EdgeError(f"--set encoder_carry_iters={config.encoder_carry_iters}: tracking rounds apply to "
                             f"--obs slots only, not --obs {config.obs}; leave it out")
-        config = dataclasses.replace(config, encoder_carry_iters=0)  # the preset's: unused without slots
+        dropped.append(f"encoder_carry_iters={config.encoder_carry_iters}")
+        config = dataclasses.replace(config, encoder_carry_iters=0)
+    if dropped and args.config:  # the shipped presets' slot-encoder settings are left out without a word
+        print(f"note: --config {args.config}: {', '.join(dropped)} not used with obs={config.obs}; left out",
+              file=sys.stderr)
     if config.obs == "pixels" and config.encoder and not is_pixel_encoder(config.encoder):
         raise EdgeError(f"--encoder {config.encoder}: no pretrained pixel encoder there (--obs pixels freezes "
                         "one made by `edge train pixel-encoder`; leave --encoder out to learn the CNN end to end)")

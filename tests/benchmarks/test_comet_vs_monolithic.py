@@ -56,6 +56,8 @@ def test_run_commands_pick_obs_and_resume(tmp_path):
                                                                       "--encoder", "penc"]
     tracked = cvm.argparse.Namespace(**{**vars(args), "encoder_carry_iters": 1})
     assert "encoder_carry_iters=1" in cvm.run_args("comet", "reach3", 1, tracked, out)
+    own = cvm.argparse.Namespace(**{**vars(args), "encoder_carry_iters": 0})  # named too: the preset says 1
+    assert "encoder_carry_iters=0" in cvm.run_args("comet", "reach3", 1, own, out)
     assert "encoder_carry_iters=1" not in cvm.run_args("pixels", "reach3", 1, tracked, out)  # slot methods only
     orc = cvm.run_args("flat_slots@oracle", "reach3", 1, args, out)
     assert "flat_slots" in orc and "oracle" in orc and "model.num_slots=5" in orc and "--encoder" not in orc

@@ -95,7 +95,36 @@ def test_diagnostics_on_a_tiny_model(tmp_path):
     assert set(rel) == set(dg.ENTITY_NAMES) and all(0 <= p <= 1 for v in rel.values() if v for p in v)
 
 
-def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, monkeypatch):
+@pytest.mark.parametrize("obs", ["oracle", "pixels"])
+def test_default_preset_leaves_the_slot_encoder_out_of_oracle_and_pixel_runs(obs, tmp_path, monkeypatch, capsys):
+    import world_models.train as wt
+    from edge.cli import main
+
+    seen = {}
+
+    class Capture:  # the configuration the command would train, without training
+        def __init__(self, cfg, out, command="", progress=True):
+            seen["cfg"] = cfg
+
+        def run(self):
+            return {"env_steps": 0, "updates": 0, "wall_s": 0.0, "final": {"success": 0.0}}
+
+    monkeypatch.setattr(wt, "Trainer", Capture)
+    main(["train", "world-model", "--out", str(tmp_path / "wm"), "--obs", obs])
+    cfg = seen["cfg"]
+    assert cfg.obs == obs and cfg.encoder == "" and cfg.encoder_carry_iters == 0
+    assert "note:" not in capsys.readouterr().err  # the shipped preset's settings go without a word
+    # from a --config file they go with a note naming them
+    from edge.resources import config_dir
+
+    main(["train", "world-model", "--out", str(tmp_path / "wm2"), "--obs", obs,
+          "--config", str(config_dir("train", "wm_default.yaml"))])
+    assert seen["cfg"].encoder == "" and seen["cfg"].encoder_carry_iters == 0
+    err = capsys.readouterr().err
+    assert "encoder=" in err and "slots_push3_v2" in err and "encoder_carry_iters=1" in err and "left out" in err
+
+
+def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, monkeypatch, capsys):
     import json
 
     from edge.cli import main
@@ -112,7 +141,10 @@ def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, m
     assert enc.endswith("world_models/checkpoints/slots_push3_v2") and Path(enc).is_absolute() and Path(enc).is_dir()
     assert cfg["encoder_carry_iters"] == 1 and cfg["obs"] == "slots"
     # a slot run's tracking rounds are part of its identity: other rounds do not resume it
+    capsys.readouterr()
     assert main([*base, "--env-steps", "16", "--resume", "--set", "encoder_carry_iters=3"]) == 2
+    err = capsys.readouterr().err
+    assert "differs in ['encoder_carry_iters']" in err and "--set encoder_carry_iters=1" in err
 
 
 def test_evaluation_outcomes_are_in_seed_order_however_episodes_are_batched(tmp_path):
