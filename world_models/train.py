@@ -56,6 +56,11 @@ class RunConfig:
     env_steps: int = 20_000
     n_envs: int = 8
     replay_ratio: float = 0.25  # learner updates per environment step
+    # temporally extended exploration (an extension, not in COMET; 0 = off): while training, at each
+    # decision not already inside a run, with this probability one uniform random action is repeated
+    # for 1..explore_repeat_max steps (uniform); the replay keeps the search's policy as the target
+    explore_repeat: float = 0.0
+    explore_repeat_max: int = 10
     min_replay: int = 400  # transitions before the first update
     capacity: int = 200_000
     eval_every: int = 2_000
@@ -82,7 +87,8 @@ class RunConfig:
                               f"(kind comet or comet_nofusion; got {self.model.kind!r}); set it to 0")
         for key, (lo, hi) in {"encoder_carry_iters": (0, 10), "env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
                               "eval_episodes": (1, 10**5), "checkpoint_every": (1, 10**8),
-                              "replay_ratio": (0.0, 64.0), "threads": (1, 256)}.items():
+                              "replay_ratio": (0.0, 64.0), "threads": (1, 256), "explore_repeat": (0.0, 1.0),
+                              "explore_repeat_max": (1, 1000)}.items():
             v = getattr(self, key)
             if not lo <= v <= hi:
                 raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
@@ -216,6 +222,8 @@ class Trainer:
                    "wall_s": 0.0, "train_returns": [], "train_success": []}
         self.curve: list[dict] = []
         self.last_stats: dict = {}
+        self._repeat_action = np.zeros(cfg.n_envs, np.int64)  # explore_repeat: the action being repeated
+        self._repeat_left = np.zeros(cfg.n_envs, np.int64)  # and how many more steps it is taken
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self) -> None:
@@ -342,10 +350,11 @@ class Trainer:
             if self.st["env_steps"] >= self.st["next_eval"]:
                 self._record_eval(eval_envs, envs, obs_er, hist, buf)
             out = self.planner.plan(hist, self.rng, explore=True, temperature=self._temperature())
+            acts = self._explore_repeat(out.action) if cfg.explore_repeat > 0 else out.action
             first = np.zeros(cfg.n_envs, bool)
             obs_list = []
             for i, env in enumerate(envs):
-                a = int(out.action[i])
+                a = int(acts[i])
                 o, r, term, trunc, info = env.step(a)
                 b = buf[i]
                 b["actions"].append(a)
@@ -357,6 +366,7 @@ class Trainer:
                     self._finish(b, term, info)
                     o = start(i)
                     first[i] = True
+                    self._repeat_left[i] = 0  # a run of repeated actions ends with its episode
                 obs_list.append(o)
             states = obs_er.observe(obs_list, first)
             for i in range(cfg.n_envs):
@@ -364,7 +374,7 @@ class Trainer:
                     hist.reset(i, states[i])
                     buf[i] = {"states": [states[i]], "actions": [], "rewards": [], "policies": [], "roots": []}
                 else:
-                    hist.push(i, int(out.action[i]), states[i])
+                    hist.push(i, int(acts[i]), states[i])
                     buf[i]["states"].append(states[i])
             self.st["env_steps"] += cfg.n_envs
             bar(cfg.n_envs)
@@ -387,6 +397,20 @@ class Trainer:
         for e in envs:
             e.close()
         return self._ship()
+
+    def _explore_repeat(self, searched: np.ndarray) -> np.ndarray:
+        """The actions to take: the search's, except inside a run of one repeated random action
+        (see ``RunConfig.explore_repeat``)."""
+        cfg = self.cfg
+        acts = np.array(searched, dtype=np.int64)
+        for i in range(len(acts)):
+            if self._repeat_left[i] == 0 and self.rng.random() < cfg.explore_repeat:
+                self._repeat_action[i] = self.rng.integers(cfg.model.num_actions)
+                self._repeat_left[i] = int(self.rng.integers(1, cfg.explore_repeat_max + 1))
+            if self._repeat_left[i] > 0:
+                acts[i] = self._repeat_action[i]
+                self._repeat_left[i] -= 1
+        return acts
 
     def _finish(self, b: dict, terminated: bool, info: dict) -> None:
         ep = Episode(states=np.stack(b["states"]), actions=np.asarray(b["actions"], np.int64),

@@ -174,6 +174,22 @@ def test_relevance_l1_prior_lowers_the_relevance_scores(tmp_path):
         tiny(model=replace(tiny().model, kind="flat_slots"), learner=LearnerConfig(relevance_l1=0.1))
 
 
+def test_explore_repeat_takes_runs_of_one_random_action_and_keeps_the_search_policy(tmp_path):
+    """With explore_repeat=1 and runs longer than an episode, every training episode repeats one
+    action throughout; the replay's policy targets stay the search's (not one-hot)."""
+    tr = Trainer(tiny(env_steps=24, explore_repeat=1.0, explore_repeat_max=50), tmp_path / "rep", progress=False)
+    tr.run()
+    eps = tr.replay.episodes
+    assert len(eps) >= 4 and all(len(set(e.actions.tolist())) == 1 for e in eps)
+    assert len({int(e.actions[0]) for e in eps}) > 1  # random actions, not one fixed action
+    assert all(e.policies.max() < 1.0 for e in eps)
+    off = Trainer(tiny(env_steps=24), tmp_path / "off", progress=False)
+    off.run()
+    assert any(len(set(e.actions.tolist())) > 1 for e in off.replay.episodes)  # the search alone varies its actions
+    with pytest.raises(ConfigError, match="explore_repeat"):
+        tiny(explore_repeat=1.5)
+
+
 def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_path):
     """learner.relevance_l1 and env.approach were added after runs were saved: such a run resumes with
     them at their defaults, and refuses a different value."""
