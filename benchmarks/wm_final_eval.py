@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (runs) to pool")
     ap.add_argument("--episodes", type=int, default=100, help="evaluation episodes per run")
     ap.add_argument("--seed0", type=int, default=SEED0, help="first evaluation seed (fresh: see the module doc)")
-    ap.add_argument("--reuse", help="an earlier output: runs whose model, episodes and seeds match are not replayed")
+    ap.add_argument("--reuse", nargs="+", default=[], metavar="JSON",
+                    help="earlier outputs: runs whose model, episodes and seeds match are not replayed (for a run "
+                         "in several, the last file's entry counts)")
     ap.add_argument("--out", default="benchmarks/results/wm_final_eval.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
@@ -124,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
 
-    earlier: dict = {}
-    if args.reuse:
+    earlier: dict = {}  # method -> {"runs": {seed: result}}, merged over the --reuse files
+    for f in args.reuse:
         try:
-            earlier = json.loads(Path(args.reuse).read_text())["methods"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            ap.error(f"--reuse {args.reuse}: not a wm_final_eval output ({e.__class__.__name__}: {e})")
+            for m, entry in json.loads(Path(f).read_text())["methods"].items():
+                earlier.setdefault(m, {"runs": {}})["runs"].update(entry.get("runs") or {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            ap.error(f"--reuse {f}: not a wm_final_eval output ({e.__class__.__name__}: {e})")
     runs: dict[str, dict[str, dict]] = {}
     for m in args.methods:
         runs[m] = {}
