@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=100, help="evaluation episodes per run")
     ap.add_argument("--seed0", type=int, default=SEED0, help="first evaluation seed (fresh: see the module doc)")
     ap.add_argument("--reuse", nargs="+", default=[], metavar="JSON",
-                    help="earlier outputs: runs whose model, episodes and seeds match are not replayed (for a run "
-                         "in several, the last file's entry counts)")
+                    help="earlier outputs: runs whose model, encoder, episodes and seeds match one of their "
+                         "entries are not replayed (the last matching file's entry is used)")
     ap.add_argument("--out", default="benchmarks/results/wm_final_eval.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
@@ -126,11 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
 
-    earlier: dict = {}  # method -> {"runs": {seed: result}}, merged over the --reuse files
+    earlier: dict = {}  # (method, seed) -> the --reuse files' entries for that run, in file order
     for f in args.reuse:
         try:
             for m, entry in json.loads(Path(f).read_text())["methods"].items():
-                earlier.setdefault(m, {"runs": {}})["runs"].update(entry.get("runs") or {})
+                for s, r in (entry.get("runs") or {}).items():
+                    earlier.setdefault((m, s), []).append(r)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             ap.error(f"--reuse {f}: not a wm_final_eval output ({e.__class__.__name__}: {e})")
     runs: dict[str, dict[str, dict]] = {}
@@ -139,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in args.seeds:
             path = run_dir(Path(args.runs), args.task, m, s)
             try:
-                r = reusable(((earlier.get(m) or {}).get("runs") or {}).get(str(s)), path, args.episodes, args.seed0)
+                r = next((x for x in (reusable(old, path, args.episodes, args.seed0)
+                                      for old in reversed(earlier.get((m, str(s)), []))) if x is not None), None)
                 if r is None:
                     r = evaluate_run(path, args.episodes, args.seed0)
             except EdgeError as e:

@@ -11,10 +11,12 @@ so a run's replay can be decoded back to positions exactly. For each ``--runs`` 
 * **the final model's one-step predictions** on the last ``--tail`` episodes of the replay (data it
   was trained on, so an optimistic check), split into contact steps (the cube moved > 2 mm) and the
   rest: the cosine between predicted and real cube displacement, the ratio of their lengths, the
-  predicted vs real reward, and for comparison the same for the robot's own displacement;
+  predicted vs real reward, and for comparison the same for the robot's own displacement; the
+  real cube and TCP steps, and how much of the cube's step goes towards (or away from) the goal;
 * **counterfactuals at contact**: the model predicts the next state for all 8 actions in one pass;
-  at contact steps, how far apart its predicted cube displacements are across actions, and whether
-  the action it predicts to bring the cube closest to the goal is the one that does in the data.
+  at contact steps, how far apart its predicted cube–goal distances are across the actions (how
+  much the choice of action matters to it), against the same away from contact; and how well its
+  predicted change of that distance for the acted action follows the real one.
 
     python benchmarks/wm_push_diagnosis.py --runs runs/wm_bench_push3_oracle/push3_oracle_s0 \\
         runs/wm_bench_push3_oracle/push3_oracle_s1 --out benchmarks/results/wm_push_diagnosis.json
@@ -85,7 +87,7 @@ def model_checks(path: Path, episodes: list, seed: int) -> dict:
     cfg, model, _ = load_world_model(path)
     c = cfg.planner.context
     rec = {k: [] for k in ("contact", "tgt_cos", "tgt_len_ratio", "rob_cos", "rew_pred", "rew_real",
-                           "spread_cm", "best_action_agrees", "real_closer_cm")}
+                           "spread_cm", "closer_pred_cm", "closer_real_cm", "cube_step_cm", "tcp_step_cm")}
     with torch.no_grad():
         for e in episodes:
             z = torch.as_tensor(e.states).float()  # (T+1, N, D)
@@ -114,11 +116,13 @@ def model_checks(path: Path, episodes: list, seed: int) -> dict:
                 rec["rew_pred"].append(float(rew[a]))
                 rec["rew_real"].append(float(e.rewards[t]))
                 goal = pos[t, 1, :2]
+                d_now = np.linalg.norm(pos[t, 2, :2] - goal)
                 d_pred = np.linalg.norm(pred[:, 2, :2] - goal, axis=1)  # predicted cube-goal distance per action
-                rec["spread_cm"].append(float(100 * np.ptp(np.linalg.norm(pred_d_tgt, axis=1))))
-                rec["best_action_agrees"].append(int(np.argmin(d_pred)) == a if contact else np.nan)
-                rec["real_closer_cm"].append(float(100 * (np.linalg.norm(pos[t, 2, :2] - goal)
-                                                          - np.linalg.norm(pos[t + 1, 2, :2] - goal))))
+                rec["spread_cm"].append(float(100 * np.ptp(d_pred)))  # how much the action matters, to the model
+                rec["closer_pred_cm"].append(float(100 * (d_now - d_pred[a])))
+                rec["closer_real_cm"].append(float(100 * (d_now - np.linalg.norm(pos[t + 1, 2, :2] - goal))))
+                rec["cube_step_cm"].append(float(100 * np.linalg.norm(real_d_tgt)))
+                rec["tcp_step_cm"].append(float(100 * np.linalg.norm(pos[t + 1, 0, :2] - pos[t, 0, :2])))
     r = {k: np.array(v, dtype=float) for k, v in rec.items()}
     con = r["contact"] > 0
     rr, rp = r["rew_real"], r["rew_pred"]
@@ -137,11 +141,19 @@ def model_checks(path: Path, episodes: list, seed: int) -> dict:
         "reward_abs_error_elsewhere": round(float(np.abs(rp - rr)[~con].mean()), 4),
         "reward_real_std_at_contact": round(float(rr[con].std()), 4) if con.any() else None,
         "reward_corr_at_contact": round(float(np.corrcoef(rp[con], rr[con])[0, 1]), 3) if con.sum() > 2 else None,
-        "cube_displacement_spread_across_actions_cm_median": {"contact": med(r["spread_cm"][con]),
-                                                              "elsewhere": med(r["spread_cm"][~con])},
-        "real_cube_step_cm_median_at_contact": med(np.abs(r["real_closer_cm"][con])),
-        "acted_action_is_the_models_closest_at_contact": round(float(np.nanmean(r["best_action_agrees"][con])), 3)
+        "cube_step_cm_median_at_contact": med(r["cube_step_cm"][con]),
+        "tcp_step_cm_median": med(r["tcp_step_cm"]),
+        # of the cube's step at contact, the part along the goal direction (towards +, away -)
+        "closer_to_goal_cm_median_at_contact": med(r["closer_real_cm"][con]),
+        "abs_closer_over_step_median_at_contact": med(np.abs(r["closer_real_cm"][con]) / r["cube_step_cm"][con])
         if con.any() else None,
+        # the acted action's predicted vs real change of the cube-goal distance
+        "goal_distance_change_corr_at_contact": round(float(np.corrcoef(r["closer_pred_cm"][con],
+                                                                        r["closer_real_cm"][con])[0, 1]), 3)
+        if con.sum() > 2 else None,
+        # max - min over the 8 actions of the predicted cube-goal distance after the step
+        "goal_distance_spread_across_actions_cm_median": {"contact": med(r["spread_cm"][con]),
+                                                          "elsewhere": med(r["spread_cm"][~con])},
     }
 
 

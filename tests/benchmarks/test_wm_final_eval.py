@@ -53,8 +53,9 @@ def test_reuse_skips_matching_runs_only(tmp_path, monkeypatch):
     res = tmp_path / "c.json"
     wfe.main([*base, "--reuse", str(first), "--out", str(res)])
     assert played == ["reach3_pixels_s0"]  # its model changed: replayed
-    wfe.main([*base, "--reuse", str(first), str(res), "--out", str(tmp_path / "merged.json")])
-    assert played == ["reach3_pixels_s0"]  # the later file holds the new model's result: nothing replayed
+    for order in ((first, res), (res, first)):  # whichever file holds the current model's result
+        wfe.main([*base, "--reuse", *map(str, order), "--out", str(tmp_path / "merged.json")])
+        assert played == ["reach3_pixels_s0"]  # nothing replayed
     wfe.main([*base[:-1], "3", "--reuse", str(res), "--out", str(tmp_path / "d.json")])
     assert played == ["reach3_pixels_s0", "reach3_comet_s0", "reach3_pixels_s0"]  # other episodes: all replayed
     assert "comet vs pixels" in json.loads(res.read_text())["pairs"]

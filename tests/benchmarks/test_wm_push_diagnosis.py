@@ -79,3 +79,69 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
     assert -1 <= m["robot_displacement_cosine_median"] <= 1
     with pytest.raises(SystemExit):  # not an oracle push3 run
         diag.main(["--runs", str(tmp_path), "--out", str(out)])
+
+
+def test_model_checks_on_a_model_that_knows_the_pushes(monkeypatch):
+    """A stand-in model that moves the robot and the cube 1 cm along the action's direction, on
+    episodes where the cube is pushed exactly so at two steps (one sideways to the goal, one
+    towards it): cosine 1, length ratio 1, steps and goal-distance changes as constructed."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import world_models.policy as wp
+    from world_models.object_env import _SCALE_M
+
+    seed, dim = 2, 16
+    proj = np.random.default_rng(seed + 7919).standard_normal((8, dim)) / np.sqrt(8)
+    dirs = np.array([[1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [1, -1], [-1, 1], [-1, -1]]) / 1.0
+    dirs = dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
+
+    def moved(step_m: np.ndarray, entities: tuple) -> np.ndarray:  # (A, N, dim) slot change for those entities
+        out = np.zeros((len(step_m), 5, dim))
+        for k in entities:
+            out[:, k] = (np.c_[step_m, np.zeros(len(step_m))] / _SCALE_M) @ proj[:3]
+        return out
+
+    class Model:
+        support = SimpleNamespace(decode=lambda x: x)
+
+        def __call__(self, win, act, val, heads="none", branch=True):
+            last = win[0, -1].numpy()  # (N, dim)
+            nxt = last[None] + moved(0.01 * dirs, (0, 2))
+            d_now = np.linalg.norm(diag.decode_positions(last[None], seed, check=False)[0, 2, :2] - goal)
+            d_next = np.linalg.norm(diag.decode_positions(nxt, seed, check=False)[:, 2, :2] - goal, axis=1)
+            return {"branch_next_z": torch.as_tensor(nxt[None], dtype=torch.float32),
+                    "branch_reward_logits": torch.as_tensor(10 * (d_now - d_next))[None]}
+
+    goal = np.array([0.60, 0.0])
+    actions = [0, 0, 1, 0, 2, 2]  # the cube is pushed at steps 2 (+y: sideways) and 3 (+x: towards the goal)
+    pos = np.zeros((7, 5, 3)) + np.array([0.53, 0.0, 0.0])
+    pos[:, 1, :2] = goal
+    pos[:, 2, :2] = [0.50, 0.0]
+    pos[:, 3:, :2] = [0.45, 0.1]
+    for t, a in enumerate(actions):
+        pos[t + 1, 0, :2] = pos[t, 0, :2] + 0.01 * dirs[a]
+        pos[t + 1, 2, :2] = pos[t, 2, :2] + (0.01 * dirs[a] if t in (2, 3) else 0)
+    ep = _episode(pos, seed, False)
+    ep.actions[:] = actions
+    d = np.linalg.norm(pos[:, 2, :2] - goal, axis=1)
+    ep.rewards[:] = 10 * (d[:-1] - d[1:])
+    monkeypatch.setattr(wp, "load_world_model", lambda path: (SimpleNamespace(planner=SimpleNamespace(context=2)),
+                                                              Model(), {}))
+    m = diag.model_checks(None, [ep, ep], seed)
+    assert m["transitions"] == 12 and m["contact_steps"] == 4
+    assert m["cube_displacement_cosine_median_at_contact"] == pytest.approx(1.0, abs=1e-3)
+    assert m["cube_displacement_length_ratio_median_at_contact"] == pytest.approx(1.0, abs=1e-3)
+    assert m["robot_displacement_cosine_median"] == pytest.approx(1.0, abs=1e-3)
+    assert m["cube_step_cm_median_at_contact"] == pytest.approx(1.0, abs=1e-3)
+    assert m["tcp_step_cm_median"] == pytest.approx(1.0, abs=1e-3)
+    towards = 100 * (d[3] - d[4])  # the push towards the goal (1 cm off its line): almost 1 cm closer
+    sideways = 100 * (d[2] - d[3])  # the sideways push: a little further away
+    assert 0.99 < towards < 1.0 and -0.1 < sideways < 0
+    assert m["closer_to_goal_cm_median_at_contact"] == pytest.approx((towards + sideways) / 2, abs=1e-3)
+    assert m["abs_closer_over_step_median_at_contact"] == pytest.approx((towards + abs(sideways)) / 2, abs=1e-3)
+    assert m["goal_distance_change_corr_at_contact"] == pytest.approx(1.0, abs=1e-3)
+    assert m["reward_corr_at_contact"] == pytest.approx(1.0, abs=1e-3)
+    assert m["reward_abs_error_at_contact"] == pytest.approx(0.0, abs=1e-4)
+    assert m["goal_distance_spread_across_actions_cm_median"]["contact"] > 1.0  # the action decides where it goes

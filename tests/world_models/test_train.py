@@ -190,6 +190,37 @@ def test_explore_repeat_takes_runs_of_one_random_action_and_keeps_the_search_pol
         tiny(explore_repeat=1.5)
 
 
+def test_the_executed_action_reaches_env_replay_and_history_and_default_runs_draw_nothing(tmp_path, monkeypatch):
+    import numpy as np
+
+    import world_models.train as wt
+
+    pushed: dict[int, list[int]] = {}  # History instance (in creation order) -> the actions pushed into it
+    real_init, real_push = wt.History.__init__, wt.History.push
+
+    def init(self, *a, **k):
+        self._test_no = len(pushed)
+        pushed[self._test_no] = []
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(wt.History, "__init__", init)
+    monkeypatch.setattr(wt.History, "push", lambda self, i, a, s: pushed[self._test_no].append(int(a))
+                        or real_push(self, i, a, s))
+    monkeypatch.setattr(Trainer, "_explore_repeat", lambda self, searched: np.full(len(searched), 7))
+    tr = Trainer(tiny(env_steps=12, explore_repeat=0.5), tmp_path / "fixed", progress=False)
+    tr.run()
+    acted = np.concatenate([e.actions for e in tr.replay.episodes])
+    assert len(acted) >= 6 and set(acted.tolist()) == {7}  # whatever the search chose
+    assert pushed[0] and set(pushed[0]) == {7}  # the first history is training's (evaluation builds its own)
+    assert any(set(v) - {7} for v in list(pushed.values())[1:])  # evaluation's greedy search chose others
+
+    def refuse(self, searched):
+        raise AssertionError("explore_repeat=0 must not draw exploration runs")
+
+    monkeypatch.setattr(Trainer, "_explore_repeat", refuse)
+    Trainer(tiny(env_steps=12), tmp_path / "default", progress=False).run()
+
+
 def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_path):
     """learner.relevance_l1 and env.approach were added after runs were saved: such a run resumes with
     them at their defaults, and refuses a different value."""
