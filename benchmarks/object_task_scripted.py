@@ -17,8 +17,8 @@ behind the cube is fixed); ``--seed0`` defaults to another block.
 A second reference, the best **constant action**: each of the 8 actions repeated for a whole
 episode on ``--constant-select-episodes`` selection episodes (from ``--select-seed0``, a block of
 their own); the best one (the lowest index on a tie) is then played on the evaluation seeds. It is
-the trivial policy an agent can find without looking at the scene (on ``reach3`` the cubes are
-mostly on one side of the arm's start).
+the trivial policy an agent can find without looking at the scene (on ``reach3`` the cubes lie
+in front of the arm's start, so one direction already reaches some).
 
 Writes JSON with the machine, command and per-episode results::
 

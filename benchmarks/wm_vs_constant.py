@@ -1,7 +1,7 @@
 """Final world-model agents against the best constant action, on the same fresh episodes.
 
 A success rate is only meaningful next to what a trivial policy gets. On ``reach3`` the cubes lie
-mostly on one side of the arm's start, so repeating one action for the whole episode already
+in front of the arm's start, so repeating one action for the whole episode already
 reaches the red cube in a fifth of the episodes (the uniform random policy: 4 %).
 ``object_task_scripted.py`` picks the best constant action on selection seeds of its own and
 plays it on evaluation seeds; run it on the final evaluations' seeds::
