@@ -37,7 +37,7 @@ def load_constant(path: Path, task: str) -> dict:
         r = json.loads(path.read_text())["tasks"][task]
     except (OSError, ValueError, KeyError) as e:
         raise EdgeError(f"--constant {path}: no {task!r} results of object_task_scripted.py ({e}); "
-                        "run it with --tasks reach3 and the final evaluations' --seed0") from None
+                        f"run it with --tasks {task} and the final evaluations' --seed0") from None
     if "constant_action" not in r:
         raise EdgeError(f"--constant {path}: {task!r} has no constant-action reference; "
                         "run object_task_scripted.py with --constant-select-episodes > 0")

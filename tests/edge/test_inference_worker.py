@@ -171,7 +171,7 @@ def test_thread_mode_never_blocks_the_caller():
         assert res is not None and res.latency_s >= 0.5 and res.compute_s >= 0.5
         w.submit(request(clock.now(), qid=2))
         w.cancel()  # the thread finishes the computation, the result is dropped
-        time.sleep(0.1)
+        time.sleep(0.6)  # longer than the 0.5 s compute: the dropped result has arrived
         assert w.poll(clock.now()) is None and not w.busy
     finally:
         w.close()
