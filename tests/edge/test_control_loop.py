@@ -439,8 +439,11 @@ def test_process_answers_are_received_in_the_slack_and_merged_on_the_tick(tmp_pa
     assert len(queries) >= 6 and not any(q["merged_in_slack"] for q in queries)
     early = [q for q in queries if q["t_received_s"] < q["t_merged_s"]]
     assert len(early) >= len(queries) - 1
-    for q in early:  # received for the coming tick, at least the receive margin before it
-        assert q["t_ready_s"] <= q["t_received_s"] <= loop.t0_s + q["merge_slot"] * period - 0.005
+    # received for the coming tick, at least the receive margin before its deadline; a VM stall that
+    # makes the ticks late (tens of ms on this real clock) shifts the slack after them by as much
+    late = max(r.lateness_s for r in loop._records)
+    for q in early:
+        assert q["t_ready_s"] <= q["t_received_s"] <= loop.t0_s + q["merge_slot"] * period - 0.005 + late
 
 
 def test_latency_percentiles_match_numpy():
