@@ -352,6 +352,37 @@ class TabletopEnv(gym.Env):
         self.backend.set_arm_targets(self._q_target)
         self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
 
+    def snapshot(self) -> dict:
+        """The simulator's and the controller's full state in this episode, for a planner that
+        searches with the simulator itself: after :meth:`restore` the same actions give the same
+        steps, bit for bit. MuJoCo only; not with realism on (its noise and delay streams are not
+        part of the state)."""
+        if self._realism_on:
+            raise ValueError("snapshot() with realism on: its noise and delay streams are not part of the "
+                             "simulator state; turn realism off to search with the simulator")
+        get_state = getattr(self.backend, "get_state", None)
+        if get_state is None:
+            raise ValueError(f"sim={self.cfg.sim!r} cannot snapshot its state; use sim='mujoco'")
+        if self.scene is None:
+            raise ValueError("snapshot() before reset(): there is no episode to snapshot")
+        return {"scene": self.scene, "physics": get_state(), "target_pos": self._target_pos.copy(),
+                "target_yaw": self._target_yaw, "q_target": np.array(self._q_target, dtype=float),
+                "gripper_cmd": self._gripper_cmd, "t_step": self.t_step, "max_stage": self.max_stage,
+                "hold_steps": self._hold_steps, "clip_counts": dict(self.clip_counts)}
+
+    def restore(self, snap: dict) -> None:
+        """Return to a :meth:`snapshot` taken in the current episode. Lazily rendered images of
+        observations made before the restore can no longer be read."""
+        if snap.get("scene") is not self.scene:
+            raise ValueError("restore() with a snapshot of another episode: snapshots hold within the "
+                             "episode (reset) they were taken in")
+        self.backend.set_state(snap["physics"])
+        self._target_pos, self._target_yaw = snap["target_pos"].copy(), snap["target_yaw"]
+        self._q_target, self._gripper_cmd = snap["q_target"].copy(), snap["gripper_cmd"]
+        self.t_step, self.max_stage, self._hold_steps = snap["t_step"], snap["max_stage"], snap["hold_steps"]
+        self.clip_counts = dict(snap["clip_counts"])
+        self._obs_serial += 1  # (the actuators' commands are part of the physics state)
+
     def commanded_target(self) -> tuple[np.ndarray, float, float]:
         """The env's integrated TCP target (3,) m, target yaw rad and gripper command (for experts)."""
         return self._target_pos.copy(), self._target_yaw, self._gripper_cmd

@@ -104,6 +104,28 @@ class ObjectTaskEnv:
         return self._obs(obs, info), self._info(info, False)
 
     def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
+        obs, info, reward, success = self._advance(action)
+        truncated = self.t >= self.cfg.steps and not success
+        return self._obs(obs, info), reward, success, truncated, self._info(info, success)
+
+    def simulate(self, action: int) -> tuple[float, bool]:
+        """One step without an observation (nothing rendered): ``(reward, success)``. For a planner
+        that searches with the simulator (:meth:`snapshot` / :meth:`restore`); the step limit is
+        not applied."""
+        _, _, reward, success = self._advance(action)
+        return reward, success
+
+    def snapshot(self) -> dict:
+        """The episode's full state (simulator, controller, step count, shaping potential)."""
+        return {"env": self.env.snapshot(), "t": self.t, "potential": self._potential}
+
+    def restore(self, snap: dict) -> None:
+        """Return to a :meth:`snapshot` of the current episode: the same actions then give the same
+        rewards and observations."""
+        self.env.restore(snap["env"])
+        self.t, self._potential = snap["t"], snap["potential"]
+
+    def _advance(self, action: int) -> tuple[dict, dict, float, bool]:
         if np.ndim(action) != 0 or int(action) != action or not 0 <= int(action) < N_ACTIONS:
             raise ConfigError(f"action must be an integer in [0, {N_ACTIONS}), got {action!r}")
         obs, _, sim_success, _, info = self.env.step(int(action))
@@ -112,8 +134,7 @@ class ObjectTaskEnv:
         phi = self._phi(info)
         reward = float(success) + phi - self._potential
         self._potential = phi
-        truncated = self.t >= self.cfg.steps and not success
-        return self._obs(obs, info), reward, success, truncated, self._info(info, success)
+        return obs, info, reward, success
 
     def close(self) -> None:
         self.env.close()

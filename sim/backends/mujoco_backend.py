@@ -388,6 +388,24 @@ class MuJoCoBackend:
     def step(self, n_substeps: int) -> None:
         self._mj.mj_step(self.model, self.data, nstep=int(n_substeps))
 
+    def get_state(self) -> np.ndarray:
+        """The world's full integration state (positions, velocities, controls, actuator state,
+        solver warm start, time) as one float64 vector, for :meth:`set_state`."""
+        spec = self._mj.mjtState.mjSTATE_INTEGRATION
+        out = np.empty(self._mj.mj_stateSize(self.model, spec))
+        self._mj.mj_getState(self.model, self.data, out, spec)
+        return out
+
+    def set_state(self, state: np.ndarray) -> None:
+        """Return to a :meth:`get_state` vector of the current world (same scene): the next
+        :meth:`step` continues exactly as it would have from there."""
+        spec = self._mj.mjtState.mjSTATE_INTEGRATION
+        size = self._mj.mj_stateSize(self.model, spec)
+        if np.shape(state) != (size,):
+            raise ValueError(f"state has shape {np.shape(state)}; this world's state has shape ({size},)")
+        self._mj.mj_setState(self.model, self.data, np.asarray(state, np.float64), spec)
+        self._mj.mj_forward(self.model, self.data)  # positions, contacts: consistent with the state
+
     @property
     def diverged(self) -> bool:
         """True once MuJoCo flagged NaN/huge values this episode (it then silently resets the
