@@ -16,6 +16,16 @@ arms of the same task pair episode by episode (exact McNemar p on their common s
         push3:gumbel:64 push3:gumbel:256:50 --episodes 100 --jobs 2 \\
         --out benchmarks/results/wm_sim_search.json
 
+``--agents`` adds, for each trained oracle-slot agent (a run directory of ``edge train
+world-model --obs oracle``), three arms on the same seeds with the agent's own search settings:
+the agent as it acts (``agent``), its learned dynamics and rewards with a uniform prior and leaf
+value 0 (``learned_dynamics``), and the simulator's dynamics and rewards with its prior and value
+(``simulator_learned_leaves``). With the simulator arm of the same search, the four form a 2 × 2
+of {learned, true} dynamics × {learned, no} value::
+
+    python benchmarks/wm_sim_search.py --arms push3:gumbel:16 --episodes 100 --jobs 2 \
+        --agents s0=runs/wm_bench_push3_oracle/push3_oracle_s0 --out /tmp/decomposition.json
+
 Writes JSON with the machine, command and per-episode results (success, steps, simulator steps
 searched, decision time p50 / p99, deepest node).
 """
@@ -66,32 +76,76 @@ def parse_arm(spec: str, episodes: int) -> dict:
     return {"name": f"{task}:{search}:{sims}", "task": task, "search": search, "simulations": sims, "episodes": n}
 
 
-_ENVS: dict = {}  # per worker process: one env per task
+def parse_agent(spec: str) -> dict:
+    """``[LABEL=]RUN_DIR`` of an oracle-slot agent -> dict (clear errors name the spec)."""
+    from world_models.policy import load_world_model
+
+    label, _, path = spec.rpartition("=")
+    label = label or Path(path).name
+    try:
+        cfg, _, _ = load_world_model(path)
+    except EdgeError as e:
+        raise EdgeError(f"--agents {spec!r}: {e}") from None
+    if cfg.obs != "oracle":
+        raise EdgeError(f"--agents {spec!r}: the run observes {cfg.obs!r}; only oracle-slot agents can be "
+                        "split into dynamics and leaves over the simulator's states (train with --obs oracle)")
+    return {"label": label, "path": path, "task": cfg.env.task, "search": cfg.planner.search,
+            "simulations": cfg.planner.num_simulations}
 
 
-def _episode(job: tuple[str, str, int, int]) -> dict:
-    from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
+_ENVS: dict = {}  # per worker process: envs per task
+_AGENTS: dict = {}  # per worker process: loaded agents
+
+
+def _envs(cfg, n: int) -> list:
+    from world_models.object_env import ObjectTaskEnv
+
+    have = _ENVS.setdefault(cfg, [])
+    while len(have) < n:
+        have.append(ObjectTaskEnv(cfg))
+    return have[:n]
+
+
+def _run_job(job: tuple) -> list[dict]:
+    """("sim", task, search, simulations, seeds) or ("agent", run_dir, cell, seeds) -> episodes."""
+    import torch
+
+    from world_models.object_env import ObjectTaskConfig
     from world_models.planner import PlannerConfig
-    from world_models.sim_search import play_episode
 
-    task, search, sims, seed = job
-    if task not in _ENVS:
-        _ENVS[task] = ObjectTaskEnv(ObjectTaskConfig(task=task))
-    cfg = PlannerConfig(search=search, num_simulations=sims, max_considered=8)
-    return play_episode(_ENVS[task], seed, cfg)
+    torch.set_num_threads(1)
+    if job[0] == "sim":
+        from world_models.sim_search import play_episode
+
+        _, task, search, sims, seeds = job
+        cfg = PlannerConfig(search=search, num_simulations=sims, max_considered=8)
+        (env,) = _envs(ObjectTaskConfig(task=task), 1)
+        return [play_episode(env, seed, cfg) for seed in seeds]
+    from world_models.observer import Observer
+    from world_models.planner import Planner
+    from world_models.policy import load_world_model
+    from world_models.sim_search import play_agent_episodes
+
+    _, path, cell, seeds = job
+    if path not in _AGENTS:
+        cfg, model, _ = load_world_model(path)
+        obs = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities, seed=cfg.seed)
+        _AGENTS[path] = (cfg, Planner(model, cfg.planner), obs)
+    cfg, planner, obs = _AGENTS[path]
+    return play_agent_episodes(_envs(cfg.env, len(seeds)), list(seeds), planner, obs, cell)
 
 
 def summarise(arm: dict, episodes: list[dict]) -> dict:
     succ = [e["success"] for e in episodes]
     k, n = sum(succ), len(succ)
     decide = [s for e in episodes for s in e["decide_s"]]
-    depth = [d for e in episodes for d in e["max_depth"]]
+    depth = [d for e in episodes for d in e.get("max_depth", [])]
     done = [e["steps"] for e in episodes if e["success"]]
     return {**arm, "successes": k, "success": k / n, "wilson95": list(wilson(k, n)),
             "steps_to_success_p25_p50_p75": list(percentiles(done, (25, 50, 75))) if done else None,
             "decide_ms_p50_p99": [round(1e3 * x, 2) for x in percentiles(decide, (50, 99))],
             "search_sim_steps_per_decision": round(sum(e["search_sim_steps"] for e in episodes) / len(decide), 2),
-            "max_depth_p50_max": [float(np.median(depth)), int(max(depth))],
+            "max_depth_p50_max": [float(np.median(depth)), int(max(depth))] if depth else None,
             "per_episode_seed": [e["seed"] for e in episodes], "per_episode_success": succ,
             "per_episode_steps": [e["steps"] for e in episodes]}
 
@@ -110,7 +164,10 @@ def pair_arms(arms: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arms", nargs="+", required=True, help="TASK:SEARCH:SIMULATIONS[:EPISODES], e.g. push3:gumbel:16")
+    ap.add_argument("--arms", nargs="*", default=[], help="TASK:SEARCH:SIMULATIONS[:EPISODES], e.g. push3:gumbel:16")
+    ap.add_argument("--agents", nargs="*", default=[], metavar="[LABEL=]RUN_DIR",
+                    help="oracle-slot agents: adds their agent / learned_dynamics / simulator_learned_leaves arms")
+    ap.add_argument("--agent-batch", type=int, default=10, help="episodes an agent arm plays in lockstep per job")
     ap.add_argument("--episodes", type=int, default=100, help="episodes per arm unless the arm names its own")
     ap.add_argument("--seed0", type=int, default=800_000_000, help="first episode seed (every arm plays the same)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (episodes run in parallel)")
@@ -120,34 +177,50 @@ def main(argv: list[str] | None = None) -> int:
         raise EdgeError(f"--episodes={args.episodes} must be at least 1")
     if not 1 <= args.jobs <= 64:
         raise EdgeError(f"--jobs={args.jobs} is out of range; allowed [1, 64]")
+    if not 1 <= args.agent_batch <= 100:
+        raise EdgeError(f"--agent-batch={args.agent_batch} is out of range; allowed [1, 100]")
+    if not args.arms and not args.agents:
+        raise EdgeError("nothing to run: name --arms, --agents or both")
     arms = [parse_arm(s, args.episodes) for s in args.arms]
+    from world_models.sim_search import CELLS
+
+    for spec in args.agents:
+        ag = parse_agent(spec)
+        arms += [{"name": f"{ag['task']}:{ag['label']}:{cell}", "task": ag["task"], "search": ag["search"],
+                  "simulations": ag["simulations"], "episodes": args.episodes, "agent": ag["path"], "cell": cell}
+                 for cell in CELLS]
     names = [a["name"] for a in arms]
     if len(set(names)) != len(names):
-        raise EdgeError(f"--arms names an arm twice: {names}")
-    jobs = [(a["task"], a["search"], a["simulations"], args.seed0 + i) for a in arms for i in range(a["episodes"])]
+        raise EdgeError(f"--arms / --agents name an arm twice: {names}")
+    jobs: list[tuple[int, tuple]] = []  # (arm index, job)
+    for k, a in enumerate(arms):
+        seeds = [args.seed0 + i for i in range(a["episodes"])]
+        if "agent" in a:
+            b = args.agent_batch
+            jobs += [(k, ("agent", a["agent"], a["cell"], tuple(seeds[i:i + b]))) for i in range(0, len(seeds), b)]
+        else:
+            jobs += [(k, ("sim", a["task"], a["search"], a["simulations"], (s,))) for s in seeds]
     t0 = time.perf_counter()
-    results: list[dict] = []
+    results: list[list[dict]] = [[] for _ in arms]
     tty = sys.stderr.isatty()
+    total, done = sum(a["episodes"] for a in arms), 0
     if args.jobs == 1:
-        it = map(_episode, jobs)
+        it = map(_run_job, [j for _, j in jobs])
         pool = None
     else:
         pool = ProcessPoolExecutor(args.jobs)
-        it = pool.map(_episode, jobs)
+        it = pool.map(_run_job, [j for _, j in jobs])
     try:
-        for j, r in zip(jobs, it):
-            results.append(r)
-            done = len(results)
-            if tty or done % 10 == 0 or done == len(jobs):
-                print(f"{done}/{len(jobs)} episodes ({j[0]}:{j[1]}:{j[2]}), {time.perf_counter() - t0:.0f} s",
+        for (k, _), eps in zip(jobs, it):
+            results[k] += eps
+            done += len(eps)
+            if tty or done % 10 == 0 or done == total:
+                print(f"{done}/{total} episodes ({arms[k]['name']}), {time.perf_counter() - t0:.0f} s",
                       end="\r" if tty else "\n", file=sys.stderr, flush=True)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    out_arms, i = [], 0
-    for a in arms:
-        out_arms.append(summarise(a, results[i:i + a["episodes"]]))
-        i += a["episodes"]
+    out_arms = [summarise(a, results[k]) for k, a in enumerate(arms)]
     res = {"machine": machine_info(), "git": git_revision(), "command": " ".join(sys.argv),
            "settings": {**vars(args), "out": str(args.out)}, "wall_s": round(time.perf_counter() - t0, 1),
            "arms": out_arms, "pairs": pair_arms(out_arms)}

@@ -174,6 +174,11 @@ class ObjectTaskEnv:
             out[i, 7] = 1.0
         return out
 
+    def oracle_now(self) -> np.ndarray:
+        """:meth:`oracle` of the simulator's current state (also after :meth:`simulate`)."""
+        pose7 = self.env.backend.object_pose7
+        return self.oracle({"object_poses": {o.name: pose7(o.name) for o in self.env.scene.objects}})
+
     def _crop(self, img: np.ndarray) -> np.ndarray:
         o = (self._full - self.cfg.image_size) // 2
         return np.ascontiguousarray(img[o:o + self.cfg.image_size, o:o + self.cfg.image_size])

@@ -11,6 +11,12 @@ so the search is a budgeted lookahead on the true dynamics with no learned value
 This is a reference, not an agent: it needs the simulator's state, which a robot does not have.
 It separates the two things a learned model-based agent must get right, the model and the value
 over the horizon the search does not see (``benchmarks/wm_sim_search.py``).
+
+The same search can mix the two halves of a trained agent (:func:`play_agent_episode`): its
+dynamics and rewards with no learned leaves (:class:`ZeroLeaves`: uniform prior, value 0), or
+the simulator's dynamics and rewards with the agent's prior and value at every node
+(:class:`LearnedLeaves`, the model seeing the node's window of oracle slots as it does when it
+acts), next to the agent itself and the simulator with no learned leaves.
 """
 
 from __future__ import annotations
@@ -22,7 +28,39 @@ import numpy as np
 
 from world_models import mcts
 from world_models.object_env import N_ACTIONS, ObjectTaskEnv
-from world_models.planner import PlannerConfig
+from world_models.planner import History, Planner, PlannerConfig
+
+
+Window = tuple[np.ndarray, np.ndarray, np.ndarray]  # one row's (states, actions, valid), as in History
+
+
+class LearnedLeaves:
+    """A trained world model's policy prior and value for search nodes whose state comes from the
+    simulator. A node's window is its parent's slid by one block, with the parent's action and the
+    node's oracle slots appended: what the model sees when the agent acts (``Planner.recurrent``)."""
+
+    def __init__(self, planner: Planner, observer) -> None:
+        if observer.mode != "oracle":
+            raise ValueError(f"LearnedLeaves reads the simulator's object states: it needs an oracle-slot "
+                             f"model, got obs={observer.mode!r}")
+        self.planner, self.observer = planner, observer
+
+    def child(self, win: Window, action: int, env: ObjectTaskEnv) -> Window:
+        states, actions, valid = win
+        state = self.observer.observe([{"oracle": env.oracle_now()}], np.ones(1, bool))[0]
+        a = actions.copy()
+        a[-1] = action
+        return (np.concatenate([states[1:], state[None]]), np.concatenate([a[1:], [0]]),
+                np.concatenate([valid[1:], [True]]))
+
+    def evaluate(self, wins: Sequence[Window]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, A) prior logits and (B,) values of the windows."""
+        import torch
+
+        states, actions, valid = (np.stack([w[k] for w in wins]) for k in range(3))
+        prior, value, _ = self.planner._expand(self.planner.to_z(states), torch.as_tensor(actions),
+                                               torch.as_tensor(valid))
+        return prior, value
 
 
 class SimulatorModel:
@@ -30,41 +68,57 @@ class SimulatorModel:
 
     ``root()`` snapshots each env's current state; :meth:`recurrent` expands children from stored
     snapshots. A terminal child (task success) is absorbing: reward 0, discount 0 below it.
-    :meth:`release` puts every env back in its root state (call it after each search).
+    :meth:`release` puts every env back in its root state (call it after each search). With
+    ``leaves``, the prior and value of every node come from a trained model (``root`` then takes
+    each row's window); without, the prior is uniform and the value 0.
     """
 
-    def __init__(self, envs: Sequence[ObjectTaskEnv], gamma: float = 0.97) -> None:
+    def __init__(self, envs: Sequence[ObjectTaskEnv], gamma: float = 0.97,
+                 leaves: LearnedLeaves | None = None) -> None:
         if not envs:
             raise ValueError("SimulatorModel needs at least one env")
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"gamma={gamma} is out of range; allowed (0, 1]")
-        self.envs, self.gamma = list(envs), float(gamma)
-        self._store: list[list[tuple[dict, bool]]] = [[] for _ in self.envs]
+        self.envs, self.gamma, self.leaves = list(envs), float(gamma), leaves
+        self._store: list[list[tuple[dict, bool, Window | None]]] = [[] for _ in self.envs]
         self.steps = 0  # simulator steps taken by searches (for cost reports)
 
-    def root(self) -> mcts.RootFnOutput:
-        for i, env in enumerate(self.envs):
-            self._store[i] = [(env.snapshot(), False)]
+    def _heads(self, wins: list) -> tuple[np.ndarray, np.ndarray]:
         b = len(self.envs)
-        return mcts.RootFnOutput(prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b),
-                                 embedding=np.zeros(b, np.int64))
+        if self.leaves is None:
+            return np.zeros((b, N_ACTIONS)), np.zeros(b)
+        return self.leaves.evaluate(wins)
+
+    def root(self, windows: Sequence[Window] | None = None) -> mcts.RootFnOutput:
+        if (windows is None) != (self.leaves is None):
+            raise ValueError("root(): pass each row's window exactly when the model has learned leaves")
+        wins = list(windows) if windows is not None else [None] * len(self.envs)
+        for i, env in enumerate(self.envs):
+            self._store[i] = [(env.snapshot(), False, wins[i])]
+        prior, value = self._heads(wins)
+        return mcts.RootFnOutput(prior_logits=prior, value=value, embedding=np.zeros(len(self.envs), np.int64))
 
     def recurrent(self, emb: np.ndarray, action: np.ndarray) -> tuple[mcts.RecurrentFnOutput, np.ndarray]:
         b = len(self.envs)
         reward, discount, child = np.zeros(b), np.zeros(b), np.zeros(b, np.int64)
+        wins: list = []
         for i, env in enumerate(self.envs):
-            snap, terminal = self._store[i][int(emb[i])]
+            snap, terminal, win = self._store[i][int(emb[i])]
             if terminal:
                 child[i] = int(emb[i])
+                wins.append(win)
                 continue
             env.restore(snap)
             r, success = env.simulate(int(action[i]))
             self.steps += 1
             reward[i], discount[i] = r, 0.0 if success else self.gamma
+            if self.leaves is not None:
+                win = self.leaves.child(win, int(action[i]), env)
+            wins.append(win)
             child[i] = len(self._store[i])
-            self._store[i].append((env.snapshot(), success))
-        out = mcts.RecurrentFnOutput(reward=reward, discount=discount,
-                                     prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b))
+            self._store[i].append((env.snapshot(), success, win))
+        prior, value = self._heads(wins)
+        out = mcts.RecurrentFnOutput(reward=reward, discount=discount, prior_logits=prior, value=value)
         return out, child
 
     def release(self) -> None:
@@ -74,15 +128,39 @@ class SimulatorModel:
             self._store[i] = []
 
 
-def search(model: SimulatorModel, cfg: PlannerConfig, rng: np.random.Generator) -> mcts.SearchOutput:
+class ZeroLeaves:
+    """A planner's learned dynamics and rewards with a uniform prior and a leaf value of 0."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+
+    def root(self, states, actions, valid) -> mcts.RootFnOutput:
+        r = self.planner.root(states, actions, valid)
+        b = r.value.shape[0]
+        return mcts.RootFnOutput(prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b), embedding=r.embedding)
+
+    def recurrent(self, emb: dict, action: np.ndarray) -> tuple[mcts.RecurrentFnOutput, dict]:
+        out, emb2 = self.planner.recurrent(emb, action)
+        b = out.reward.shape[0]
+        return mcts.RecurrentFnOutput(reward=out.reward, discount=out.discount,
+                                      prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b)), emb2
+
+
+def run_search(root: mcts.RootFnOutput, recurrent: mcts.RecurrentFn, cfg: PlannerConfig,
+               rng: np.random.Generator) -> mcts.SearchOutput:
+    """The agents' search (``cfg``) without exploration noise, as they act at evaluation."""
+    if cfg.search == "gumbel":
+        return mcts.gumbel_muzero_policy(root, recurrent, cfg.num_simulations, rng,
+                                         max_num_considered_actions=cfg.max_considered, gumbel_scale=0.0)
+    return mcts.muzero_policy(root, recurrent, cfg.num_simulations, rng, dirichlet_fraction=0.0, temperature=0.0)
+
+
+def search(model: SimulatorModel, cfg: PlannerConfig, rng: np.random.Generator,
+           windows: Sequence[Window] | None = None) -> mcts.SearchOutput:
     """One search from every env's current state, without exploration noise; envs left as found."""
-    root = model.root()
+    root = model.root(windows)
     try:
-        if cfg.search == "gumbel":
-            return mcts.gumbel_muzero_policy(root, model.recurrent, cfg.num_simulations, rng,
-                                             max_num_considered_actions=cfg.max_considered, gumbel_scale=0.0)
-        return mcts.muzero_policy(root, model.recurrent, cfg.num_simulations, rng,
-                                  dirichlet_fraction=0.0, temperature=0.0)
+        return run_search(root, model.recurrent, cfg, rng)
     finally:
         model.release()
 
@@ -109,3 +187,64 @@ def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig,
             break
     return {"seed": seed, "success": bool(success), "steps": t, "search_sim_steps": model.steps,
             "decide_s": decide_s, "max_depth": depth}
+
+
+CELLS = ("agent", "learned_dynamics", "simulator_learned_leaves")
+
+
+def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], planner: Planner, observer,
+                        cell: str) -> list[dict]:
+    """Episodes of a trained oracle-slot agent, or of one half of it (:data:`CELLS`), on ``seeds``
+    (one env per seed, in lockstep, searches batched over the episodes still running):
+
+    * ``agent``: the agent as it acts (its dynamics, rewards, prior and value);
+    * ``learned_dynamics``: its dynamics and rewards, uniform prior and leaf value 0;
+    * ``simulator_learned_leaves``: the simulator's dynamics and rewards, its prior and value.
+
+    Search settings are the agent's (``planner.cfg``), without exploration noise."""
+    if cell not in CELLS:
+        raise ValueError(f"cell={cell!r} is not one of {CELLS}")
+    if len(envs) != len(seeds) or not seeds:
+        raise ValueError(f"one env per seed: got {len(envs)} envs and {len(seeds)} seeds")
+    cfg, n = planner.cfg, len(envs)
+    rng = np.random.default_rng(int(seeds[0]))
+    hist = History(n, cfg.context, observer.state_shape, observer.dtype)
+    first = observer.observe([env.reset(seed=int(s))[0] for env, s in zip(envs, seeds)], np.ones(n, bool))
+    for i in range(n):
+        hist.reset(i, first[i])
+    leaves = LearnedLeaves(planner, observer) if cell == "simulator_learned_leaves" else None
+    zero = ZeroLeaves(planner) if cell == "learned_dynamics" else None
+    alive = np.ones(n, bool)
+    res = [{"seed": int(s), "success": False, "steps": 0, "return": 0.0, "decide_s": [], "search_sim_steps": 0}
+           for s in seeds]
+    while alive.any():
+        idx = np.flatnonzero(alive)
+        t0 = time.perf_counter()
+        if leaves is not None:
+            sim = SimulatorModel([envs[i] for i in idx], gamma=cfg.gamma, leaves=leaves)
+            out = search(sim, cfg, rng, windows=[(hist.states[i], hist.actions[i], hist.valid[i]) for i in idx])
+            for i in idx:
+                res[i]["search_sim_steps"] += sim.steps // len(idx)
+        elif zero is not None:
+            out = run_search(zero.root(hist.states[idx], hist.actions[idx], hist.valid[idx]), zero.recurrent, cfg, rng)
+        else:
+            out = run_search(planner.root(hist.states[idx], hist.actions[idx], hist.valid[idx]),
+                             planner.recurrent, cfg, rng)
+        dt = (time.perf_counter() - t0) / len(idx)  # the batch's search time, per episode in it
+        live: list[tuple[int, int, dict]] = []
+        for j, i in enumerate(idx):
+            a = int(out.action[j])
+            obs, reward, success, truncated, _ = envs[i].step(a)
+            r = res[i]
+            r["steps"] += 1
+            r["return"] += reward
+            r["decide_s"].append(dt)
+            if success or truncated:
+                alive[i], r["success"] = False, bool(success)
+            else:
+                live.append((i, a, obs))
+        if live:
+            states = observer.observe([o for _, _, o in live], np.zeros(len(live), bool))
+            for (i, a, _), st in zip(live, states):
+                hist.push(i, a, st)
+    return res

@@ -1,0 +1,43 @@
+"""benchmarks/wm_sim_search.py: arms of search with the simulator, paired per task."""
+
+import json
+
+import pytest
+
+from edge.errors import EdgeError
+from tests.benchmarks._load import load_benchmark
+
+wss = load_benchmark("wm_sim_search")
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("push3:gumbel", "TASK:SEARCH:SIMULATIONS"),
+    ("lift:gumbel:16", "'lift'"),
+    ("push3:beam:16", "'beam'"),
+    ("push3:gumbel:x", "integers"),
+    ("push3:gumbel:0", "simulations=0"),
+    ("push3:gumbel:16:0", "episodes=0"),
+])
+def test_bad_arms_name_the_spec(spec, words):
+    with pytest.raises(EdgeError, match="--arms") as e:
+        wss.parse_arm(spec, 10)
+    assert words in str(e.value)
+
+
+def test_arms_run_and_pair_on_common_seeds(tmp_path):
+    out = tmp_path / "s.json"
+    assert wss.main(["--arms", "reach3:gumbel:2:2", "reach3:muzero:2:3", "--seed0", "800000001",
+                     "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    a, b = r["arms"]
+    assert (a["episodes"], b["episodes"]) == (2, 3)
+    assert a["per_episode_seed"] == [800000001, 800000002] and b["per_episode_seed"][:2] == a["per_episode_seed"]
+    assert a["search_sim_steps_per_decision"] == 2.0
+    (p,) = r["pairs"]
+    assert p["episodes"] == 2 and p["successes_a"] == sum(a["per_episode_success"])
+    assert p["successes_b"] == sum(b["per_episode_success"][:2])
+
+
+def test_an_arm_named_twice_is_refused(tmp_path):
+    with pytest.raises(EdgeError, match="twice"):
+        wss.main(["--arms", "reach3:gumbel:2:1", "reach3:gumbel:2:1", "--out", str(tmp_path / "x.json")])
