@@ -19,11 +19,14 @@ arms of the same task pair episode by episode (exact McNemar p on their common s
 ``--agents`` adds, for each trained oracle-slot agent (a run directory of ``edge train
 world-model --obs oracle``), three arms on the same seeds with the agent's own search settings:
 the agent as it acts (``agent``), its learned dynamics and rewards with a uniform prior and leaf
-value 0 (``learned_dynamics``), and the simulator's dynamics and rewards with its prior and value
-(``simulator_learned_leaves``). With the simulator arm of the same search, the four form a 2 × 2
-of {learned, true} dynamics × {learned, no} value::
+value 0 (``learned_dynamics``), and the simulator's dynamics, rewards and termination with its
+policy prior and value (``simulator_learned_leaves``). With the simulator arm of the same search,
+the four form a 2 × 2 of {learned, true} dynamics × {learned prior and value, uniform prior and
+value 0}. An agent must use the task's default settings and the simulator arms' search (8 root
+actions considered), so that its arms pair with theirs. An agent arm's decision time is its
+batched search's time divided by the episodes in the batch::
 
-    python benchmarks/wm_sim_search.py --arms push3:gumbel:16 --episodes 100 --jobs 2 \
+    python benchmarks/wm_sim_search.py --arms push3:gumbel:16 --episodes 100 --jobs 2 \\
         --agents s0=runs/wm_bench_push3_oracle/push3_oracle_s0 --out /tmp/decomposition.json
 
 Writes JSON with the machine, command and per-episode results (success, steps, simulator steps
@@ -89,6 +92,16 @@ def parse_agent(spec: str) -> dict:
     if cfg.obs != "oracle":
         raise EdgeError(f"--agents {spec!r}: the run observes {cfg.obs!r}; only oracle-slot agents can be "
                         "split into dynamics and leaves over the simulator's states (train with --obs oracle)")
+    from dataclasses import asdict
+
+    from world_models.object_env import ObjectTaskConfig
+
+    default = ObjectTaskConfig(task=cfg.env.task)
+    if cfg.env != default or cfg.planner.max_considered != 8:
+        diff = {k: v for k, v in asdict(cfg.env).items() if getattr(default, k) != v}
+        raise EdgeError(f"--agents {spec!r}: trained with task settings {diff or 'as default'} and "
+                        f"max_considered={cfg.planner.max_considered}; its arms pair with the simulator arms "
+                        "only with the task's default settings and 8 considered actions")
     return {"label": label, "path": path, "task": cfg.env.task, "search": cfg.planner.search,
             "simulations": cfg.planner.num_simulations}
 
@@ -200,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs += [(k, ("agent", a["agent"], a["cell"], tuple(seeds[i:i + b]))) for i in range(0, len(seeds), b)]
         else:
             jobs += [(k, ("sim", a["task"], a["search"], a["simulations"], (s,))) for s in seeds]
-    t0 = time.perf_counter()
+    t0, git = time.perf_counter(), git_revision()  # the code the run starts with
     results: list[list[dict]] = [[] for _ in arms]
     tty = sys.stderr.isatty()
     total, done = sum(a["episodes"] for a in arms), 0
@@ -221,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     out_arms = [summarise(a, results[k]) for k, a in enumerate(arms)]
-    res = {"machine": machine_info(), "git": git_revision(), "command": " ".join(sys.argv),
+    res = {"machine": machine_info(), "git": git, "command": " ".join(sys.argv),
            "settings": {**vars(args), "out": str(args.out)}, "wall_s": round(time.perf_counter() - t0, 1),
            "arms": out_arms, "pairs": pair_arms(out_arms)}
     for a in out_arms:

@@ -353,10 +353,10 @@ class TabletopEnv(gym.Env):
         self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
 
     def snapshot(self) -> dict:
-        """The simulator's and the controller's full state in this episode, for a planner that
-        searches with the simulator itself: after :meth:`restore` the same actions give the same
-        steps, bit for bit. MuJoCo only; not with realism on (its noise and delay streams are not
-        part of the state)."""
+        """The simulator's and the controller's full state in this episode (physics, warning
+        counters, TCP target, step and hold counters), for a planner that searches with the
+        simulator itself: after :meth:`restore` the same actions give the same steps, bit for bit.
+        MuJoCo only; not with realism on (its noise and delay streams are not part of the state)."""
         if self._realism_on:
             raise ValueError("snapshot() with realism on: its noise and delay streams are not part of the "
                              "simulator state; turn realism off to search with the simulator")

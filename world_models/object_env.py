@@ -92,7 +92,8 @@ class ObjectTaskEnv:
         self.env = TabletopEnv(task="push", sim=self.cfg.sim, action_mode="discrete8",
                                image_size=self._full, segmentation=self.cfg.segmentation,
                                push_target_color="red", push_distractors=self.cfg.distractors,
-                               max_steps=10000, hold_s=self.cfg.hold_s)
+                               max_steps=10000, hold_s=self.cfg.hold_s,
+                               lazy_images=True)  # rendered when read: step() reads them, simulate() does not
         self.t = 0
         self._potential = 0.0
 

@@ -12,11 +12,11 @@ This is a reference, not an agent: it needs the simulator's state, which a robot
 It separates the two things a learned model-based agent must get right, the model and the value
 over the horizon the search does not see (``benchmarks/wm_sim_search.py``).
 
-The same search can mix the two halves of a trained agent (:func:`play_agent_episode`): its
+The same search can mix the two halves of a trained agent (:func:`play_agent_episodes`): its
 dynamics and rewards with no learned leaves (:class:`ZeroLeaves`: uniform prior, value 0), or
-the simulator's dynamics and rewards with the agent's prior and value at every node
-(:class:`LearnedLeaves`, the model seeing the node's window of oracle slots as it does when it
-acts), next to the agent itself and the simulator with no learned leaves.
+the simulator's dynamics, rewards and termination with the agent's policy prior and value at
+every node (:class:`LearnedLeaves`, the model seeing the node's window of oracle slots as it does
+when it acts), next to the agent itself and the simulator with no learned leaves.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class SimulatorModel:
         self.envs, self.gamma, self.leaves = list(envs), float(gamma), leaves
         self._store: list[list[tuple[dict, bool, Window | None]]] = [[] for _ in self.envs]
         self.steps = 0  # simulator steps taken by searches (for cost reports)
+        self.row_steps = np.zeros(len(self.envs), np.int64)  # the same per env
 
     def _heads(self, wins: list) -> tuple[np.ndarray, np.ndarray]:
         b = len(self.envs)
@@ -111,6 +112,7 @@ class SimulatorModel:
             env.restore(snap)
             r, success = env.simulate(int(action[i]))
             self.steps += 1
+            self.row_steps[i] += 1
             reward[i], discount[i] = r, 0.0 if success else self.gamma
             if self.leaves is not None:
                 win = self.leaves.child(win, int(action[i]), env)
@@ -206,31 +208,34 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
         raise ValueError(f"cell={cell!r} is not one of {CELLS}")
     if len(envs) != len(seeds) or not seeds:
         raise ValueError(f"one env per seed: got {len(envs)} envs and {len(seeds)} seeds")
+    if observer.mode != "oracle":
+        raise ValueError(f"play_agent_episodes needs an oracle-slot agent, got obs={observer.mode!r}")
     cfg, n = planner.cfg, len(envs)
     rng = np.random.default_rng(int(seeds[0]))
     hist = History(n, cfg.context, observer.state_shape, observer.dtype)
-    first = observer.observe([env.reset(seed=int(s))[0] for env, s in zip(envs, seeds)], np.ones(n, bool))
+    first = observer.observe([env.reset(seed=int(s))[0] for env, s in zip(envs, seeds)], np.ones(n, bool),
+                             np.arange(n))
     for i in range(n):
         hist.reset(i, first[i])
     leaves = LearnedLeaves(planner, observer) if cell == "simulator_learned_leaves" else None
     zero = ZeroLeaves(planner) if cell == "learned_dynamics" else None
     alive = np.ones(n, bool)
-    res = [{"seed": int(s), "success": False, "steps": 0, "return": 0.0, "decide_s": [], "search_sim_steps": 0}
-           for s in seeds]
+    res = [{"seed": int(s), "success": False, "steps": 0, "return": 0.0, "decide_s": [], "max_depth": [],
+            "search_sim_steps": 0} for s in seeds]
     while alive.any():
         idx = np.flatnonzero(alive)
         t0 = time.perf_counter()
         if leaves is not None:
             sim = SimulatorModel([envs[i] for i in idx], gamma=cfg.gamma, leaves=leaves)
             out = search(sim, cfg, rng, windows=[(hist.states[i], hist.actions[i], hist.valid[i]) for i in idx])
-            for i in idx:
-                res[i]["search_sim_steps"] += sim.steps // len(idx)
+            for j, i in enumerate(idx):
+                res[i]["search_sim_steps"] += int(sim.row_steps[j])
         elif zero is not None:
             out = run_search(zero.root(hist.states[idx], hist.actions[idx], hist.valid[idx]), zero.recurrent, cfg, rng)
         else:
             out = run_search(planner.root(hist.states[idx], hist.actions[idx], hist.valid[idx]),
                              planner.recurrent, cfg, rng)
-        dt = (time.perf_counter() - t0) / len(idx)  # the batch's search time, per episode in it
+        dt = (time.perf_counter() - t0) / len(idx)  # a batched search's time, shared by its episodes
         live: list[tuple[int, int, dict]] = []
         for j, i in enumerate(idx):
             a = int(out.action[j])
@@ -239,12 +244,14 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
             r["steps"] += 1
             r["return"] += reward
             r["decide_s"].append(dt)
+            r["max_depth"].append(int(out.max_depth[j]))
             if success or truncated:
                 alive[i], r["success"] = False, bool(success)
             else:
                 live.append((i, a, obs))
         if live:
-            states = observer.observe([o for _, _, o in live], np.zeros(len(live), bool))
+            states = observer.observe([o for _, _, o in live], np.zeros(len(live), bool),
+                                      np.array([i for i, _, _ in live]))
             for (i, a, _), st in zip(live, states):
                 hist.push(i, a, st)
     return res

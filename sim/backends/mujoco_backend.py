@@ -388,23 +388,29 @@ class MuJoCoBackend:
     def step(self, n_substeps: int) -> None:
         self._mj.mj_step(self.model, self.data, nstep=int(n_substeps))
 
-    def get_state(self) -> np.ndarray:
+    def get_state(self) -> tuple[np.ndarray, np.ndarray]:
         """The world's full integration state (positions, velocities, controls, actuator state,
-        solver warm start, time) as one float64 vector, for :meth:`set_state`."""
+        solver warm start, time) as one float64 vector, and the warning counters (which
+        :attr:`diverged` reads), for :meth:`set_state`."""
         spec = self._mj.mjtState.mjSTATE_INTEGRATION
         out = np.empty(self._mj.mj_stateSize(self.model, spec))
         self._mj.mj_getState(self.model, self.data, out, spec)
-        return out
+        return out, self._warning_counts.copy()
 
-    def set_state(self, state: np.ndarray) -> None:
-        """Return to a :meth:`get_state` vector of the current world (same scene): the next
-        :meth:`step` continues exactly as it would have from there."""
-        spec = self._mj.mjtState.mjSTATE_INTEGRATION
-        size = self._mj.mj_stateSize(self.model, spec)
-        if np.shape(state) != (size,):
-            raise ValueError(f"state has shape {np.shape(state)}; this world's state has shape ({size},)")
-        self._mj.mj_setState(self.model, self.data, np.asarray(state, np.float64), spec)
-        self._mj.mj_forward(self.model, self.data)  # positions, contacts: consistent with the state
+    def set_state(self, state: tuple[np.ndarray, np.ndarray]) -> None:
+        """Return to a :meth:`get_state` of the current world (same scene): the next :meth:`step`
+        continues exactly as it would have from there."""
+        vec, warnings = state
+        mj, spec = self._mj, self._mj.mjtState.mjSTATE_INTEGRATION
+        size = mj.mj_stateSize(self.model, spec)
+        if np.shape(vec) != (size,):
+            raise ValueError(f"state has shape {np.shape(vec)}; this world's state has shape ({size},)")
+        vec = np.asarray(vec, np.float64)
+        mj.mj_setState(self.model, self.data, vec, spec)
+        mj.mj_forward(self.model, self.data)  # positions, contacts: consistent with the state
+        # some MuJoCo versions write the warm start in mj_forward: put the saved one back
+        mj.mj_setState(self.model, self.data, vec, spec)
+        self._warning_counts[:] = warnings
 
     @property
     def diverged(self) -> bool:

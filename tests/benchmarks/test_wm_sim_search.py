@@ -41,3 +41,12 @@ def test_arms_run_and_pair_on_common_seeds(tmp_path):
 def test_an_arm_named_twice_is_refused(tmp_path):
     with pytest.raises(EdgeError, match="twice"):
         wss.main(["--arms", "reach3:gumbel:2:1", "reach3:gumbel:2:1", "--out", str(tmp_path / "x.json")])
+
+
+def test_an_agent_trained_with_other_task_settings_is_refused(tmp_path):
+    from world_models.train import Trainer, tiny
+
+    Trainer(tiny(obs="oracle"), tmp_path / "wm", progress=False).run()
+    with pytest.raises(EdgeError, match="task settings") as e:
+        wss.parse_agent(f"t={tmp_path / 'wm'}")
+    assert "distractors" in str(e.value) and "image_size" in str(e.value)

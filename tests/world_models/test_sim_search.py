@@ -55,19 +55,27 @@ def test_a_terminal_child_is_absorbing_and_the_simulator_is_not_stepped_below_it
     assert c.x == 2
 
 
-def test_expanding_a_child_equals_stepping_the_real_env():
-    env = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32))
-    env.reset(seed=11)
-    for a in (0, 0, 1):
-        env.step(a)
+def test_expanding_a_child_equals_stepping_an_env_that_never_restored():
+    env, twin = (ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32)) for _ in range(2))
+    for e in (env, twin):
+        e.reset(seed=11)
+        for a in (0, 0, 1):
+            e.step(a)
     model = SimulatorModel([env])
     root = model.root()
     assert isinstance(root, mcts.RootFnOutput)
-    out, _ = model.recurrent(root.embedding, np.array([7]))
+    out, child = model.recurrent(root.embedding, np.array([7]))
+    out2, _ = model.recurrent(child, np.array([7]))  # and one more step below it
+    snap = model._store[0][-1][0]
     model.release()
-    _, reward, *_ = env.step(7)
-    assert out.reward[0] == reward
-    env.close()
+    rewards = [twin.step(7)[1], twin.step(7)[1]]
+    assert [out.reward[0], out2.reward[0]] == rewards
+    assert out.discount[0] == out2.discount[0] == 0.97
+    env.restore(snap)  # the deepest node's state is the twin's, to the bit
+    np.testing.assert_array_equal(env.oracle_now(), twin.oracle_now())
+    assert env.t == twin.t == 5
+    for e in (env, twin):
+        e.close()
 
 
 def test_reach3_is_solved_by_search_with_the_simulator():
@@ -91,7 +99,8 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     from world_models.observer import Observer
     from world_models.planner import Planner
     from world_models.policy import load_world_model
-    from world_models.sim_search import CELLS, play_agent_episodes
+    from world_models.planner import History
+    from world_models.sim_search import CELLS, LearnedLeaves, play_agent_episodes
     from world_models.train import Trainer, tiny
 
     tr = Trainer(tiny(obs="oracle"), tmp_path / "wm", progress=False)
@@ -102,7 +111,7 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     seeds = [123, 124, 125]
     envs = [ObjectTaskEnv(cfg.env) for _ in seeds]
     runs = {c: play_agent_episodes(envs, seeds, planner, obs, c) for c in CELLS}
-    ref = Trainer(cfg, tmp_path / "wm", progress=False).evaluate([ObjectTaskEnv(cfg.env)], 3, seed0=123)
+    ref = tr.evaluate([ObjectTaskEnv(cfg.env)], 3, seed0=123)  # the trained agent's own evaluation
     # the agent cell is the agent as its own evaluation plays it, episode by episode
     assert [round(r["return"], 6) for r in runs["agent"]] == ref["per_episode_return"]
     assert [r["success"] for r in runs["agent"]] == ref["per_episode"]
@@ -111,5 +120,25 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     assert all(len(r["decide_s"]) == r["steps"] <= cfg.env.steps for c in CELLS for r in runs[c])
     with pytest.raises(ValueError, match="cell"):
         play_agent_episodes(envs, seeds, planner, obs, "both")
+    # a node's window over the simulator is what the agent's history holds after the same step
+    leaves, env = LearnedLeaves(planner, obs), envs[0]
+    first, _ = env.reset(seed=7)
+    hist = History(1, cfg.planner.context, obs.state_shape, obs.dtype)
+    hist.reset(0, obs.observe([first], np.ones(1, bool))[0])
+    for a in (3, 1, 4, 1, 5):  # more steps than the window holds
+        win = (hist.states[0].copy(), hist.actions[0].copy(), hist.valid[0].copy())
+        snap = env.snapshot()
+        env.simulate(a)
+        child = leaves.child(win, a, env)
+        env.restore(snap)
+        o, *_ = env.step(a)
+        hist.push(0, a, obs.observe([o], np.zeros(1, bool))[0])
+        for k in range(3):
+            np.testing.assert_array_equal(child[k], (hist.states[0], hist.actions[0], hist.valid[0])[k])
+        prior, value = leaves.evaluate([child])
+        root = planner.root(hist.states, hist.actions, hist.valid)
+        np.testing.assert_allclose(prior, root.prior_logits, rtol=1e-6)
+        np.testing.assert_allclose(value, root.value, rtol=1e-6)
+    assert hist.valid[0].all()
     for e in envs:
         e.close()
