@@ -17,7 +17,9 @@ arms of the same task pair episode by episode (exact McNemar p on their common s
         --out benchmarks/results/wm_sim_search.json
 
 ``--agents`` adds, for each trained oracle-slot agent (a run directory of ``edge train
-world-model --obs oracle``), three arms on the same seeds with the agent's own search settings:
+world-model --obs oracle``), arms on the same seeds with the agent's own search settings
+(``--cells``; by default all of them, including the simulator with only the agent's value or
+only its prior):
 the agent as it acts (``agent``), its learned dynamics and rewards with a uniform prior and leaf
 value 0 (``learned_dynamics``), and the simulator's dynamics, rewards and termination with its
 policy prior and value (``simulator_learned_leaves``). With the simulator arm of the same search,
@@ -181,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", nargs="*", default=[], metavar="[LABEL=]RUN_DIR",
                     help="oracle-slot agents: adds their agent / learned_dynamics / simulator_learned_leaves arms")
     ap.add_argument("--agent-batch", type=int, default=10, help="episodes an agent arm plays in lockstep per job")
+    ap.add_argument("--cells", nargs="+", default=None, metavar="CELL",
+                    help="the agent arms to play (default: all of world_models.sim_search.CELLS)")
     ap.add_argument("--episodes", type=int, default=100, help="episodes per arm unless the arm names its own")
     ap.add_argument("--seed0", type=int, default=800_000_000, help="first episode seed (every arm plays the same)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (episodes run in parallel)")
@@ -197,11 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     arms = [parse_arm(s, args.episodes) for s in args.arms]
     from world_models.sim_search import CELLS
 
+    cells = args.cells or list(CELLS)
+    bad = [c for c in cells if c not in CELLS]
+    if bad:
+        raise EdgeError(f"--cells {' '.join(bad)}: not one of {CELLS}")
     for spec in args.agents:
         ag = parse_agent(spec)
         arms += [{"name": f"{ag['task']}:{ag['label']}:{cell}", "task": ag["task"], "search": ag["search"],
                   "simulations": ag["simulations"], "episodes": args.episodes, "agent": ag["path"], "cell": cell}
-                 for cell in CELLS]
+                 for cell in cells]
     names = [a["name"] for a in arms]
     if len(set(names)) != len(names):
         raise EdgeError(f"--arms / --agents name an arm twice: {names}")

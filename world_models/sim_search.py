@@ -39,11 +39,14 @@ class LearnedLeaves:
     simulator. A node's window is its parent's slid by one block, with the parent's action and the
     node's oracle slots appended: what the model sees when the agent acts (``Planner.recurrent``)."""
 
-    def __init__(self, planner: Planner, observer) -> None:
+    def __init__(self, planner: Planner, observer, prior: bool = True, value: bool = True) -> None:
         if observer.mode != "oracle":
             raise ValueError(f"LearnedLeaves reads the simulator's object states: it needs an oracle-slot "
                              f"model, got obs={observer.mode!r}")
+        if not (prior or value):
+            raise ValueError("LearnedLeaves with neither the prior nor the value: use SimulatorModel(leaves=None)")
         self.planner, self.observer = planner, observer
+        self.prior, self.value = prior, value  # False: uniform prior / value 0 instead of the model's
 
     def child(self, win: Window, action: int, env: ObjectTaskEnv) -> Window:
         states, actions, valid = win
@@ -60,7 +63,7 @@ class LearnedLeaves:
         states, actions, valid = (np.stack([w[k] for w in wins]) for k in range(3))
         prior, value, _ = self.planner._expand(self.planner.to_z(states), torch.as_tensor(actions),
                                                torch.as_tensor(valid))
-        return prior, value
+        return (prior if self.prior else np.zeros_like(prior)), (value if self.value else np.zeros_like(value))
 
 
 class SimulatorModel:
@@ -191,7 +194,10 @@ def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig,
             "decide_s": decide_s, "max_depth": depth}
 
 
-CELLS = ("agent", "learned_dynamics", "simulator_learned_leaves")
+CELLS = ("agent", "learned_dynamics", "simulator_learned_leaves", "simulator_learned_value",
+         "simulator_learned_prior")
+_LEAVES = {"simulator_learned_leaves": (True, True), "simulator_learned_value": (False, True),
+           "simulator_learned_prior": (True, False)}  # (prior, value) taken from the model
 
 
 def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], planner: Planner, observer,
@@ -201,7 +207,9 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
 
     * ``agent``: the agent as it acts (its dynamics, rewards, prior and value);
     * ``learned_dynamics``: its dynamics and rewards, uniform prior and leaf value 0;
-    * ``simulator_learned_leaves``: the simulator's dynamics and rewards, its prior and value.
+    * ``simulator_learned_leaves``: the simulator's dynamics and rewards, its prior and value;
+    * ``simulator_learned_value`` / ``simulator_learned_prior``: the same with only its value
+      (uniform prior) / only its prior (value 0).
 
     Search settings are the agent's (``planner.cfg``), without exploration noise."""
     if cell not in CELLS:
@@ -217,7 +225,7 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
                              np.arange(n))
     for i in range(n):
         hist.reset(i, first[i])
-    leaves = LearnedLeaves(planner, observer) if cell == "simulator_learned_leaves" else None
+    leaves = LearnedLeaves(planner, observer, *_LEAVES[cell]) if cell in _LEAVES else None
     zero = ZeroLeaves(planner) if cell == "learned_dynamics" else None
     alive = np.ones(n, bool)
     res = [{"seed": int(s), "success": False, "steps": 0, "return": 0.0, "decide_s": [], "max_depth": [],

@@ -50,3 +50,8 @@ def test_an_agent_trained_with_other_task_settings_is_refused(tmp_path):
     with pytest.raises(EdgeError, match="task settings") as e:
         wss.parse_agent(f"t={tmp_path / 'wm'}")
     assert "distractors" in str(e.value) and "image_size" in str(e.value)
+
+
+def test_unknown_cells_are_refused(tmp_path):
+    with pytest.raises(EdgeError, match="--cells both"):
+        wss.main(["--arms", "reach3:gumbel:2:1", "--cells", "agent", "both", "--out", str(tmp_path / "x.json")])

@@ -115,7 +115,7 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     # the agent cell is the agent as its own evaluation plays it, episode by episode
     assert [round(r["return"], 6) for r in runs["agent"]] == ref["per_episode_return"]
     assert [r["success"] for r in runs["agent"]] == ref["per_episode"]
-    assert all(r["search_sim_steps"] > 0 for r in runs["simulator_learned_leaves"])
+    assert all(r["search_sim_steps"] > 0 for c in CELLS if c.startswith("simulator") for r in runs[c])
     assert all(r["search_sim_steps"] == 0 for r in runs["learned_dynamics"])
     assert all(len(r["decide_s"]) == r["steps"] <= cfg.env.steps for c in CELLS for r in runs[c])
     with pytest.raises(ValueError, match="cell"):
@@ -139,6 +139,12 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
         root = planner.root(hist.states, hist.actions, hist.valid)
         np.testing.assert_allclose(prior, root.prior_logits, rtol=1e-6)
         np.testing.assert_allclose(value, root.value, rtol=1e-6)
+        p_only, v_only = LearnedLeaves(planner, obs, value=False), LearnedLeaves(planner, obs, prior=False)
+        assert (p_only.evaluate([child])[1] == 0).all() and (v_only.evaluate([child])[0] == 0).all()
+        np.testing.assert_allclose(p_only.evaluate([child])[0], prior, rtol=1e-6)
+        np.testing.assert_allclose(v_only.evaluate([child])[1], value, rtol=1e-6)
     assert hist.valid[0].all()
+    with pytest.raises(ValueError, match="neither"):
+        LearnedLeaves(planner, obs, prior=False, value=False)
     for e in envs:
         e.close()
