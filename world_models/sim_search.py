@@ -13,7 +13,7 @@ It separates the two things a learned model-based agent must get right, the mode
 over the horizon the search does not see (``benchmarks/wm_sim_search.py``).
 
 The same search can mix the two halves of a trained agent (:func:`play_agent_episodes`): its
-dynamics and rewards with no learned leaves (:class:`ZeroLeaves`: uniform prior, value 0), or
+dynamics and rewards with no learned leaves (:class:`MaskedLeaves`: uniform prior, value 0), or
 the simulator's dynamics, rewards and termination with the agent's policy prior and value at
 every node (:class:`LearnedLeaves`, the model seeing the node's window of oracle slots as it does
 when it acts), next to the agent itself and the simulator with no learned leaves.
@@ -133,22 +133,25 @@ class SimulatorModel:
             self._store[i] = []
 
 
-class ZeroLeaves:
-    """A planner's learned dynamics and rewards with a uniform prior and a leaf value of 0."""
+class MaskedLeaves:
+    """A planner's learned dynamics and rewards, with its prior replaced by a uniform one
+    (``prior=False``) and / or its value by 0 (``value=False``)."""
 
-    def __init__(self, planner: Planner) -> None:
-        self.planner = planner
+    def __init__(self, planner: Planner, prior: bool = False, value: bool = False) -> None:
+        self.planner, self.prior, self.value = planner, prior, value
+
+    def _mask(self, prior: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (prior if self.prior else np.zeros_like(prior)), (value if self.value else np.zeros_like(value))
 
     def root(self, states, actions, valid) -> mcts.RootFnOutput:
         r = self.planner.root(states, actions, valid)
-        b = r.value.shape[0]
-        return mcts.RootFnOutput(prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b), embedding=r.embedding)
+        prior, value = self._mask(r.prior_logits, r.value)
+        return mcts.RootFnOutput(prior_logits=prior, value=value, embedding=r.embedding)
 
     def recurrent(self, emb: dict, action: np.ndarray) -> tuple[mcts.RecurrentFnOutput, dict]:
         out, emb2 = self.planner.recurrent(emb, action)
-        b = out.reward.shape[0]
-        return mcts.RecurrentFnOutput(reward=out.reward, discount=out.discount,
-                                      prior_logits=np.zeros((b, N_ACTIONS)), value=np.zeros(b)), emb2
+        prior, value = self._mask(out.prior_logits, out.value)
+        return mcts.RecurrentFnOutput(reward=out.reward, discount=out.discount, prior_logits=prior, value=value), emb2
 
 
 def run_search(root: mcts.RootFnOutput, recurrent: mcts.RecurrentFn, cfg: PlannerConfig,
@@ -194,10 +197,13 @@ def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig,
             "decide_s": decide_s, "max_depth": depth}
 
 
-CELLS = ("agent", "learned_dynamics", "simulator_learned_leaves", "simulator_learned_value",
-         "simulator_learned_prior")
+CELLS = ("agent", "learned_dynamics", "learned_dynamics_value", "learned_dynamics_prior",
+         "simulator_learned_leaves", "simulator_learned_value", "simulator_learned_prior")
+# (prior, value) taken from the model
+_MASKED = {"learned_dynamics": (False, False), "learned_dynamics_value": (False, True),
+           "learned_dynamics_prior": (True, False)}
 _LEAVES = {"simulator_learned_leaves": (True, True), "simulator_learned_value": (False, True),
-           "simulator_learned_prior": (True, False)}  # (prior, value) taken from the model
+           "simulator_learned_prior": (True, False)}
 
 
 def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], planner: Planner, observer,
@@ -207,6 +213,8 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
 
     * ``agent``: the agent as it acts (its dynamics, rewards, prior and value);
     * ``learned_dynamics``: its dynamics and rewards, uniform prior and leaf value 0;
+    * ``learned_dynamics_value`` / ``learned_dynamics_prior``: its dynamics and rewards with only
+      its value (uniform prior) / only its prior (value 0);
     * ``simulator_learned_leaves``: the simulator's dynamics and rewards, its prior and value;
     * ``simulator_learned_value`` / ``simulator_learned_prior``: the same with only its value
       (uniform prior) / only its prior (value 0).
@@ -226,7 +234,7 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
     for i in range(n):
         hist.reset(i, first[i])
     leaves = LearnedLeaves(planner, observer, *_LEAVES[cell]) if cell in _LEAVES else None
-    zero = ZeroLeaves(planner) if cell == "learned_dynamics" else None
+    masked = MaskedLeaves(planner, *_MASKED[cell]) if cell in _MASKED else None
     alive = np.ones(n, bool)
     res = [{"seed": int(s), "success": False, "steps": 0, "return": 0.0, "decide_s": [], "max_depth": [],
             "search_sim_steps": 0} for s in seeds]
@@ -238,8 +246,9 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
             out = search(sim, cfg, rng, windows=[(hist.states[i], hist.actions[i], hist.valid[i]) for i in idx])
             for j, i in enumerate(idx):
                 res[i]["search_sim_steps"] += int(sim.row_steps[j])
-        elif zero is not None:
-            out = run_search(zero.root(hist.states[idx], hist.actions[idx], hist.valid[idx]), zero.recurrent, cfg, rng)
+        elif masked is not None:
+            out = run_search(masked.root(hist.states[idx], hist.actions[idx], hist.valid[idx]), masked.recurrent,
+                             cfg, rng)
         else:
             out = run_search(planner.root(hist.states[idx], hist.actions[idx], hist.valid[idx]),
                              planner.recurrent, cfg, rng)

@@ -100,7 +100,7 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     from world_models.planner import Planner
     from world_models.policy import load_world_model
     from world_models.planner import History
-    from world_models.sim_search import CELLS, LearnedLeaves, play_agent_episodes
+    from world_models.sim_search import CELLS, LearnedLeaves, MaskedLeaves, play_agent_episodes
     from world_models.train import Trainer, tiny
 
     tr = Trainer(tiny(obs="oracle"), tmp_path / "wm", progress=False)
@@ -146,5 +146,17 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     assert hist.valid[0].all()
     with pytest.raises(ValueError, match="neither"):
         LearnedLeaves(planner, obs, prior=False, value=False)
+    # the learned dynamics with only the value (uniform prior) or only the prior (value 0)
+    r0 = planner.root(hist.states, hist.actions, hist.valid)
+    o0, _ = planner.recurrent(r0.embedding, np.array([2]))
+    for keep_prior, keep_value in ((False, True), (True, False)):
+        m = MaskedLeaves(planner, prior=keep_prior, value=keep_value)
+        r1 = m.root(hist.states, hist.actions, hist.valid)
+        o1, _ = m.recurrent(r1.embedding, np.array([2]))
+        assert o1.reward == o0.reward and o1.discount == o0.discount
+        for got, ref, keep in ((r1.prior_logits, r0.prior_logits, keep_prior), (r1.value, r0.value, keep_value),
+                               (o1.prior_logits, o0.prior_logits, keep_prior), (o1.value, o0.value, keep_value)):
+            np.testing.assert_array_equal(got, ref if keep else np.zeros_like(ref))
+    assert np.abs(r0.prior_logits).max() > 0 and np.abs(o0.value).max() > 0  # so the masks are seen
     for e in envs:
         e.close()
