@@ -125,12 +125,17 @@ class Planner:
         """Search from the current state of each environment in ``rows`` (default: all)."""
         sl = slice(None) if rows is None else rows
         root = self.root(hist.states[sl], hist.actions[sl], hist.valid[sl])
-        c = self.cfg
-        if c.search == "gumbel":
-            return mcts.gumbel_muzero_policy(root, self.recurrent, c.num_simulations, rng,
-                                             max_num_considered_actions=c.max_considered,
-                                             gumbel_scale=1.0 if explore else 0.0)
-        return mcts.muzero_policy(root, self.recurrent, c.num_simulations, rng,
-                                  dirichlet_alpha=c.dirichlet_alpha,
-                                  dirichlet_fraction=c.dirichlet_fraction if explore else 0.0,
-                                  temperature=temperature if explore else 0.0)
+        return run_search(root, self.recurrent, self.cfg, rng, explore, temperature)
+
+
+def run_search(root: mcts.RootFnOutput, recurrent: mcts.RecurrentFn, cfg: PlannerConfig,
+               rng: np.random.Generator, explore: bool = False, temperature: float = 1.0) -> mcts.SearchOutput:
+    """The search ``cfg`` names over any root / recurrent functions; without ``explore`` no Gumbel
+    or Dirichlet noise and the most visited action (as the agents act at evaluation)."""
+    if cfg.search == "gumbel":
+        return mcts.gumbel_muzero_policy(root, recurrent, cfg.num_simulations, rng,
+                                         max_num_considered_actions=cfg.max_considered,
+                                         gumbel_scale=1.0 if explore else 0.0)
+    return mcts.muzero_policy(root, recurrent, cfg.num_simulations, rng, dirichlet_alpha=cfg.dirichlet_alpha,
+                              dirichlet_fraction=cfg.dirichlet_fraction if explore else 0.0,
+                              temperature=temperature if explore else 0.0)

@@ -22,13 +22,13 @@ when it acts), next to the agent itself and the simulator with no learned leaves
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from world_models import mcts
 from world_models.object_env import N_ACTIONS, ObjectTaskEnv
-from world_models.planner import History, Planner, PlannerConfig
+from world_models.planner import History, Planner, PlannerConfig, run_search
 
 
 Window = tuple[np.ndarray, np.ndarray, np.ndarray]  # one row's (states, actions, valid), as in History
@@ -84,8 +84,12 @@ class SimulatorModel:
             raise ValueError(f"gamma={gamma} is out of range; allowed (0, 1]")
         self.envs, self.gamma, self.leaves = list(envs), float(gamma), leaves
         self._store: list[list[tuple[dict, bool, Window | None]]] = [[] for _ in self.envs]
-        self.steps = 0  # simulator steps taken by searches (for cost reports)
-        self.row_steps = np.zeros(len(self.envs), np.int64)  # the same per env
+        self.row_steps = np.zeros(len(self.envs), np.int64)  # simulator steps taken by searches, per env
+
+    @property
+    def steps(self) -> int:
+        """Simulator steps taken by searches, all envs (for cost reports)."""
+        return int(self.row_steps.sum())
 
     def _heads(self, wins: list) -> tuple[np.ndarray, np.ndarray]:
         b = len(self.envs)
@@ -114,7 +118,6 @@ class SimulatorModel:
                 continue
             env.restore(snap)
             r, success = env.simulate(int(action[i]))
-            self.steps += 1
             self.row_steps[i] += 1
             reward[i], discount[i] = r, 0.0 if success else self.gamma
             if self.leaves is not None:
@@ -154,15 +157,6 @@ class MaskedLeaves:
         return mcts.RecurrentFnOutput(reward=out.reward, discount=out.discount, prior_logits=prior, value=value), emb2
 
 
-def run_search(root: mcts.RootFnOutput, recurrent: mcts.RecurrentFn, cfg: PlannerConfig,
-               rng: np.random.Generator) -> mcts.SearchOutput:
-    """The agents' search (``cfg``) without exploration noise, as they act at evaluation."""
-    if cfg.search == "gumbel":
-        return mcts.gumbel_muzero_policy(root, recurrent, cfg.num_simulations, rng,
-                                         max_num_considered_actions=cfg.max_considered, gumbel_scale=0.0)
-    return mcts.muzero_policy(root, recurrent, cfg.num_simulations, rng, dirichlet_fraction=0.0, temperature=0.0)
-
-
 def search(model: SimulatorModel, cfg: PlannerConfig, rng: np.random.Generator,
            windows: Sequence[Window] | None = None) -> mcts.SearchOutput:
     """One search from every env's current state, without exploration noise; envs left as found."""
@@ -173,8 +167,7 @@ def search(model: SimulatorModel, cfg: PlannerConfig, rng: np.random.Generator,
         model.release()
 
 
-def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig,
-                 on_step: Callable[[int], None] | None = None) -> dict:
+def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig) -> dict:
     """One episode acting by search with the simulator: success, steps, simulator steps searched,
     decision times (s) and the deepest node per decision."""
     model = SimulatorModel([env], gamma=cfg.gamma)
@@ -189,8 +182,6 @@ def play_episode(env: ObjectTaskEnv, seed: int, cfg: PlannerConfig,
         decide_s.append(time.perf_counter() - t0)
         depth.append(int(out.max_depth[0]))
         _, _, success, truncated, _ = env.step(int(out.action[0]))
-        if on_step is not None:
-            on_step(t)
         if success or truncated:
             break
     return {"seed": seed, "success": bool(success), "steps": t, "search_sim_steps": model.steps,
