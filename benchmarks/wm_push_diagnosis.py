@@ -38,24 +38,24 @@ from edge.vla.manifest import git_revision
 MOVED_M = 0.002  # a cube step longer than this counts as contact
 
 
-def decode_positions(states: np.ndarray, seed: int, check: bool = True) -> np.ndarray:
-    """(T+1, N, D) oracle slots -> (T+1, N, 3) positions in metres (the observer's map, inverted; a
-    model's predicted states, ``check=False``, are decoded by least squares)."""
+def decode_positions(states: np.ndarray, seed: int, check: bool = True, features: int = 8) -> np.ndarray:
+    """(T+1, N, D) oracle slots of ``features`` features -> (T+1, N, 3) positions in metres (the
+    observer's map, inverted; a model's predicted states, ``check=False``, are decoded by least
+    squares)."""
     from world_models.object_env import _CENTER_M, _SCALE_M
+    from world_models.observer import oracle_map
 
-    d = states.shape[-1]
-    proj = (np.random.default_rng(seed + 7919).standard_normal((8, d)) / np.sqrt(8)).astype(np.float32)
-    feats = states @ np.linalg.pinv(proj)  # (T+1, N, 8)
+    feats = states @ np.linalg.pinv(oracle_map(features, states.shape[-1], seed))  # (T+1, N, F)
     if check and not np.allclose(feats[..., 7], 1.0, atol=1e-3):
         raise ValueError("these states are not oracle slots of this seed's map (bias feature != 1)")
     return feats[..., :3] * _SCALE_M + _CENTER_M
 
 
-def behaviour(episodes: list, seed: int) -> list[dict]:
+def behaviour(episodes: list, seed: int, features: int = 8) -> list[dict]:
     """Per third of the replay: how often the cube moved, how much closer to the goal it ended."""
     rows = []
     for e in episodes:
-        pos = decode_positions(e.states, seed)
+        pos = decode_positions(e.states, seed, features=features)
         tgt, goal = pos[:, 2, :2], pos[:, 1, :2]
         step = np.linalg.norm(np.diff(tgt, axis=0), axis=1)
         d = np.linalg.norm(tgt - goal, axis=1)
@@ -79,7 +79,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
 
 
-def model_checks(path: Path, episodes: list, seed: int) -> dict:
+def model_checks(path: Path, episodes: list, seed: int, features: int = 8) -> dict:
     import torch
 
     from world_models.policy import load_world_model
@@ -91,7 +91,7 @@ def model_checks(path: Path, episodes: list, seed: int) -> dict:
     with torch.no_grad():
         for e in episodes:
             z = torch.as_tensor(e.states).float()  # (T+1, N, D)
-            pos = decode_positions(e.states, seed)
+            pos = decode_positions(e.states, seed, features=features)
             for t in range(len(e.actions)):
                 lo = max(0, t - c)
                 n = t - lo + 1
@@ -103,7 +103,7 @@ def model_checks(path: Path, episodes: list, seed: int) -> dict:
                 out = model(win, act, val, heads="none", branch=True)
                 nxt = out["branch_next_z"][0].numpy()  # (A, N, D)
                 rew = model.support.decode(out["branch_reward_logits"][0]).numpy()  # (A,)
-                pred = decode_positions(nxt, seed, check=False)  # (A, N, 3)
+                pred = decode_positions(nxt, seed, check=False, features=features)  # (A, N, 3)
                 a = int(e.actions[t])
                 real_d_tgt = pos[t + 1, 2, :2] - pos[t, 2, :2]
                 pred_d_tgt = pred[:, 2, :2] - pos[t, 2, :2]  # (A, 2)
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--tail {args.tail}: must be >= 1")
     import torch
 
+    from world_models.object_env import ObjectTaskConfig
     from world_models.train import STATE_FILE
 
     res = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
@@ -181,10 +182,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--runs {run}: obs={cfg.get('obs')}, task={cfg['env']['task']}; this needs an oracle push3 run")
         t0 = time.perf_counter()
         eps = blob["replay"]
+        feats = len(ObjectTaskConfig(**cfg["env"]).oracle_layout)
         res["runs"][run] = {"env_steps": blob["st"]["env_steps"], "replay_episodes": len(eps),
-                            "behaviour": behaviour(eps, cfg["seed"]),
+                            "behaviour": behaviour(eps, cfg["seed"], feats),
                             "model_on_last_episodes": {"episodes": min(args.tail, len(eps)),
-                                                       **model_checks(p, eps[-args.tail:], cfg["seed"])}}
+                                                       **model_checks(p, eps[-args.tail:], cfg["seed"], feats)}}
         res["runs"][run]["wall_s"] = round(time.perf_counter() - t0, 1)
         print(json.dumps({run: res["runs"][run]}, indent=1))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

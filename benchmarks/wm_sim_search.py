@@ -98,7 +98,7 @@ def parse_agent(spec: str) -> dict:
 
     from world_models.object_env import ObjectTaskConfig
 
-    default = ObjectTaskConfig(task=cfg.env.task)
+    default = ObjectTaskConfig(task=cfg.env.task, oracle_state=cfg.env.oracle_state)  # what the agent sees may differ
     if cfg.env != default or cfg.planner.max_considered != 8:
         diff = {k: v for k, v in asdict(cfg.env).items() if getattr(default, k) != v}
         raise EdgeError(f"--agents {spec!r}: trained with task settings {diff or 'as default'} and "

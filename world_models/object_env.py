@@ -17,7 +17,10 @@ Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``dis
 Observations (dict): ``frame`` (S, S, 3) uint8 from the top-down camera, the centre 1/``crop`` of
 its view (the workspace; objects ~1.5x larger than in the full view at the same S); ``oracle`` (N_ENTITIES, 8)
 float32 object states (see :data:`ORACLE_LAYOUT`) in a fixed entity order (robot TCP, goal, target,
-distractors...), used by the oracle-slot mode; ``seg`` (S, S) int32 when ``segmentation`` is on
+distractors...), used by the oracle-slot mode; with ``oracle_state="control"`` four more features per
+entity (:data:`ORACLE_CONTROL`): the arm's lag behind its commanded target (the TCP trails the
+integrated ``discrete8`` target by 0.5–1.5 cm, so positions alone do not say where the next step
+takes it) and each cube's yaw as (cos 4ψ, sin 4ψ) (a cube looks the same every quarter turn); ``seg`` (S, S) int32 when ``segmentation`` is on
 (``sim.backends.base`` segment ids: background / table, robot, objects). ``info`` carries
 ``success`` and the sim's privileged state.
 
@@ -39,6 +42,8 @@ BEHIND_M = 0.06  # push3, approach="behind": the pushing point's distance behind
 APPROACHES = ("cube", "behind")
 REACH_RADIUS_M = 0.05  # TCP–cube centre (xy); closer than ~4 cm the TCP already pushes the cube
 ORACLE_LAYOUT = ("x", "y", "z", "is_robot", "is_goal", "is_target", "is_distractor", "bias")
+ORACLE_CONTROL = ("lag_x", "lag_y", "cos4yaw", "sin4yaw")  # appended with oracle_state="control"
+ORACLE_STATES = ("pose", "control")
 _CENTER_M = np.array([0.53, 0.0, 0.0])
 _SCALE_M = np.array([0.15, 0.2, 0.05])
 
@@ -56,6 +61,7 @@ class ObjectTaskConfig:
     hold_s: float = 0.1  # push3: how long the cube must rest on the goal
     crop: float = 1.5  # render at round(image_size·crop) and keep the centre (the workspace); 1 = full view
     approach: str = "cube"  # push3 shaping pulls the TCP to: the cube centre, or the pushing point behind it
+    oracle_state: str = "pose"  # oracle slots: positions and kinds (pose), or also the arm's lag and cube yaw (control)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -64,6 +70,8 @@ class ObjectTaskConfig:
             raise ConfigError(f"sim={self.sim!r} is not allowed; choose mujoco or pybullet")
         if self.approach not in APPROACHES:
             raise ConfigError(f"approach={self.approach!r} is not allowed; choose one of {APPROACHES}")
+        if self.oracle_state not in ORACLE_STATES:
+            raise ConfigError(f"oracle_state={self.oracle_state!r} is not allowed; choose one of {ORACLE_STATES}")
         if self.approach != "cube" and self.task != "push3":
             raise ConfigError(f"approach={self.approach!r} shapes push3 only; task={self.task!r} takes approach='cube'")
         for key, (lo, hi) in {"image_size": (16, 256), "distractors": (0, 3), "max_steps": (0, 10000),
@@ -79,6 +87,11 @@ class ObjectTaskConfig:
     @property
     def n_entities(self) -> int:
         return 3 + self.distractors
+
+    @property
+    def oracle_layout(self) -> tuple[str, ...]:
+        """The features of one oracle slot, in order."""
+        return ORACLE_LAYOUT + (ORACLE_CONTROL if self.oracle_state == "control" else ())
 
 
 class ObjectTaskEnv:
@@ -165,14 +178,26 @@ class ObjectTaskEnv:
         return phi
 
     def oracle(self, info: dict) -> np.ndarray:
-        """(N_ENTITIES, 8) float32 in the fixed order robot, goal, red target, distractors."""
-        rows = [(self._tcp(), 0), (np.array([*self._goal(), 0.0]), 1), (info["object_poses"]["red"][:3], 2)]
-        rows += [(info["object_poses"][o.name][:3], 3) for o in self.env.scene.objects if o.distractor]
-        out = np.zeros((self.cfg.n_entities, len(ORACLE_LAYOUT)), np.float32)
+        """(N_ENTITIES, F) float32 in the fixed order robot, goal, red target, distractors; F features
+        as :attr:`ObjectTaskConfig.oracle_layout`."""
+        poses = info["object_poses"]
+        cubes = [poses["red"]] + [poses[o.name] for o in self.env.scene.objects if o.distractor]
+        tcp = self._tcp()
+        rows = [(tcp, 0), (np.array([*self._goal(), 0.0]), 1)] + [(c[:3], 2 if i == 0 else 3) for i, c in enumerate(cubes)]
+        out = np.zeros((self.cfg.n_entities, len(self.cfg.oracle_layout)), np.float32)
         for i, (pos, kind) in enumerate(rows):
             out[i, :3] = (np.asarray(pos, float) - _CENTER_M) / _SCALE_M
             out[i, 3 + kind] = 1.0
             out[i, 7] = 1.0
+        if self.cfg.oracle_state == "control":
+            from sim.env import DISCRETE_STEP_M
+
+            target, _, _ = self.env.commanded_target()
+            out[0, 8:10] = (target[:2] - tcp[:2]) / DISCRETE_STEP_M  # in action steps
+            for i, c in enumerate(cubes):
+                w, x, y, z = (float(v) for v in c[3:7])
+                yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+                out[2 + i, 10:12] = np.cos(4.0 * yaw), np.sin(4.0 * yaw)
         return out
 
     def oracle_now(self) -> np.ndarray:

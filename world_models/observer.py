@@ -1,7 +1,8 @@
 """What the world model sees of an observation: oracle slots, frozen encoder slots, or pixels.
 
-* ``oracle``: the env's object states (robot, goal, target, distractors; 8 features each) through a
-  fixed random linear map to D — one slot per entity, identity by construction (the upper bound).
+* ``oracle``: the env's object states (robot, goal, target, distractors; F features each, 8 or 12,
+  see :mod:`world_models.object_env`) through a fixed random linear map to D — one slot per entity,
+  identity by construction (the upper bound). The map for F features is :func:`oracle_map`.
 * ``slots``: a frozen :mod:`world_models.slot_encoder`; the previous frame's slots initialise the
   next frame's, and a new episode's first frame is encoded twice (no prior, then its own output).
 * ``pixels``: the frame itself (uint8); the pixel world model learns its own encoder.
@@ -27,8 +28,7 @@ class Observer:
             raise ValueError("observation mode 'slots' needs a slot encoder (world_model.encoder=DIR)")
         self.mode, self.encoder = mode, encoder
         if mode == "oracle":
-            proj = np.random.default_rng(seed + 7919).standard_normal((8, slot_dim)) / np.sqrt(8)
-            self._proj = proj.astype(np.float32)
+            self._seed, self._slot_dim, self._proj = seed, slot_dim, None
             self.state_shape, self.dtype = (n_entities, slot_dim), np.dtype(np.float32)
         elif mode == "slots":
             k, d = encoder.cfg.num_slots, encoder.cfg.slot_dim
@@ -41,7 +41,10 @@ class Observer:
         """States for the given observations; ``rows`` are their environment indices (default 0..B-1)."""
         rows = np.arange(len(obs_list)) if rows is None else np.asarray(rows)
         if self.mode == "oracle":
-            return np.stack([o["oracle"] @ self._proj for o in obs_list]).astype(np.float32)
+            feats = np.stack([o["oracle"] for o in obs_list])
+            if self._proj is None or self._proj.shape[0] != feats.shape[-1]:
+                self._proj = oracle_map(feats.shape[-1], self._slot_dim, self._seed)
+            return (feats @ self._proj).astype(np.float32)
         frames = np.stack([o["frame"] for o in obs_list])
         if self.mode == "pixels":
             return frames
@@ -61,3 +64,12 @@ def _np(x) -> np.ndarray:
     if isinstance(x, tuple):
         x = x[0]
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def oracle_map(features: int, slot_dim: int, seed: int) -> np.ndarray:
+    """(features, slot_dim) float32: the oracle observer's fixed random map. Its first 8 rows are
+    the same for every ``features`` (the pose features keep their map when control features are
+    appended)."""
+    if features > slot_dim:
+        raise ValueError(f"oracle slots with {features} features need slot_dim >= {features}, got {slot_dim}")
+    return (np.random.default_rng(seed + 7919).standard_normal((features, slot_dim)) / np.sqrt(8)).astype(np.float32)

@@ -11,13 +11,15 @@ from tests.benchmarks._load import load_benchmark
 diag = load_benchmark("wm_push_diagnosis")
 
 
-def _oracle_states(pos: np.ndarray, seed: int, slot_dim: int = 16) -> np.ndarray:
+def _oracle_states(pos: np.ndarray, seed: int, slot_dim: int = 16, control: bool = False) -> np.ndarray:
     """(T, N, 3) positions -> the observer's oracle slots for them (robot, goal, target, distractors)."""
     from world_models.object_env import _CENTER_M, _SCALE_M
     from world_models.observer import Observer
 
     t, n = pos.shape[:2]
-    feats = np.zeros((t, n, 8), np.float32)
+    feats = np.zeros((t, n, 12 if control else 8), np.float32)
+    if control:
+        feats[..., 8:] = np.random.default_rng(seed).uniform(-1, 1, (t, n, 4))
     feats[..., :3] = (pos - _CENTER_M) / _SCALE_M
     feats[..., 3 + np.minimum(np.arange(n), 3)] = 1.0
     feats[..., 7] = 1.0
@@ -40,6 +42,8 @@ def test_oracle_slots_decode_to_the_positions_and_refuse_other_states():
     np.testing.assert_allclose(diag.decode_positions(states, 3), pos, atol=1e-5)
     with pytest.raises(ValueError, match="not oracle slots"):
         diag.decode_positions(states, 4)  # another seed's map
+    wide = _oracle_states(pos, seed=3, control=True)  # 4 more features (oracle_state="control")
+    np.testing.assert_allclose(diag.decode_positions(wide, 3, features=12), pos, atol=1e-5)
 
 
 def test_behaviour_counts_cube_motion_and_distance_closed():

@@ -93,6 +93,51 @@ def test_oracle_observer_is_a_fixed_projection():
         Observer("slots", 1)
 
 
+def test_control_oracle_adds_the_arm_lag_and_cube_yaw_and_keeps_the_pose_features():
+    from sim.env import DISCRETE_STEP_M
+    from world_models.object_env import ORACLE_CONTROL
+
+    envs = {k: ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=16, oracle_state=k)) for k in ("pose", "control")}
+    for env in envs.values():
+        env.reset(seed=7)
+    for _ in range(3):  # the same actions in the same scene: the TCP trails its commanded target
+        obs = {k: env.step(0)[0]["oracle"] for k, env in envs.items()}
+    pose, ctl = obs["pose"], obs["control"]
+    assert envs["control"].cfg.oracle_layout == ORACLE_LAYOUT + ORACLE_CONTROL and ctl.shape == (5, 12)
+    np.testing.assert_array_equal(ctl[:, :8], pose)
+    env = envs["control"]
+    target, _, _ = env.env.commanded_target()
+    lag = (target[:2] - env._tcp()[:2]) / DISCRETE_STEP_M
+    np.testing.assert_allclose(ctl[0, 8:10], lag, atol=1e-6)
+    assert 0.1 < np.linalg.norm(lag) < 2.0  # moving: a fraction of a step to a step behind
+    assert np.all(ctl[1:, 8:10] == 0) and np.all(ctl[:2, 10:12] == 0)  # lag is the arm's, yaw the cubes'
+    np.testing.assert_allclose(np.hypot(ctl[2:, 10], ctl[2:, 11]), 1.0, atol=1e-6)
+    # a cube turned by a quarter turn looks the same; by an eighth, its features flip sign
+    w, x, y, z = np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)  # yaw 90 degrees
+    info = {"object_poses": {o.name: np.array([0.5, 0.0, 0.02, 1.0, 0, 0, 0]) for o in env.env.scene.objects}}
+    base = env.oracle(info)
+    info["object_poses"]["red"] = np.array([0.5, 0.0, 0.02, w, x, y, z])
+    np.testing.assert_allclose(env.oracle(info)[2, 10:12], base[2, 10:12], atol=1e-6)
+    info["object_poses"]["red"] = np.array([0.5, 0.0, 0.02, np.cos(np.pi / 8), 0, 0, np.sin(np.pi / 8)])
+    np.testing.assert_allclose(env.oracle(info)[2, 10:12], [-1.0, 0.0], atol=1e-6)
+    with pytest.raises(ValueError, match="oracle_state="):
+        ObjectTaskConfig(oracle_state="full")
+    for e in envs.values():
+        e.close()
+
+
+def test_oracle_map_keeps_the_pose_rows_when_features_are_added():
+    from world_models.observer import oracle_map
+
+    np.testing.assert_array_equal(oracle_map(12, 64, 3)[:8], oracle_map(8, 64, 3))
+    ob = Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3)
+    feats = np.random.default_rng(0).standard_normal((5, 12)).astype(np.float32)
+    np.testing.assert_allclose(ob.observe([{"oracle": feats}], np.ones(1, bool))[0], feats @ oracle_map(12, 16, 3),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="slot_dim"):
+        oracle_map(12, 8, 0)
+
+
 def test_frame_is_the_centre_crop_of_the_camera_view():
     env = ObjectTaskEnv(ObjectTaskConfig(task="reach3", image_size=16, crop=1.5, segmentation=True))
     obs, _ = env.reset(seed=4)

@@ -231,8 +231,25 @@ def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_pat
     blob = torch.load(out / STATE_FILE, weights_only=False)
     del blob["config"]["learner"]["relevance_l1"]
     del blob["config"]["env"]["approach"]  # added later still
+    del blob["config"]["env"]["oracle_state"]  # and later again
     torch.save(blob, out / STATE_FILE)
     assert Trainer(tiny(env_steps=24), out, progress=False)._load_state()
     with pytest.raises(ConfigError, match="learner"):
         Trainer(tiny(env_steps=24, learner=LearnerConfig(batch=4, unroll=2, td_steps=2, relevance_l1=0.1)), out,
                 progress=False)._load_state()
+
+
+def test_an_oracle_run_with_control_features_trains_resumes_and_replays_12_features(tmp_path):
+    out = tmp_path / "wm"
+    cfg = tiny(env_steps=12, env=ObjectTaskConfig(task="push3", image_size=32, max_steps=6, distractors=1,
+                                                   oracle_state="control"))
+    Trainer(cfg, out, progress=False).run()
+    blob = torch.load(out / STATE_FILE, weights_only=False)
+    assert blob["config"]["env"]["oracle_state"] == "control"
+    from world_models.observer import oracle_map
+
+    ep = blob["replay"][0]
+    feats = ep.states @ torch.linalg.pinv(torch.as_tensor(oracle_map(12, 16, cfg.seed))).numpy()
+    assert abs(feats[..., 7] - 1.0).max() < 1e-4 and abs(feats[1:, 0, 8:10]).max() > 0.05  # the arm's lag is seen
+    with pytest.raises(ValueError, match="different configuration"):  # the pose-only oracle does not continue it
+        Trainer(replace(cfg, env=replace(cfg.env, oracle_state="pose"), env_steps=24), out, progress=False).run()
