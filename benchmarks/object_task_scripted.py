@@ -43,29 +43,7 @@ from edge.errors import EdgeError
 from edge.stats import wilson
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
-
-DIRS = np.array([[np.cos(a * np.pi / 4), np.sin(a * np.pi / 4)] for a in range(8)])
-
-
-def compass(v: np.ndarray) -> int:
-    """The discrete8 action whose direction is closest to ``v``."""
-    return int(np.argmax(DIRS @ v))
-
-
-def push_action(tcp: np.ndarray, red: np.ndarray, goal: np.ndarray, back: float, side_tol: float,
-                clear: float) -> int:
-    u = goal - red
-    u = u / (np.linalg.norm(u) + 1e-9)
-    perp = np.array([-u[1], u[0]])
-    along, side = float((tcp - red) @ u), float((tcp - red) @ perp)
-    if along > -0.025:  # not behind the cube: go around it
-        s = 1.0 if side >= 0 else -1.0
-        want = s * perp if abs(side) < clear else (red - clear * u + s * clear * perp) - tcp
-    elif abs(side) > side_tol:  # behind, off the line: line up
-        want = (red - back * u) - tcp
-    else:
-        want = u
-    return compass(want)
+from world_models.scripted import DIRS, compass, push_action  # noqa: F401 (DIRS, compass: part of this script's API)
 
 
 def scripted(task: str, args: argparse.Namespace):

@@ -61,6 +61,11 @@ class RunConfig:
     # for 1..explore_repeat_max steps (uniform); the replay keeps the search's policy as the target
     explore_repeat: float = 0.0
     explore_repeat_max: int = 10
+    # a diagnostic of data coverage, not a learning method (it reads the simulator's true poses; 0 =
+    # off): the share of training episodes played by the task's scripted policy
+    # (world_models.scripted), drawn per episode from its seed; the replay keeps the search's policy
+    # as the target, as for explore_repeat. Evaluation episodes are always the agent's own.
+    explore_scripted: float = 0.0
     min_replay: int = 400  # transitions before the first update
     capacity: int = 200_000
     eval_every: int = 2_000
@@ -88,7 +93,7 @@ class RunConfig:
         for key, (lo, hi) in {"encoder_carry_iters": (0, 10), "env_steps": (1, 10**8), "n_envs": (1, 256), "eval_every": (1, 10**8),
                               "eval_episodes": (1, 10**5), "checkpoint_every": (1, 10**8),
                               "replay_ratio": (0.0, 64.0), "threads": (1, 256), "explore_repeat": (0.0, 1.0),
-                              "explore_repeat_max": (1, 1000)}.items():
+                              "explore_repeat_max": (1, 1000), "explore_scripted": (0.0, 1.0)}.items():
             v = getattr(self, key)
             if not lo <= v <= hi:
                 raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
@@ -330,10 +335,14 @@ class Trainer:
         hist = History(cfg.n_envs, cfg.planner.context, obs_er.state_shape, obs_er.dtype)
         buf = [None] * cfg.n_envs
 
+        scripted = np.zeros(cfg.n_envs, bool)  # explore_scripted: this env's episode is the scripted policy's
+
         def start(i: int) -> dict:
             seed = cfg.seed * 10_000_000 + self.st["episodes"]
             self.st["episodes"] += 1
             o, _ = envs[i].reset(seed=seed)
+            if cfg.explore_scripted > 0:
+                scripted[i] = np.random.default_rng([seed, 1]).random() < cfg.explore_scripted
             return o
 
         obs0 = [start(i) for i in range(cfg.n_envs)]
@@ -351,6 +360,12 @@ class Trainer:
                 self._record_eval(eval_envs, envs, obs_er, hist, buf)
             out = self.planner.plan(hist, self.rng, explore=True, temperature=self._temperature())
             acts = self._explore_repeat(out.action) if cfg.explore_repeat > 0 else out.action
+            if scripted.any():
+                from world_models.scripted import scripted_action
+
+                acts = np.array(acts, dtype=np.int64)
+                for i in np.flatnonzero(scripted):
+                    acts[i] = scripted_action(envs[i])
             first = np.zeros(cfg.n_envs, bool)
             obs_list = []
             for i, env in enumerate(envs):
@@ -364,6 +379,8 @@ class Trainer:
                 if term or trunc:
                     b["states"].append(obs_er.observe([o], np.zeros(1, bool), np.array([i]))[0])
                     self._finish(b, term, info)
+                    if scripted[i]:
+                        self.st["scripted_episodes"] = self.st.get("scripted_episodes", 0) + 1
                     o = start(i)
                     first[i] = True
                     self._repeat_left[i] = 0  # a run of repeated actions ends with its episode
@@ -449,7 +466,8 @@ class Trainer:
         torch.save({"config": to_dict(self.cfg), "model": self.model.state_dict()}, f)
         metrics = {"final": self.curve[-1] if self.curve else {}, "env_steps": self.st["env_steps"],
                    "updates": self.learner.updates, "wall_s": self.st["wall_s"],
-                   "train_episodes": len(self.st["train_success"])}
+                   "train_episodes": len(self.st["train_success"]),
+                   "train_episodes_scripted": self.st.get("scripted_episodes", 0)}
         files = {MODEL_FILE: sha256_file(f)}
         if self.cfg.encoder:
             ef = encoder_weights_file(self.cfg.encoder)

@@ -253,3 +253,30 @@ def test_an_oracle_run_with_control_features_trains_resumes_and_replays_12_featu
     assert abs(feats[..., 7] - 1.0).max() < 1e-4 and abs(feats[1:, 0, 8:10]).max() > 0.05  # the arm's lag is seen
     with pytest.raises(ValueError, match="different configuration"):  # the pose-only oracle does not continue it
         Trainer(replace(cfg, env=replace(cfg.env, oracle_state="pose"), env_steps=24), out, progress=False).run()
+
+
+def test_explore_scripted_plays_whole_episodes_with_the_scripted_policy(tmp_path):
+    from world_models.scripted import scripted_action
+
+    cfg = tiny(env_steps=24, explore_scripted=1.0)
+    m = Trainer(cfg, tmp_path / "wm", progress=False).run()
+    assert m["train_episodes_scripted"] == m["train_episodes"] > 0
+    blob = torch.load(tmp_path / "wm" / STATE_FILE, weights_only=False)
+    env = ObjectTaskEnv(cfg.env)
+    scripted = []
+    for k in range(blob["st"]["episodes"]):  # every episode the run started, played by the scripted policy
+        env.reset(seed=cfg.seed * 10_000_000 + k)
+        acts = []
+        for _ in range(cfg.env.steps):
+            acts.append(scripted_action(env))
+            *_, term, trunc, _ = env.step(acts[-1])
+            if term or trunc:
+                break
+        scripted.append(acts)
+    env.close()
+    assert all(ep.actions.tolist() in scripted for ep in blob["replay"])
+    assert len({tuple(a) for a in scripted}) > 1  # the scenes differ, so do the scripted episodes
+    half = Trainer(tiny(env_steps=24, explore_scripted=0.5), tmp_path / "half", progress=False).run()
+    assert 0 < half["train_episodes_scripted"] < half["train_episodes"]
+    with pytest.raises(ConfigError, match="explore_scripted"):
+        tiny(explore_scripted=1.5)
