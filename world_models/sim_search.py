@@ -263,3 +263,37 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
             for (i, a, _), st in zip(live, states):
                 hist.push(i, a, st)
     return res
+
+
+def probe_leaf_values(env: ObjectTaskEnv, seed: int, planner: Planner, observer, behaviour) -> list[dict]:
+    """One episode acted by ``behaviour(env) -> action``. At every state each of the 8 actions is
+    stepped on the simulator from the same snapshot: its reward, whether it succeeds, how far it
+    moves the red cube (m), and the trained model's value of the child, the model seeing the child's
+    window as in the ``simulator_learned_value`` search. What one step of that search weighs:
+    ``reward + γ·value`` against ``reward`` alone with no learned value. The episode is the one
+    ``behaviour`` plays without the probes (the snapshots restore it exactly)."""
+    leaves = LearnedLeaves(planner, observer, prior=False, value=True)
+    hist = History(1, planner.cfg.context, observer.state_shape, observer.dtype)
+    obs, _ = env.reset(seed=seed)
+    hist.reset(0, observer.observe([obs], np.ones(1, bool), np.zeros(1, np.int64))[0])
+    red = env.env.backend.object_pose7
+    rows: list[dict] = []
+    for _ in range(env.cfg.steps):
+        win = (hist.states[0], hist.actions[0], hist.valid[0])
+        snap, cube0 = env.snapshot(), red("red")[:2]
+        reward, success, moved, wins = np.zeros(N_ACTIONS), np.zeros(N_ACTIONS, bool), np.zeros(N_ACTIONS), []
+        for a in range(N_ACTIONS):
+            env.restore(snap)
+            reward[a], success[a] = env.simulate(a)
+            moved[a] = float(np.linalg.norm(red("red")[:2] - cube0))
+            wins.append(leaves.child(win, a, env))
+        env.restore(snap)
+        _, value = leaves.evaluate(wins)
+        a = int(behaviour(env))
+        rows.append({"reward": reward, "success": success, "cube_moved_m": moved, "value": np.asarray(value, float),
+                     "action": a})
+        obs, _, done, truncated, _ = env.step(a)
+        if done or truncated:
+            break
+        hist.push(0, a, observer.observe([obs], np.zeros(1, bool), np.zeros(1, np.int64))[0])
+    return rows
