@@ -24,8 +24,9 @@ the agent as it acts (``agent``), its learned dynamics and rewards with a unifor
 value 0 (``learned_dynamics``), and the simulator's dynamics, rewards and termination with its
 policy prior and value (``simulator_learned_leaves``). With the simulator arm of the same search,
 the four form a 2 × 2 of {learned, true} dynamics × {learned prior and value, uniform prior and
-value 0}. An agent must use the task's default settings and the simulator arms' search (8 root
-actions considered), so that its arms pair with theirs. An agent arm's decision time is its
+value 0}. An agent must use the task's default settings (what its oracle slots hold,
+``env.oracle_state``, may differ: it changes what the agent sees, not the task) and the simulator
+arms' search (8 root actions considered), so that its arms pair with theirs. An agent arm's decision time is its
 batched search's time divided by the episodes in the batch::
 
     python benchmarks/wm_sim_search.py --arms push3:gumbel:16 --episodes 100 --jobs 2 \\
@@ -103,7 +104,8 @@ def parse_agent(spec: str) -> dict:
         diff = {k: v for k, v in asdict(cfg.env).items() if getattr(default, k) != v}
         raise EdgeError(f"--agents {spec!r}: trained with task settings {diff or 'as default'} and "
                         f"max_considered={cfg.planner.max_considered}; its arms pair with the simulator arms "
-                        "only with the task's default settings and 8 considered actions")
+                        "only with the task's default settings (env.oracle_state may differ) and 8 considered "
+                        "actions")
     return {"label": label, "path": path, "task": cfg.env.task, "search": cfg.planner.search,
             "simulations": cfg.planner.num_simulations}
 
@@ -144,7 +146,7 @@ def _run_job(job: tuple) -> list[dict]:
     _, path, cell, seeds = job
     if path not in _AGENTS:
         cfg, model, _ = load_world_model(path)
-        obs = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities, seed=cfg.seed)
+        obs = Observer.for_run(cfg)
         _AGENTS[path] = (cfg, Planner(model, cfg.planner), obs)
     cfg, planner, obs = _AGENTS[path]
     return play_agent_episodes(_envs(cfg.env, len(seeds)), list(seeds), planner, obs, cell)

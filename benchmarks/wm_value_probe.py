@@ -15,8 +15,13 @@ all probed states, with every quantity centred within its state (only the differ
   unchanged, so a value fitted to a policy that rarely succeeds can undo the shaping); near 0 it
   leaves them.
 * ``corr``: their correlation; ``residual_over_reward``: the spread of γ·V not explained by r,
-  relative to the spread of r (above 1: the value's noise outweighs the reward's signal).
-* ``q_over_reward``: the spread of r + γ·V relative to that of r.
+  relative to the spread of r; ``residual_over_signal``: the same relative to what is left of r's
+  differences in r + γ·V, |1 + slope| times r's spread (above 1: the value's variation unrelated
+  to r outweighs the reward's signal).
+* ``slope_median_per_state``: the median over states of each state's own slope (the pooled
+  figures weight a state by its reward spread squared, so contact states weigh most).
+* ``q_over_reward``: the spread of r + γ·V relative to that of r; ``gamma_value_spread_median``
+  and ``reward_spread_median``: the median over states of max − min over the 8 actions.
 * ``agree_scripted``: how often the best one-step action by r + γ·V, and by r alone, is the one the
   scripted policy takes (a competent push, for context).
 
@@ -57,15 +62,20 @@ def summarise(rows: list[dict], gamma: float) -> dict:
     act = np.array([x["action"] for x in rows])
     rc, yc = r - r.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
     sxx, syy, sxy = float((rc * rc).sum()), float((yc * yc).sum()), float((rc * yc).sum())
-    slope = sxy / sxx if sxx > 0 else float("nan")
+    if sxx == 0:
+        return {"states": len(rows), "slope": None}
+    slope = sxy / sxx
     q = rc + yc
-    resid = yc - slope * rc
+    resid = float(np.sqrt(((yc - slope * rc) ** 2).sum() / sxx))
+    per_state = [(a * b).sum() / (a * a).sum() for a, b in zip(rc, yc) if (a * a).sum() > 0]
     return {"states": len(rows), "slope": round(slope, 3),
-            "corr": round(sxy / np.sqrt(sxx * syy), 3) if sxx > 0 and syy > 0 else None,
-            "residual_over_reward": round(float(np.sqrt((resid * resid).sum() / sxx)), 3),
+            "slope_median_per_state": round(float(np.median(per_state)), 3),
+            "corr": round(sxy / np.sqrt(sxx * syy), 3) if syy > 0 else None,
+            "residual_over_reward": round(resid, 3),
+            "residual_over_signal": round(resid / abs(1 + slope), 3) if slope != -1 else None,
             "q_over_reward": round(float(np.sqrt((q * q).sum() / sxx)), 3),
             "reward_spread_median": round(float(np.median(np.ptp(r, 1))), 4),
-            "value_spread_median": round(float(np.median(np.ptp(y, 1))), 4),
+            "gamma_value_spread_median": round(float(np.median(np.ptp(y, 1))), 4),
             "agree_scripted_with_value": round(float((np.argmax(r + y, 1) == act).mean()), 3),
             "agree_scripted_reward_only": round(float((np.argmax(r, 1) == act).mean()), 3)}
 
@@ -82,6 +92,9 @@ def parse_agent(spec: str) -> tuple[str, str]:
     if cfg.obs != "oracle":
         raise EdgeError(f"--agents {spec!r}: the run observes {cfg.obs!r}; the probe reads the simulator's "
                         "object states, so it needs an oracle-slot agent (train with --obs oracle)")
+    if cfg.env.sim != "mujoco":
+        raise EdgeError(f"--agents {spec!r}: trained on sim={cfg.env.sim!r}; the probe restores simulator "
+                        "snapshots, which only the MuJoCo backend offers")
     return label or Path(path).name, path
 
 
@@ -99,7 +112,7 @@ def _run(job: tuple[str, tuple[int, ...]]) -> list[dict]:
     path, seeds = job
     cfg, model, _ = load_world_model(path)
     planner = Planner(model, cfg.planner)
-    obs = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities, seed=cfg.seed)
+    obs = Observer.for_run(cfg)
     env = ObjectTaskEnv(cfg.env)
     try:
         rows = []
@@ -144,10 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         out[label] = {"path": path, "gamma": gamma, "all": summarise(rows, gamma),
                       "contact": summarise(contact, gamma), "free": summarise(free, gamma)}
         a = out[label]["all"]
-        print(f"{label}: {a['states']} states, slope {a['slope']}, corr {a['corr']}, residual/r "
-              f"{a['residual_over_reward']}, (r+γV)/r {a['q_over_reward']}, agrees with the scripted push "
+        if a["slope"] is None:
+            print(f"{label}: {a['states']} states, the rewards do not differ between actions", file=sys.stderr)
+            continue
+        print(f"{label}: {a['states']} states, slope {a['slope']} (per-state median {a['slope_median_per_state']}), "
+              f"corr {a['corr']}, residual/r {a['residual_over_reward']} (over the signal "
+              f"{a['residual_over_signal']}), (r+γV)/r {a['q_over_reward']}, agrees with the scripted push "
               f"{a['agree_scripted_with_value']} (r alone {a['agree_scripted_reward_only']})", file=sys.stderr)
-    res = {"machine": machine_info(), "git": git, "command": " ".join(sys.argv),
+    cmd = ["python", "benchmarks/wm_value_probe.py", *(argv if argv is not None else sys.argv[1:])]
+    res = {"machine": machine_info(), "git": git, "command": " ".join(cmd),
            "settings": {**vars(args), "out": str(args.out)}, "wall_s": round(time.perf_counter() - t0, 1),
            "agents": out}
     args.out.parent.mkdir(parents=True, exist_ok=True)

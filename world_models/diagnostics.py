@@ -25,8 +25,7 @@ ENTITY_NAMES = ("robot", "goal", "target", "distractor")
 def _rollouts(cfg, model, encoder, episodes: int, seed0: int) -> list[dict]:
     env_cfg = cfg.env.__class__(**{**cfg.env.__dict__, "segmentation": cfg.obs == "slots"})
     env = ObjectTaskEnv(env_cfg)
-    obs_er = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
-                      encoder=encoder, image_size=cfg.env.image_size, seed=cfg.seed)
+    obs_er = Observer.for_run(cfg, 1, encoder)
     planner = Planner(model, cfg.planner)
     rng = np.random.default_rng(seed0)
     out = []

@@ -15,8 +15,8 @@ Two tasks over the same scene (a top-down camera, the Panda's TCP moved by ``dis
   count). Reward: +1 on success plus ``2·Δ(-|tcp − red|)``.
 
 Observations (dict): ``frame`` (S, S, 3) uint8 from the top-down camera, the centre 1/``crop`` of
-its view (the workspace; objects ~1.5x larger than in the full view at the same S); ``oracle`` (N_ENTITIES, 8)
-float32 object states (see :data:`ORACLE_LAYOUT`) in a fixed entity order (robot TCP, goal, target,
+its view (the workspace; objects ~1.5x larger than in the full view at the same S); ``oracle`` (N_ENTITIES, F)
+float32 object states (F = 8, see :data:`ORACLE_LAYOUT`) in a fixed entity order (robot TCP, goal, target,
 distractors...), used by the oracle-slot mode; with ``oracle_state="control"`` four more features per
 entity (:data:`ORACLE_CONTROL`): the arm's lag behind its commanded target (the TCP trails the
 integrated ``discrete8`` target by 0.5–1.5 cm, so positions alone do not say where the next step
@@ -196,7 +196,7 @@ class ObjectTaskEnv:
             out[0, 8:10] = (target[:2] - tcp[:2]) / DISCRETE_STEP_M  # in action steps
             for i, c in enumerate(cubes):
                 w, x, y, z = (float(v) for v in c[3:7])
-                yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+                yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))  # heading (ill-defined if tipped over)
                 out[2 + i, 10:12] = np.cos(4.0 * yaw), np.sin(4.0 * yaw)
         return out
 

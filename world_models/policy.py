@@ -98,8 +98,7 @@ class WorldModelPolicy:
         self.cfg, self.model, self.manifest = cfg, model, manifest
         pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner
         self.planner = Planner(model, pcfg)
-        self.observer = Observer(cfg.obs, 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
-                                 encoder=enc, image_size=cfg.env.image_size, seed=cfg.seed)
+        self.observer = Observer.for_run(cfg, 1, enc)
         self._History = History
         self.hist: Any = None
         self.rng = np.random.default_rng(seed)

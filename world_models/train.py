@@ -279,8 +279,7 @@ class Trainer:
         seeds): success rate, return, root-value error, and ``per_episode`` success and
         ``per_episode_return`` in seed order."""
         cfg, n = self.cfg, len(envs)
-        obs_er = Observer(cfg.obs, n, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
-                          encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
+        obs_er = Observer.for_run(cfg, n, self.encoder)
         rng = np.random.default_rng(12345)
         succ, rets, v_err, lens = {}, {}, [], []
         for start in range(0, episodes, n):
@@ -330,8 +329,7 @@ class Trainer:
         resumed = self._load_state()
         envs = self._make_envs(cfg.n_envs)
         eval_envs = envs
-        obs_er = Observer(cfg.obs, cfg.n_envs, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities,
-                          encoder=self.encoder, image_size=cfg.env.image_size, seed=cfg.seed)
+        obs_er = Observer.for_run(cfg, cfg.n_envs, self.encoder)
         hist = History(cfg.n_envs, cfg.planner.context, obs_er.state_shape, obs_er.dtype)
         buf = [None] * cfg.n_envs
 
@@ -379,8 +377,8 @@ class Trainer:
                 if term or trunc:
                     b["states"].append(obs_er.observe([o], np.zeros(1, bool), np.array([i]))[0])
                     self._finish(b, term, info)
-                    if scripted[i]:
-                        self.st["scripted_episodes"] = self.st.get("scripted_episodes", 0) + 1
+                    if cfg.explore_scripted > 0:
+                        self.st.setdefault("train_scripted", []).append(bool(scripted[i]))
                     o = start(i)
                     first[i] = True
                     self._repeat_left[i] = 0  # a run of repeated actions ends with its episode
@@ -446,6 +444,7 @@ class Trainer:
         ev = self.evaluate(self._eval_envs, self.cfg.eval_episodes)
         row = {"env_steps": self.st["env_steps"], "updates": self.learner.updates, **ev,
                "train_success_recent": float(np.mean(self.st["train_success"][-50:])) if self.st["train_success"] else 0.0,
+               **self._agent_success_recent(),
                "wall_s": self.st["wall_s"]}
         row.update({k: v for k, v in self.last_stats.items() if k != "relevance"})
         if "relevance" in self.last_stats:
@@ -458,6 +457,15 @@ class Trainer:
                   f"return {row['return']:.2f} v_err {row['root_value_abs_err']:.2f}", file=sys.stderr)
         self.st["next_eval"] = self.st["env_steps"] + self.cfg.eval_every
 
+    def _agent_success_recent(self) -> dict:
+        """With explore_scripted: the success of the last 50 training episodes the agent played
+        itself (``train_success_recent`` counts the scripted ones too)."""
+        flags = self.st.get("train_scripted")
+        if not self.cfg.explore_scripted or not flags:
+            return {}
+        own = [s for s, f in zip(self.st["train_success"][-len(flags):], flags) if not f][-50:]
+        return {"train_success_recent_agent": float(np.mean(own)) if own else 0.0}
+
     def _ship(self) -> dict:
         from edge.digest import sha256_file
         from edge.vla.manifest import git_revision
@@ -466,8 +474,9 @@ class Trainer:
         torch.save({"config": to_dict(self.cfg), "model": self.model.state_dict()}, f)
         metrics = {"final": self.curve[-1] if self.curve else {}, "env_steps": self.st["env_steps"],
                    "updates": self.learner.updates, "wall_s": self.st["wall_s"],
-                   "train_episodes": len(self.st["train_success"]),
-                   "train_episodes_scripted": self.st.get("scripted_episodes", 0)}
+                   "train_episodes": len(self.st["train_success"])}
+        if self.cfg.explore_scripted:
+            metrics["train_episodes_scripted"] = sum(self.st.get("train_scripted", []))
         files = {MODEL_FILE: sha256_file(f)}
         if self.cfg.encoder:
             ef = encoder_weights_file(self.cfg.encoder)

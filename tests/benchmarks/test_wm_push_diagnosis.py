@@ -23,7 +23,7 @@ def _oracle_states(pos: np.ndarray, seed: int, slot_dim: int = 16, control: bool
     feats[..., :3] = (pos - _CENTER_M) / _SCALE_M
     feats[..., 3 + np.minimum(np.arange(n), 3)] = 1.0
     feats[..., 7] = 1.0
-    ob = Observer("oracle", 1, slot_dim=slot_dim, n_entities=n, seed=seed)
+    ob = Observer("oracle", 1, slot_dim=slot_dim, n_entities=n, seed=seed, oracle_features=feats.shape[-1])
     return np.stack([ob.observe([{"oracle": f}], np.ones(1, bool))[0] for f in feats])
 
 

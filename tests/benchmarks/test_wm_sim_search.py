@@ -50,6 +50,20 @@ def test_an_agent_trained_with_other_task_settings_is_refused(tmp_path):
     with pytest.raises(EdgeError, match="task settings") as e:
         wss.parse_agent(f"t={tmp_path / 'wm'}")
     assert "distractors" in str(e.value) and "image_size" in str(e.value)
+    assert "'oracle_state'" not in str(e.value)  # not among the differing settings
+
+
+def test_an_agent_that_sees_the_control_features_pairs_with_the_simulator_arms(tmp_path, monkeypatch):
+    from world_models.object_env import ObjectTaskConfig
+    from world_models.train import tiny
+
+    cfg = tiny(obs="oracle", env=ObjectTaskConfig(task="push3", oracle_state="control"))
+    monkeypatch.setattr("world_models.policy.load_world_model", lambda path: (cfg, None, None))
+    assert wss.parse_agent("c=some/run")["task"] == "push3"  # what the agent sees may differ
+    other = tiny(obs="oracle", env=ObjectTaskConfig(task="push3", oracle_state="control", hold_s=0.2))
+    monkeypatch.setattr("world_models.policy.load_world_model", lambda path: (other, None, None))
+    with pytest.raises(EdgeError, match="hold_s"):  # what the task is may not
+        wss.parse_agent("c=some/run")
 
 
 def test_unknown_cells_are_refused(tmp_path):

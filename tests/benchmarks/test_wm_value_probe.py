@@ -23,11 +23,16 @@ def test_summary_reads_a_cancelling_value_a_zero_value_and_a_noisy_one():
     g = 0.97
     cancel = wvp.summarise(_rows(r, -r / g + rng.normal(0, 1, (40, 1)), best), g)  # V = −r/γ + a per-state constant
     assert cancel["slope"] == pytest.approx(-1.0) and cancel["q_over_reward"] == pytest.approx(0.0, abs=1e-6)
+    assert cancel["slope_median_per_state"] == pytest.approx(-1.0)
     assert cancel["residual_over_reward"] == pytest.approx(0.0, abs=1e-6)
     zero = wvp.summarise(_rows(r, np.zeros_like(r), best), g)
     assert zero["slope"] == 0.0 and zero["q_over_reward"] == 1.0 and zero["agree_scripted_reward_only"] == 1.0
     noisy = wvp.summarise(_rows(r, rng.normal(0, 0.5, r.shape), best), g)
     assert abs(noisy["slope"]) < 1.0 and noisy["residual_over_reward"] > 5 and noisy["agree_scripted_with_value"] < 0.5
+    half = wvp.summarise(_rows(r, -0.5 * r / g, best), g)  # half the reward's differences cancelled
+    assert half["slope"] == pytest.approx(-0.5) and half["residual_over_signal"] == pytest.approx(0.0, abs=1e-6)
+    assert half["q_over_reward"] == pytest.approx(0.5)
+    assert wvp.summarise(_rows(np.zeros_like(r), r, best), g) == {"states": 40, "slope": None}  # no reward differences
     # after a success there is no value: γ·V counts 0 for that action
     succ = np.zeros(r.shape, bool)
     succ[:, 0] = True
@@ -47,7 +52,7 @@ def test_probe_steps_each_action_from_the_state_and_plays_the_behaviours_episode
 
     Trainer(tiny(obs="oracle"), tmp_path / "wm", progress=False).run()
     cfg, model, _ = load_world_model(tmp_path / "wm")
-    obs = Observer("oracle", 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities, seed=cfg.seed)
+    obs = Observer.for_run(cfg)
     env, twin = ObjectTaskEnv(cfg.env), ObjectTaskEnv(cfg.env)
     rows = probe_leaf_values(env, 31, Planner(model, cfg.planner), obs, scripted_action)
     twin.reset(seed=31)
@@ -58,12 +63,22 @@ def test_probe_steps_each_action_from_the_state_and_plays_the_behaviours_episode
         if term or trunc:
             break
     assert [x["action"] for x in rows] == acts
-    for a in (0, 5):  # the probed reward of an action is what stepping it from the start gives
-        twin.reset(seed=31)
-        _, reward, *_ = twin.step(a)
-        assert rows[0]["reward"][a] == pytest.approx(reward, abs=1e-12)
+    from world_models.planner import History
+
+    planner = Planner(model, cfg.planner)
+    for k in (0, len(acts) - 1):  # a probed child is what stepping its action from that state gives, and its
+        for a in (0, 5):          # value is the model's on the window the agent would hold after that step
+            twin.reset(seed=31)
+            hist = History(1, cfg.planner.context, obs.state_shape, obs.dtype)
+            o, _ = twin.reset(seed=31)
+            hist.reset(0, obs.observe([o], np.ones(1, bool))[0])
+            for b in [*acts[:k], a]:
+                o, reward, *_ = twin.step(b)
+                hist.push(0, b, obs.observe([o], np.zeros(1, bool))[0])
+            assert rows[k]["reward"][a] == pytest.approx(reward, abs=1e-12)
+            value = planner.root(hist.states, hist.actions, hist.valid).value[0]
+            assert rows[k]["value"][a] == pytest.approx(value, rel=1e-5, abs=1e-6)
     assert all(x["value"].shape == (8,) and np.isfinite(x["value"]).all() for x in rows)
-    assert np.ptp(rows[0]["value"]) > 0  # the children differ, so do their values
     env.close()
     twin.close()
     # the script end to end, and its errors

@@ -110,6 +110,7 @@ def test_control_oracle_adds_the_arm_lag_and_cube_yaw_and_keeps_the_pose_feature
     lag = (target[:2] - env._tcp()[:2]) / DISCRETE_STEP_M
     np.testing.assert_allclose(ctl[0, 8:10], lag, atol=1e-6)
     assert 0.1 < np.linalg.norm(lag) < 2.0  # moving: a fraction of a step to a step behind
+    assert ctl[0, 8] > 0.1 and abs(ctl[0, 9]) < 0.5 * ctl[0, 8]  # action 0 is +x: the target leads the TCP along +x
     assert np.all(ctl[1:, 8:10] == 0) and np.all(ctl[:2, 10:12] == 0)  # lag is the arm's, yaw the cubes'
     np.testing.assert_allclose(np.hypot(ctl[2:, 10], ctl[2:, 11]), 1.0, atol=1e-6)
     # a cube turned by a quarter turn looks the same; by an eighth, its features flip sign
@@ -130,12 +131,12 @@ def test_oracle_map_keeps_the_pose_rows_when_features_are_added():
     from world_models.observer import oracle_map
 
     np.testing.assert_array_equal(oracle_map(12, 64, 3)[:8], oracle_map(8, 64, 3))
-    ob = Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3)
+    ob = Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3, oracle_features=12)
     feats = np.random.default_rng(0).standard_normal((5, 12)).astype(np.float32)
     np.testing.assert_allclose(ob.observe([{"oracle": feats}], np.ones(1, bool))[0], feats @ oracle_map(12, 16, 3),
                                rtol=1e-6)
-    with pytest.raises(ValueError, match="slot_dim"):
-        oracle_map(12, 8, 0)
+    with pytest.raises(ValueError, match="12 features per slot"):  # a control run's observations, a pose observer
+        Observer("oracle", 1, slot_dim=16, n_entities=5, seed=3).observe([{"oracle": feats}], np.ones(1, bool))
 
 
 def test_frame_is_the_centre_crop_of_the_camera_view():

@@ -107,7 +107,7 @@ def test_an_agent_and_its_halves_play_from_the_same_seeds(tmp_path):
     tr.run()
     cfg, model, _ = load_world_model(tmp_path / "wm")
     planner = Planner(model, cfg.planner)
-    obs = Observer("oracle", 1, slot_dim=cfg.model.slot_dim, n_entities=cfg.env.n_entities, seed=cfg.seed)
+    obs = Observer.for_run(cfg)
     seeds = [123, 124, 125]
     envs = [ObjectTaskEnv(cfg.env) for _ in seeds]
     runs = {c: play_agent_episodes(envs, seeds, planner, obs, c) for c in CELLS}

@@ -3,6 +3,7 @@
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -253,6 +254,16 @@ def test_an_oracle_run_with_control_features_trains_resumes_and_replays_12_featu
     assert abs(feats[..., 7] - 1.0).max() < 1e-4 and abs(feats[1:, 0, 8:10]).max() > 0.05  # the arm's lag is seen
     with pytest.raises(ValueError, match="different configuration"):  # the pose-only oracle does not continue it
         Trainer(replace(cfg, env=replace(cfg.env, oracle_state="pose"), env_steps=24), out, progress=False).run()
+    m = Trainer(replace(cfg, env_steps=24), out, progress=False).run()  # the same settings continue it
+    assert m["env_steps"] == 24
+    from world_models.observer import Observer
+
+    loaded, _, _ = load_world_model(out)  # its observer maps the 12 features; a pose observation is refused
+    ob, env = Observer.for_run(loaded), ObjectTaskEnv(loaded.env)
+    assert ob.observe([env.reset(seed=0)[0]], np.ones(1, bool)).shape == (1, cfg.env.n_entities, cfg.model.slot_dim)
+    with pytest.raises(ValueError, match="8 features per slot"):
+        ob.observe([{"oracle": np.zeros((cfg.env.n_entities, 8), np.float32)}], np.ones(1, bool))
+    env.close()
 
 
 def test_explore_scripted_plays_whole_episodes_with_the_scripted_policy(tmp_path):
@@ -261,6 +272,8 @@ def test_explore_scripted_plays_whole_episodes_with_the_scripted_policy(tmp_path
     cfg = tiny(env_steps=24, explore_scripted=1.0)
     m = Trainer(cfg, tmp_path / "wm", progress=False).run()
     assert m["train_episodes_scripted"] == m["train_episodes"] > 0
+    curve = [json.loads(x) for x in (tmp_path / "wm" / CURVE_FILE).read_text().splitlines()]
+    assert "train_success_recent_agent" not in curve[0] and curve[-1]["train_success_recent_agent"] == 0.0  # none its own
     blob = torch.load(tmp_path / "wm" / STATE_FILE, weights_only=False)
     env = ObjectTaskEnv(cfg.env)
     scripted = []
@@ -278,5 +291,6 @@ def test_explore_scripted_plays_whole_episodes_with_the_scripted_policy(tmp_path
     assert len({tuple(a) for a in scripted}) > 1  # the scenes differ, so do the scripted episodes
     half = Trainer(tiny(env_steps=24, explore_scripted=0.5), tmp_path / "half", progress=False).run()
     assert 0 < half["train_episodes_scripted"] < half["train_episodes"]
+    assert "train_episodes_scripted" not in Trainer(tiny(env_steps=12), tmp_path / "none", progress=False).run()
     with pytest.raises(ConfigError, match="explore_scripted"):
         tiny(explore_scripted=1.5)
