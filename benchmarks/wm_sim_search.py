@@ -84,17 +84,14 @@ def parse_arm(spec: str, episodes: int) -> dict:
 
 def parse_agent(spec: str) -> dict:
     """``[LABEL=]RUN_DIR`` of an oracle-slot agent -> dict (clear errors name the spec)."""
-    from world_models.policy import load_world_model
+    from world_models.sim_search import load_oracle_agent
 
     label, _, path = spec.rpartition("=")
     label = label or Path(path).name
     try:
-        cfg, _, _ = load_world_model(path)
+        cfg, _, _ = load_oracle_agent(path)
     except EdgeError as e:
         raise EdgeError(f"--agents {spec!r}: {e}") from None
-    if cfg.obs != "oracle":
-        raise EdgeError(f"--agents {spec!r}: the run observes {cfg.obs!r}; only oracle-slot agents can be "
-                        "split into dynamics and leaves over the simulator's states (train with --obs oracle)")
     from dataclasses import asdict
 
     from world_models.object_env import ObjectTaskConfig
@@ -138,16 +135,11 @@ def _run_job(job: tuple) -> list[dict]:
         cfg = PlannerConfig(search=search, num_simulations=sims, max_considered=8)
         (env,) = _envs(ObjectTaskConfig(task=task), 1)
         return [play_episode(env, seed, cfg) for seed in seeds]
-    from world_models.observer import Observer
-    from world_models.planner import Planner
-    from world_models.policy import load_world_model
-    from world_models.sim_search import play_agent_episodes
+    from world_models.sim_search import load_oracle_agent, play_agent_episodes
 
     _, path, cell, seeds = job
     if path not in _AGENTS:
-        cfg, model, _ = load_world_model(path)
-        obs = Observer.for_run(cfg)
-        _AGENTS[path] = (cfg, Planner(model, cfg.planner), obs)
+        _AGENTS[path] = load_oracle_agent(path)
     cfg, planner, obs = _AGENTS[path]
     return play_agent_episodes(_envs(cfg.env, len(seeds)), list(seeds), planner, obs, cell)
 

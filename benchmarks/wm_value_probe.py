@@ -80,39 +80,29 @@ def summarise(rows: list[dict], gamma: float) -> dict:
             "agree_scripted_reward_only": round(float((np.argmax(r, 1) == act).mean()), 3)}
 
 
-def parse_agent(spec: str) -> tuple[str, str]:
-    """``[LABEL=]RUN_DIR`` of an oracle-slot agent -> (label, path); clear errors name the spec."""
-    from world_models.policy import load_world_model
+def parse_agent(spec: str) -> tuple[str, str, float]:
+    """``[LABEL=]RUN_DIR`` of an oracle-slot agent -> (label, path, its search's γ); clear errors
+    name the spec."""
+    from world_models.sim_search import load_oracle_agent
 
     label, _, path = spec.rpartition("=")
     try:
-        cfg, _, _ = load_world_model(path)
+        cfg, _, _ = load_oracle_agent(path)
     except EdgeError as e:
         raise EdgeError(f"--agents {spec!r}: {e}") from None
-    if cfg.obs != "oracle":
-        raise EdgeError(f"--agents {spec!r}: the run observes {cfg.obs!r}; the probe reads the simulator's "
-                        "object states, so it needs an oracle-slot agent (train with --obs oracle)")
-    if cfg.env.sim != "mujoco":
-        raise EdgeError(f"--agents {spec!r}: trained on sim={cfg.env.sim!r}; the probe restores simulator "
-                        "snapshots, which only the MuJoCo backend offers")
-    return label or Path(path).name, path
+    return label or Path(path).name, path, cfg.planner.gamma
 
 
 def _run(job: tuple[str, tuple[int, ...]]) -> list[dict]:
     import torch
 
     from world_models.object_env import ObjectTaskEnv
-    from world_models.observer import Observer
-    from world_models.planner import Planner
-    from world_models.policy import load_world_model
     from world_models.scripted import scripted_action
-    from world_models.sim_search import probe_leaf_values
+    from world_models.sim_search import load_oracle_agent, probe_leaf_values
 
     torch.set_num_threads(1)
     path, seeds = job
-    cfg, model, _ = load_world_model(path)
-    planner = Planner(model, cfg.planner)
-    obs = Observer.for_run(cfg)
+    cfg, planner, obs = load_oracle_agent(path)
     env = ObjectTaskEnv(cfg.env)
     try:
         rows = []
@@ -139,19 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     labels = [a[0] for a in agents]
     if len(set(labels)) != len(labels):
         raise EdgeError(f"--agents names a label twice: {labels}")
-    from world_models.policy import load_world_model
 
     seeds = tuple(args.seed0 + i for i in range(args.episodes))
     t0, git = time.perf_counter(), git_revision()
-    jobs = [(path, seeds) for _, path in agents]
+    jobs = [(path, seeds) for _, path, _ in agents]
     if args.jobs == 1:
         results = list(map(_run, jobs))
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
             results = list(pool.map(_run, jobs))
     out = {}
-    for (label, path), rows in zip(agents, results):
-        gamma = load_world_model(path)[0].planner.gamma
+    for (label, path, gamma), rows in zip(agents, results):
         contact = [x for x in rows if x["cube_moved_m"].max() > MOVED_M]
         free = [x for x in rows if x["cube_moved_m"].max() <= MOVED_M]
         out[label] = {"path": path, "gamma": gamma, "all": summarise(rows, gamma),

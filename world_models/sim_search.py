@@ -265,6 +265,24 @@ def play_agent_episodes(envs: Sequence[ObjectTaskEnv], seeds: Sequence[int], pla
     return res
 
 
+def load_oracle_agent(path) -> tuple:
+    """A trained oracle-slot agent to run over the simulator: ``(RunConfig, Planner, Observer)``.
+    EdgeError (naming the run) if it observes anything but oracle slots, or was trained on a
+    backend without snapshots."""
+    from edge.errors import EdgeError
+    from world_models.observer import Observer
+    from world_models.policy import load_world_model
+
+    cfg, model, _ = load_world_model(path)
+    if cfg.obs != "oracle":
+        raise EdgeError(f"{path}: the run observes {cfg.obs!r}; only an oracle-slot agent reads the "
+                        "simulator's object states (train with --obs oracle)")
+    if cfg.env.sim != "mujoco":
+        raise EdgeError(f"{path}: trained on sim={cfg.env.sim!r}; searching or probing with the simulator "
+                        "restores snapshots, which only the MuJoCo backend offers")
+    return cfg, Planner(model, cfg.planner), Observer.for_run(cfg)
+
+
 def probe_leaf_values(env: ObjectTaskEnv, seed: int, planner: Planner, observer, behaviour) -> list[dict]:
     """One episode acted by ``behaviour(env) -> action``. At every state each of the 8 actions is
     stepped on the simulator from the same snapshot: its reward, whether it succeeds, how far it
