@@ -6,6 +6,8 @@ Commands (run from the repository root)::
     python -m world_models.slot_pretrain collect --frames 2000 --seed 2 --out runs/slots/data_eval.npz
     python -m world_models.slot_pretrain train --data runs/slots/data_train.npz \
         --eval-data runs/slots/data_eval.npz --out runs/slots/enc --steps 8000 --batch-size 8 --seq-len 4
+    python -m world_models.slot_pretrain export --weights runs/slots/enc/weights_004000.pt \
+        --data runs/slots/data_train.npz --eval-data runs/slots/data_eval.npz --out runs/slots/enc_4000
 
 ``--seq-len 4`` trains on windows of 4 consecutive frames with temporal initialisation, as the
 tracker runs at rollout time; with ``--seq-len 1`` (single frames) the slots are only ever trained
@@ -19,6 +21,8 @@ sizes and ``data_hash``, the sha256 of the arrays above).
 Training writes into ``--out``: ``train_state.pt`` (model, optimizer, step, RNG; re-running the same
 command continues from it), ``log.jsonl`` (loss per ``log_every`` steps, evaluations), and at the end
 ``metrics.json``, ``encoder.pt`` and ``manifest.json`` (:func:`world_models.slot_encoder.save_encoder`).
+With ``--keep-every N`` it also keeps the weights every N steps (``weights_<step>.pt``), which
+``export`` turns into a verified encoder directory.
 The evaluation runs the encoder over held-out episodes with temporal initialisation and reports
 FG-ARI and the identity rate (:mod:`world_models.slot_metrics`) for both the slot-attention masks and
 the decoder's alpha masks.
@@ -165,6 +169,57 @@ def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generato
     os.replace(tmp, path)
 
 
+def _save_weights(path: Path, model, step: int, settings: dict, command: str) -> None:
+    """The weights alone at ``step`` (read like a ``train_state.pt`` by the benchmarks and ``export``)."""
+    import torch
+
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "step": step,
+                "settings": json.dumps(settings), "command": command}, tmp)
+    os.replace(tmp, path)
+
+
+def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str | Path, *,
+                   eval_data_path: str | Path | None = None, eval_episodes: int = 32,
+                   command: str | None = None) -> dict[str, Any]:
+    """A verified encoder (``encoder.pt`` + manifest) from kept weights or a ``train_state.pt``.
+
+    ``data_path`` must be the run's training data (its hash is checked against the one the weights
+    were trained on); the manifest records the training command, its seed and step, the export
+    command, and the held-out metrics on ``eval_data_path``."""
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder, sha256_file
+
+    weights_path = Path(weights_path)
+    if not weights_path.is_file():
+        raise FileNotFoundError(f"--weights {weights_path}: no such file")
+    state = torch.load(weights_path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or not {"model", "step", "settings"} <= set(state):
+        raise ValueError(f"--weights {weights_path}: not a weights_<step>.pt or train_state.pt of a slot-encoder run")
+    settings = json.loads(state["settings"])
+    _, meta = load_dataset(data_path)
+    if meta["data_hash"] != settings["data_hash"]:
+        raise ValueError(f"--data {data_path}: data_hash {meta['data_hash']}, but {weights_path} was trained on "
+                         f"{settings['data_hash']}; pass the run's training data")
+    model = SlotAutoencoder(SlotEncoderConfig(**settings["config"]))
+    model.load_state_dict(state["model"])
+    model.eval()
+    metrics: dict[str, Any] = {"step": int(state["step"])}
+    if eval_data_path is not None:
+        metrics.update(evaluate(model, load_dataset(eval_data_path)[0], eval_episodes))
+    out = Path(out_dir)
+    (out / "metrics.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    export_cmd = command if command is not None else shlex.join([sys.executable, *sys.argv])
+    train_cmd = state.get("command", "")
+    save_encoder(model, out, command=f"{train_cmd}  # then: {export_cmd}" if train_cmd else export_cmd,
+                 seed=settings["seed"], data_hash=settings["data_hash"], metrics=metrics,
+                 extra={"exported_from": {"path": str(weights_path), "step": int(state["step"]),
+                                          "sha256": sha256_file(weights_path)}})
+    return metrics
+
+
 def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator) -> int:
     """Restore model, optimizer and RNGs from ``path``; returns its step. The settings must match."""
     import torch
@@ -294,7 +349,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
                        half_life_steps: int = 4000, grad_clip: float = 1.0, seq_len: int = 1,
                        ckpt_every: int = 250, eval_every: int = 2000, log_every: int = 25,
                        eval_episodes: int = 32, command: str | None = None,
-                       init_from: str | Path | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
+                       init_from: str | Path | None = None, keep_every: int = 0,
+                       log: Callable[[str], None] = print) -> dict[str, Any]:
     """Train (or continue training) a slot autoencoder; returns the final metrics.
 
     ``seq_len`` > 1 trains on windows of consecutive frames as the tracker sees them: the first
@@ -305,6 +361,10 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     ``init_from`` starts a new run from another run's weights (fine-tuning, e.g. with fewer tracking
     rounds); the optimiser and the learning-rate schedule start afresh. It is part of the run's
     identity and is recorded in the manifest.
+
+    ``keep_every`` > 0 also keeps the weights every that many steps as ``weights_<step>.pt`` (no
+    optimiser; ``export`` makes a verified encoder of one). The learning-rate schedule does not depend
+    on ``steps``, so the weights at step N are those a run of N steps ends with.
     """
     import torch
 
@@ -313,6 +373,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     _check_positive(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
                     half_life_steps=half_life_steps, grad_clip=grad_clip, seq_len=seq_len,
                     ckpt_every=ckpt_every, eval_every=eval_every, log_every=log_every, eval_episodes=eval_episodes)
+    if keep_every < 0:
+        raise ValueError(f"keep_every={keep_every} is out of range; must be >= 0 (0: keep none)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     arrays, meta = load_dataset(data_path)
@@ -352,6 +414,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
         with open(log_path, "a") as f:
             f.write(json.dumps(entry) + "\n")
 
+    command = command if command is not None else shlex.join([sys.executable, *sys.argv])
     model.train()
     frames = arrays["frames"]
     t_last, loss_acc, n_acc = time.monotonic(), 0.0, 0
@@ -379,6 +442,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
             t_last, loss_acc, n_acc = now, 0.0, 0
         if step % ckpt_every == 0 or step == steps:
             _save_train_state(state_path, model, opt, step, rng, settings)
+        if keep_every and step % keep_every == 0:
+            _save_weights(out / f"weights_{step:06d}.pt", model, step, settings, command)
         if eval_arrays is not None and (step % eval_every == 0 or step == steps):
             metrics = evaluate(model, eval_arrays, eval_episodes)
             record({"step": step, "eval": metrics})
@@ -388,7 +453,6 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
         metrics = evaluate(model, eval_arrays, eval_episodes)
     metrics = {"step": step, **metrics}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    command = command if command is not None else shlex.join([sys.executable, *sys.argv])
     save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics,
                  extra=None if init_info is None else {"init_from": init_info})
     return metrics
@@ -441,6 +505,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="start from another run's weights (run directory, train_state.pt or manifest.json)")
     t.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads; more than 1 helps only when that many cores are otherwise idle")
+    t.add_argument("--keep-every", type=int, default=0, metavar="N",
+                   help="also keep the weights every N steps as weights_<step>.pt (default 0: none)")
+    x = sub.add_parser("export", help="a verified encoder directory from kept weights or a train_state.pt")
+    x.add_argument("--weights", required=True, help="weights_<step>.pt or train_state.pt of a training run")
+    x.add_argument("--data", required=True, help="the run's training .npz (its data_hash is checked)")
+    x.add_argument("--eval-data", default=None, help="held-out .npz for the manifest's metrics (default: none)")
+    x.add_argument("--out", required=True, help="output directory (encoder.pt, manifest.json, metrics.json)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "collect":
@@ -449,6 +520,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--out {args.out!r} must be a .npz file path")
             meta = collect_frames(args.frames, args.seed, out, args.task, args.episode_len, image_size=args.image_size)
             print(json.dumps(meta))
+            return 0
+        if args.cmd == "export":
+            if Path(args.out).is_file():
+                raise ValueError(f"--out {args.out!r} is a file; want a directory")
+            for flag, path in (("--data", args.data), ("--eval-data", args.eval_data)):
+                if path is not None and not Path(path).is_file():
+                    raise ValueError(f"{flag} {path!r} does not exist")
+            print(json.dumps(export_encoder(args.weights, args.data, args.out, eval_data_path=args.eval_data)))
             return 0
         for flag, path in (("--data", args.data), ("--eval-data", args.eval_data)):
             if path is not None and not Path(path).is_file():
@@ -465,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                                      not args.no_resume, eval_data_path=args.eval_data,
                                      warmup_steps=args.warmup_steps, half_life_steps=args.half_life_steps,
                                      seq_len=args.seq_len, ckpt_every=args.ckpt_every, eval_every=args.eval_every,
-                                     init_from=args.init_from)
+                                     init_from=args.init_from, keep_every=args.keep_every)
         print(json.dumps(metrics))
         return 0
     except (ValueError, FileNotFoundError) as e:

@@ -307,6 +307,44 @@ def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(
     load_init_weights(src, SlotEncoderConfig.tiny(fg_weight=3))  # a loss weight, not architecture
 
 
+def test_kept_weights_are_a_shorter_runs_and_export_to_a_verified_encoder(tmp_path):
+    from world_models.slot_pretrain import export_encoder
+    from world_models.slot_pretrain import main as cli
+
+    tiny_dataset(tmp_path / "train.npz")
+    tiny_dataset(tmp_path / "eval.npz", seed=1)
+    kw = {"warmup_steps": 2, "log_every": 1, "log": lambda s: None}
+    long = tmp_path / "long"
+    train_slot_encoder(CFG, tmp_path / "train.npz", long, 3, batch_size=4, seed=0, keep_every=2,
+                       command="train-cmd", **kw)
+    assert sorted(p.name for p in long.glob("weights_*.pt")) == ["weights_000002.pt"]  # 2, not 1 or 3
+    short = tmp_path / "short"
+    train_slot_encoder(CFG, tmp_path / "train.npz", short, 2, batch_size=4, seed=0, **kw)
+    kept = torch.load(long / "weights_000002.pt", weights_only=True)
+    ref = torch.load(short / "train_state.pt", weights_only=True)["model"]
+    assert kept["step"] == 2 and "optimizer" not in kept and kept["command"] == "train-cmd"
+    assert all(torch.equal(kept["model"][k], ref[k]) for k in ref)  # the 2-step run's weights
+    out = tmp_path / "exported"
+    metrics = export_encoder(long / "weights_000002.pt", tmp_path / "train.npz", out,
+                             eval_data_path=tmp_path / "eval.npz", command="export-cmd")
+    model, manifest = load_encoder(out)
+    assert all(torch.equal(model.state_dict()[k].cpu(), ref[k]) for k in ref)
+    assert manifest["metrics"] == metrics and metrics["step"] == 2 and "identity_rate_attn" in metrics
+    assert manifest["command"] == "train-cmd  # then: export-cmd" and manifest["seed"] == 0
+    assert manifest["exported_from"]["step"] == 2
+    assert manifest["data_hash"] == json.loads(kept["settings"])["data_hash"]
+    with pytest.raises(ValueError, match="--data .*eval.npz: data_hash"):  # not the run's training data
+        export_encoder(long / "weights_000002.pt", tmp_path / "eval.npz", tmp_path / "x")
+    (tmp_path / "junk.pt").write_bytes(b"")
+    torch.save({"nothing": 1}, tmp_path / "junk.pt")
+    assert cli(["export", "--weights", str(tmp_path / "junk.pt"), "--data", str(tmp_path / "train.npz"),
+                "--out", str(tmp_path / "y")]) == 2
+    assert cli(["export", "--weights", str(tmp_path / "none.pt"), "--data", str(tmp_path / "train.npz"),
+                "--out", str(tmp_path / "y")]) == 2
+    with pytest.raises(ValueError, match="keep_every=-1"):
+        train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "z", 1, keep_every=-1, **kw)
+
+
 def test_train_on_windows_with_temporal_init(tmp_path):
     tiny_dataset(tmp_path / "train.npz")
     metrics = train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "enc", 2, batch_size=2, seq_len=3,
