@@ -246,7 +246,7 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     _set_rng_state(rng, state["numpy_rng"])
-    torch.set_rng_state(state["torch_rng"])
+    torch.set_rng_state(state["torch_rng"].cpu())  # a GPU run's state was mapped onto its device
     return int(state["step"])
 
 
