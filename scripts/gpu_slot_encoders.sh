@@ -9,7 +9,8 @@
 #   python -m world_models.slot_pretrain collect --frames 1600 --seed 2 --out DATA_DIR/data_eval.npz
 # Each arm trains until BUDGET_S seconds have passed; its state is saved every 1,000 steps and its
 # weights kept every 4,000 (weights_<step>.pt: the learning-rate schedule does not depend on the
-# step count, so they are the weights `--steps <step>` ends with). OUT_DIR/<arm>.tar holds the arm's
+# step count, so they are the weights `--steps <step>` ends with, up to the GPU's floating-point
+# non-determinism). OUT_DIR/<arm>.tar holds the arm's
 # log, its last train_state.pt and at most 6 kept weights, evenly spaced, the last always among them.
 # `python -m world_models.slot_pretrain export --weights ... --data DATA_DIR/data_train.npz` makes a
 # verified encoder of any of them. PYTHON (default python3) and DEVICE (default cuda) can be set.
@@ -24,6 +25,7 @@ for f in data_train.npz data_eval.npz; do
     [ -f "$data/$f" ] || { echo "DATA_DIR $data: no $f there; collect it first (see the header)" >&2; exit 2; }
 done
 mkdir -p "$out"
+declare -A pids
 
 arm() {
     local name=$1
@@ -32,12 +34,17 @@ arm() {
         --eval-data "$data/data_eval.npz" --out "$out/$name" --steps 1000000 --ckpt-every 1000 \
         --keep-every 4000 --eval-every 4000 --threads 2 --set "device=$device" "$@" \
         > "$out/$name.log" 2>&1 &
+    pids[$name]=$!
 }
 arm b64 --batch-size 64 --seq-len 4 "$@"
 arm b64_carry1 --batch-size 64 --seq-len 4 --set carry_iters=1 "$@"
 arm b64_seq8 --batch-size 64 --seq-len 8 "$@"
 arm b64_carry1_seq8 --batch-size 64 --seq-len 8 --set carry_iters=1 "$@"
-wait
+for name in "${!pids[@]}"; do  # a crash is not the budget running out (124)
+    wait "${pids[$name]}"
+    rc=$?
+    [ "$rc" -eq 124 ] && echo "$name: stopped at the budget" || echo "$name: exit $rc (see $out/$name.log)"
+done
 
 for name in b64 b64_carry1 b64_seq8 b64_carry1_seq8; do
     d=$out/$name

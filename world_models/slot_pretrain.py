@@ -191,32 +191,42 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
 
     from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder, sha256_file
 
-    weights_path = Path(weights_path)
+    weights_path, out = Path(weights_path), Path(out_dir)
     if not weights_path.is_file():
         raise FileNotFoundError(f"--weights {weights_path}: no such file")
-    state = torch.load(weights_path, map_location="cpu", weights_only=True)
-    if not isinstance(state, dict) or not {"model", "step", "settings"} <= set(state):
-        raise ValueError(f"--weights {weights_path}: not a weights_<step>.pt or train_state.pt of a slot-encoder run")
-    settings = json.loads(state["settings"])
+    if (out / "train_state.pt").exists():
+        raise ValueError(f"--out {out}: holds a training run (train_state.pt); export into another directory")
+    not_a_run = f"--weights {weights_path}: not a weights_<step>.pt or train_state.pt of a slot-encoder run"
+    try:
+        state = torch.load(weights_path, map_location="cpu", weights_only=True)
+        settings = json.loads(state["settings"])
+        config = SlotEncoderConfig(**settings["config"])
+        trained_on = settings["data_hash"]
+    except Exception as err:  # an empty, foreign or truncated file: say which and what it should be
+        raise ValueError(f"{not_a_run} ({type(err).__name__}: {err})") from None
     _, meta = load_dataset(data_path)
-    if meta["data_hash"] != settings["data_hash"]:
+    if meta["data_hash"] != trained_on:
         raise ValueError(f"--data {data_path}: data_hash {meta['data_hash']}, but {weights_path} was trained on "
-                         f"{settings['data_hash']}; pass the run's training data")
-    model = SlotAutoencoder(SlotEncoderConfig(**settings["config"]))
-    model.load_state_dict(state["model"])
+                         f"{trained_on}; pass the run's training data")
+    model = SlotAutoencoder(config)
+    try:
+        model.load_state_dict(state["model"])
+    except (KeyError, RuntimeError) as err:
+        raise ValueError(f"{not_a_run} (its weights do not fit its config: {err})") from None
     model.eval()
     metrics: dict[str, Any] = {"step": int(state["step"])}
     if eval_data_path is not None:
         metrics.update(evaluate(model, load_dataset(eval_data_path)[0], eval_episodes))
-    out = Path(out_dir)
-    (out / "metrics.json").parent.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     export_cmd = command if command is not None else shlex.join([sys.executable, *sys.argv])
     train_cmd = state.get("command", "")
     save_encoder(model, out, command=f"{train_cmd}  # then: {export_cmd}" if train_cmd else export_cmd,
                  seed=settings["seed"], data_hash=settings["data_hash"], metrics=metrics,
                  extra={"exported_from": {"path": str(weights_path), "step": int(state["step"]),
-                                          "sha256": sha256_file(weights_path)}})
+                                          "sha256": sha256_file(weights_path)},
+                        **({"init_from_sha256": settings["init_from_sha256"]} if "init_from_sha256" in settings
+                           else {})})
     return metrics
 
 
@@ -364,7 +374,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
 
     ``keep_every`` > 0 also keeps the weights every that many steps as ``weights_<step>.pt`` (no
     optimiser; ``export`` makes a verified encoder of one). The learning-rate schedule does not depend
-    on ``steps``, so the weights at step N are those a run of N steps ends with.
+    on ``steps``, so the weights at step N are those a run of N steps ends with (bit-exact on the CPU,
+    a resume included; on a GPU up to its floating-point non-determinism).
     """
     import torch
 

@@ -335,10 +335,27 @@ def test_kept_weights_are_a_shorter_runs_and_export_to_a_verified_encoder(tmp_pa
     assert manifest["data_hash"] == json.loads(kept["settings"])["data_hash"]
     with pytest.raises(ValueError, match="--data .*eval.npz: data_hash"):  # not the run's training data
         export_encoder(long / "weights_000002.pt", tmp_path / "eval.npz", tmp_path / "x")
-    (tmp_path / "junk.pt").write_bytes(b"")
+    for junk in (b"", b"not a checkpoint"):
+        (tmp_path / "junk.pt").write_bytes(junk)
+        assert cli(["export", "--weights", str(tmp_path / "junk.pt"), "--data", str(tmp_path / "train.npz"),
+                    "--out", str(tmp_path / "y")]) == 2
     torch.save({"nothing": 1}, tmp_path / "junk.pt")
     assert cli(["export", "--weights", str(tmp_path / "junk.pt"), "--data", str(tmp_path / "train.npz"),
                 "--out", str(tmp_path / "y")]) == 2
+    with pytest.raises(ValueError, match="holds a training run"):  # would overwrite the run's own encoder
+        export_encoder(long / "weights_000002.pt", tmp_path / "train.npz", long)
+    # the CLI: kept weights across a resume are still the 2-step run's, and export from the command line
+    args = ["--data", str(tmp_path / "train.npz"), "--batch-size", "4", "--warmup-steps", "2", "--ckpt-every", "1",
+            "--keep-every", "2", "--preset", "tiny"]
+    cli_run = ["train", "--out", str(tmp_path / "cli"), *args]
+    assert cli([*cli_run, "--steps", "1"]) == 0 and cli([*cli_run, "--steps", "3"]) == 0  # 1 step, then resumed
+    assert cli(["train", "--out", str(tmp_path / "cli2"), *args, "--steps", "2"]) == 0  # 2 steps in one go
+    resumed = torch.load(tmp_path / "cli" / "weights_000002.pt", weights_only=True)["model"]
+    ref2 = torch.load(tmp_path / "cli2" / "train_state.pt", weights_only=True)["model"]
+    assert all(torch.equal(resumed[k], ref2[k]) for k in ref2)
+    assert cli(["export", "--weights", str(tmp_path / "cli" / "weights_000002.pt"), "--data",
+                str(tmp_path / "train.npz"), "--out", str(tmp_path / "cli_export")]) == 0
+    assert load_encoder(tmp_path / "cli_export")[1]["exported_from"]["step"] == 2
     assert cli(["export", "--weights", str(tmp_path / "none.pt"), "--data", str(tmp_path / "train.npz"),
                 "--out", str(tmp_path / "y")]) == 2
     with pytest.raises(ValueError, match="keep_every=-1"):
