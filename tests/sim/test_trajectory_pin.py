@@ -4,7 +4,9 @@ measured success rates depend on exact trajectories, so a change that moves thes
 physics/controller change and needs the expert table and the VLA gate re-measured.
 
 The expected values were printed by the code before those speed-ups (commit 80697d6), on which
-they are bit-identical; the tolerance (1e-12 absolute) only allows for another machine's BLAS/SIMD.
+they are bit-identical; the tolerance (1e-10 absolute) only allows for another machine's BLAS/SIMD
+(one machine put PyBullet's push joints 1.9e-12 off; any change to the physics or controller moves
+these states by orders of magnitude more).
 The fast paths that replaced numpy calls are also checked against the numpy formulas, exactly.
 Those pins run at a 2 ms physics step; PyBullet's default step is now 1/300 s, pinned separately
 (values printed by the commit that changed it, after the expert table was re-measured).
@@ -89,7 +91,7 @@ EXPECTED = {
         "yaw": 4.956838453423545e-11, "grip": 1.0,
     },
 }
-ATOL = 1e-12
+ATOL = 1e-10
 
 
 # PyBullet at its default physics step (1/300 s, 15 substeps per control step) since the step was
