@@ -30,21 +30,13 @@ from edge.telemetry import machine_info
 
 def load_any(path: str):
     """(model, description) from a shipped encoder directory or a training-state file."""
-    import torch
-
-    from world_models.slot_encoder import (
-        SlotAutoencoder,
-        SlotEncoderConfig,
-        load_encoder,
-    )
+    from world_models.slot_encoder import load_encoder
+    from world_models.slot_pretrain import load_run_weights
 
     p = Path(path)
     if p.is_file() and p.suffix == ".pt":
-        state = torch.load(p, map_location="cpu", weights_only=True)
-        cfg = json.loads(state["settings"])["config"]
-        model = SlotAutoencoder(SlotEncoderConfig(**cfg))
-        model.load_state_dict(state["model"])
-        return model.eval(), {"path": str(p), "step": int(state["step"]), "data_hash": json.loads(state["settings"])["data_hash"]}
+        model, settings, step, _ = load_run_weights(p, "--encoders")
+        return model, {"path": str(p), "step": step, "data_hash": settings["data_hash"]}
     model, manifest = load_encoder(p)
     return model, {"path": str(p), "step": manifest.get("metrics", {}).get("step"),
                    "data_hash": manifest.get("data_hash"), "sha256": manifest.get("sha256")}

@@ -159,24 +159,47 @@ def _set_rng_state(rng: np.random.Generator, state: str) -> None:
     rng.bit_generator.state = json.loads(state)
 
 
+def _atomic_save(obj: dict, path: Path) -> None:
+    import torch
+
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict) -> None:
     import torch
 
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
-                "settings": json.dumps(settings)}, tmp)
-    os.replace(tmp, path)
+    _atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                  "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
+                  "settings": json.dumps(settings)}, path)
 
 
 def _save_weights(path: Path, model, step: int, settings: dict, command: str) -> None:
-    """The weights alone at ``step`` (read like a ``train_state.pt`` by the benchmarks and ``export``)."""
+    """The weights alone at ``step`` (read, like a ``train_state.pt``, by :func:`load_run_weights`)."""
+    _atomic_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "step": step,
+                  "settings": json.dumps(settings), "command": command}, path)
+
+
+def load_run_weights(path: str | Path, flag: str = "--weights"):
+    """``(model, settings, step, command)`` from a run's ``train_state.pt`` or kept ``weights_<step>.pt``
+    (``command``: the training command kept weights record, else ""): the model in eval mode on the
+    CPU; ValueError naming ``flag`` and the file for anything else."""
     import torch
 
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "step": step,
-                "settings": json.dumps(settings), "command": command}, tmp)
-    os.replace(tmp, path)
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        settings = json.loads(state["settings"])
+        settings["data_hash"]  # noqa: B018 - every run records the hash of its training data
+        model = SlotAutoencoder(SlotEncoderConfig(**settings["config"]))
+        model.load_state_dict(state["model"])
+        step, command = int(state["step"]), str(state.get("command", ""))
+    except Exception as err:  # an empty, foreign or truncated file: say which and what it should be
+        raise ValueError(f"{flag} {path}: not a weights_<step>.pt or train_state.pt of a slot-encoder run "
+                         f"({type(err).__name__}: {err})") from None
+    return model.eval(), settings, step, command
 
 
 def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str | Path, *,
@@ -187,43 +210,27 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
     ``data_path`` must be the run's training data (its hash is checked against the one the weights
     were trained on); the manifest records the training command, its seed and step, the export
     command, and the held-out metrics on ``eval_data_path``."""
-    import torch
-
-    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder, sha256_file
+    from world_models.slot_encoder import save_encoder, sha256_file
 
     weights_path, out = Path(weights_path), Path(out_dir)
     if not weights_path.is_file():
         raise FileNotFoundError(f"--weights {weights_path}: no such file")
     if (out / "train_state.pt").exists():
         raise ValueError(f"--out {out}: holds a training run (train_state.pt); export into another directory")
-    not_a_run = f"--weights {weights_path}: not a weights_<step>.pt or train_state.pt of a slot-encoder run"
-    try:
-        state = torch.load(weights_path, map_location="cpu", weights_only=True)
-        settings = json.loads(state["settings"])
-        config = SlotEncoderConfig(**settings["config"])
-        trained_on = settings["data_hash"]
-    except Exception as err:  # an empty, foreign or truncated file: say which and what it should be
-        raise ValueError(f"{not_a_run} ({type(err).__name__}: {err})") from None
+    model, settings, step, train_cmd = load_run_weights(weights_path)
     _, meta = load_dataset(data_path)
-    if meta["data_hash"] != trained_on:
+    if meta["data_hash"] != settings["data_hash"]:
         raise ValueError(f"--data {data_path}: data_hash {meta['data_hash']}, but {weights_path} was trained on "
-                         f"{trained_on}; pass the run's training data")
-    model = SlotAutoencoder(config)
-    try:
-        model.load_state_dict(state["model"])
-    except (KeyError, RuntimeError) as err:
-        raise ValueError(f"{not_a_run} (its weights do not fit its config: {err})") from None
-    model.eval()
-    metrics: dict[str, Any] = {"step": int(state["step"])}
+                         f"{settings['data_hash']}; pass the run's training data")
+    metrics: dict[str, Any] = {"step": step}
     if eval_data_path is not None:
         metrics.update(evaluate(model, load_dataset(eval_data_path)[0], eval_episodes))
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     export_cmd = command if command is not None else shlex.join([sys.executable, *sys.argv])
-    train_cmd = state.get("command", "")
     save_encoder(model, out, command=f"{train_cmd}  # then: {export_cmd}" if train_cmd else export_cmd,
                  seed=settings["seed"], data_hash=settings["data_hash"], metrics=metrics,
-                 extra={"exported_from": {"path": str(weights_path), "step": int(state["step"]),
+                 extra={"exported_from": {"path": str(weights_path), "step": step,
                                           "sha256": sha256_file(weights_path)},
                         **({"init_from_sha256": settings["init_from_sha256"]} if "init_from_sha256" in settings
                            else {})})
