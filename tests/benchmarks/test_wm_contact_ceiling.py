@@ -1,0 +1,91 @@
+"""benchmarks/wm_contact_ceiling.py: measures on known answers, episodes and features, the regressor, a tiny run."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+cc = load_benchmark("wm_contact_ceiling")
+
+
+def test_measures_on_known_answers():
+    rng = np.random.default_rng(0)
+    real = rng.normal(0, 1.0, (400, 2))
+    real[:100] *= 0.05  # 100 steps shorter than 2 mm (no contact): |step| ~ 0.06 cm
+    near = np.ones(400, bool)
+    exact = cc.measures(real.copy(), real, near)
+    assert exact["contact_steps"] == int((np.linalg.norm(real, axis=1) > 0.2).sum())
+    assert exact["length_ratio_median_at_contact"] == 1.0 and exact["cosine_median_at_contact"] == 1.0
+    assert exact["r2_near"] == 1.0 and exact["calibration_slope_near"] == 1.0 == exact["pred_on_real_slope_near"]
+    half = cc.measures(0.5 * real, real, near)  # a shrunken prediction: length 0.5, calibration slope 2
+    assert half["length_ratio_median_at_contact"] == 0.5 and half["cosine_median_at_contact"] == 1.0
+    assert half["calibration_slope_near"] == 2.0 and half["pred_on_real_slope_near"] == 0.5
+    assert half["r2_near"] == pytest.approx(0.75, abs=1e-3)
+    # the mean given a coin flip: a step of 1 cm half the time, predicted 0.5 cm every time
+    coin = np.zeros((400, 2))
+    coin[::2, 0] = 1.0
+    m = cc.measures(np.tile([0.5, 0.0], (400, 1)), coin, near)
+    assert m["length_ratio_median_at_contact"] == 0.5  # looks short at contact ...
+    assert m["calibration_slope_near"] == 1.0  # ... yet it is the calibrated mean
+    assert m["r2_near"] == pytest.approx(0.5, abs=1e-3)
+    some = cc.measures(real, real, np.zeros(400, bool))
+    assert some["near_steps"] == 0 and "r2_near" not in some
+
+
+def test_collected_episodes_are_reproducible_and_consistent():
+    from world_models.object_env import _CENTER_M, _SCALE_M
+
+    a, b = cc.collect_episode(830_000_000, 0.5), cc.collect_episode(830_000_000, 0.5)
+    np.testing.assert_array_equal(a["feats"], b["feats"])
+    np.testing.assert_array_equal(a["actions"], b["actions"])
+    T = len(a["actions"])
+    assert a["feats"].shape == (T + 1, 5, 12) and a["red"].shape == a["tcp"].shape == (T + 1, 2)
+    np.testing.assert_allclose(a["feats"][:, 2, :2] * _SCALE_M[:2] + _CENTER_M[:2], a["red"], atol=1e-5)
+    np.testing.assert_allclose(a["feats"][:, 0, :2] * _SCALE_M[:2] + _CENTER_M[:2], a["tcp"], atol=1e-5)
+    assert 0.0 <= a["eps"] <= 0.5 and (a["success"] or T == 60)
+    x_pose, x_ctl = cc.features(a, "pose"), cc.features(a, "control")
+    assert x_pose.shape == (T, 15 + 3 + 4 + 8) and x_ctl.shape == (T, x_pose.shape[1] + 2 + 6)
+    np.testing.assert_array_equal(x_ctl[:, :x_pose.shape[1]], x_pose)
+    np.testing.assert_allclose(x_pose[:, 15:18], a["feats"][:-1, 2, :3] - a["feats"][:-1, 0, :3], atol=1e-6)
+    assert (x_pose[:, 22:30].argmax(1) == a["actions"]).all()
+    np.testing.assert_allclose(cc.targets(a), 100 * np.diff(a["red"], axis=0), atol=1e-4)
+    with pytest.raises(ValueError, match="feature set"):
+        cc.features(a, "pixels")
+
+
+def test_regressor_learns_a_nonlinear_step():
+    """A step that is 1 cm along x only where the input's first coordinate is positive (contact-like)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3000, 4)).astype(np.float32)
+    y = np.c_[(x[:, 0] > 0).astype(np.float32), np.zeros(len(x), np.float32)]
+    predict, info = cc.fit_mlp(x[:2500], y[:2500], x[2500:2800], y[2500:2800], hidden=64, max_updates=2000)
+    m = cc.measures(predict(x[2800:]), y[2800:], np.ones(200, bool))
+    assert info["best_update"] <= info["updates"] == 2000
+    assert m["r2_near"] > 0.9 and 0.8 < m["length_ratio_median_at_contact"] < 1.2
+
+
+def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
+    from world_models.object_env import ObjectTaskConfig
+    from world_models.train import Trainer, tiny
+
+    run = tmp_path / "wm"
+    cfg = tiny(env=ObjectTaskConfig(task="push3", image_size=32, max_steps=6), env_steps=12,
+               model=replace(tiny().model, num_slots=5))
+    Trainer(cfg, run, progress=False).run()
+    test = [cc.collect_episode(840_000_000, 0.5)]
+    steps = cc.world_model_steps(run, test)
+    assert steps[0].shape == (len(test[0]["actions"]), 2) and np.isfinite(steps[0]).all()
+    out = tmp_path / "c.json"
+    assert cc.main(["--train-episodes", "6", "--test-episodes", "2", "--sizes", "150", "--max-updates", "10",
+                    "--features", "pose", "--agents", f"tiny={run}", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["data"]["train_episodes"] == 6 and len(res["data"]["train_sha256"]) == 64
+    assert list(res["regressors"]) == ["pose_150"] and res["regressors"]["pose_150"]["updates"] == 10
+    assert res["world_models"]["tiny"]["steps"] == res["data"]["test_transitions"]
+    for bad in (["--features", "pixels"], ["--test-seed", "830000001"], ["--agents", "x"],
+                ["--agents", f"x={tmp_path}"], ["--sizes", "10"]):
+        with pytest.raises(SystemExit):
+            cc.main(["--train-episodes", "6", "--test-episodes", "2", "--out", str(out), *bad])
