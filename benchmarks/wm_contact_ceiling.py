@@ -65,7 +65,7 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2) -> dict:
         env.reset(seed=seed)
         rng = np.random.default_rng(seed)
         eps = float(rng.uniform(0.0, eps_max))
-        feats, acts, red, tcp = [env.oracle_now()], [], [], []
+        feats, acts, rews, red, tcp = [env.oracle_now()], [], [], [], []
 
         def poses():
             red.append(env.env.backend.object_pose7("red")[:2].copy())
@@ -75,14 +75,16 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2) -> dict:
         success = False
         for _ in range(env.cfg.steps):
             a = int(rng.integers(8)) if rng.random() < eps else scripted_action(env)
-            _, success = env.simulate(a)
+            r, success = env.simulate(a)
             acts.append(a)
+            rews.append(r)
             feats.append(env.oracle_now())
             poses()
             if success:
                 break
         return {"feats": np.stack(feats).astype(np.float32), "actions": np.asarray(acts, np.int64),
-                "red": np.asarray(red), "tcp": np.asarray(tcp), "eps": eps, "success": bool(success)}
+                "rewards": np.asarray(rews, np.float32), "red": np.asarray(red), "tcp": np.asarray(tcp), "eps": eps,
+                "success": bool(success)}
     finally:
         env.close()
 
@@ -247,16 +249,18 @@ def replay_episodes(run: str | Path) -> tuple[list[dict], int]:
         f[..., :8] = e.states @ np.linalg.pinv(proj)
         xy = f[..., :2] * _SCALE_M[:2] + _CENTER_M[:2]
         out.append({"feats": f, "actions": np.asarray(e.actions, np.int64), "red": xy[:, 2], "tcp": xy[:, 0],
-                    "success": bool(e.terminated)})
+                    "rewards": np.asarray(e.rewards, np.float32), "success": bool(e.terminated)})
     return out, cfg.seed
 
 
 def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], updates: int, seed: int = 0,
-                    log=None):
+                    reward: bool = False, log=None):
     """The world models' transformer (``cfg.model``), trained from scratch with the next-state loss
     alone (the learner's: squared error over the slots of the acted steps, windows of the learner's
-    length and left padding, its optimiser settings) on collected episodes; the checkpoint of lowest
-    validation loss (every 250 updates) is returned with a summary."""
+    length and left padding, its optimiser settings) on collected episodes; with ``reward`` also the
+    learner's reward loss (cross-entropy to the two-hot reward, weights ``w_obs`` and ``w_rew``), so
+    that a search can use its dynamics and rewards. The checkpoint of lowest validation loss (every
+    250 updates) is returned with a summary."""
     import copy
 
     import torch
@@ -272,7 +276,7 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
         for e in eps:
             T = len(e["actions"])
             rp.add(Episode(states=(e["feats"][..., :proj.shape[0]] @ proj).astype(np.float32), actions=e["actions"],
-                           rewards=np.zeros(T, np.float32), policies=np.full((T, 8), 1 / 8, np.float32),
+                           rewards=e["rewards"], policies=np.full((T, 8), 1 / 8, np.float32),
                            root_values=np.zeros(T, np.float32), terminated=e["success"]))
         return rp
 
@@ -283,7 +287,13 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
                     heads="none")
         err = ((out["next_z"] - z[:, 1:n_in + 1]) ** 2).mean((-1, -2))
         w = torch.as_tensor(b["acted"][:, :n_in]).float()
-        return (err * w).sum() / w.sum().clamp_min(1.0)
+        n_a = w.sum().clamp_min(1.0)
+        loss = (err * w).sum() / n_a
+        if not reward:
+            return loss
+        code = model.support.two_hot(torch.as_tensor(b["rewards"][:, :n_in]))
+        l_rew = (-(code * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w).sum() / n_a
+        return lc.w_obs * loss + lc.w_rew * l_rew
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -308,7 +318,25 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
                 log(f"  token model: update {u}/{updates}, validation next-state loss {v:.3e}")
     model.load_state_dict(best_state)
     return model.eval(), {"updates": updates, "best_update": best_at, "validation_loss": float(f"{best:.4g}"),
-                          "train_transitions": rp.transitions}
+                          "train_transitions": rp.transitions, "reward_loss": reward}
+
+
+def save_token_model(out: Path, cfg, model, info: dict, command: str, data_sha256: str) -> None:
+    """Write an offline-fitted token model as a world-model run directory (``model.pt`` with the
+    configuration it was built from, ``manifest.json`` with command, seed, data hash, git revision,
+    metrics and the file's sha256), loadable by ``world_models.policy.load_world_model``."""
+    import torch
+
+    from edge.digest import sha256_file
+    from world_models.train import MANIFEST_FILE, MODEL_FILE, to_dict
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": to_dict(cfg), "model": model.state_dict()}, out / MODEL_FILE)
+    manifest = {"kind": "edge-world-model", "command": command, "seed": cfg.seed, "config": to_dict(cfg),
+                "git": git_revision(), "data_sha256": data_sha256, "metrics": info,
+                "note": "offline: dynamics (and rewards) fitted to collected transitions; policy and value untrained",
+                "files": {MODEL_FILE: sha256_file(out / MODEL_FILE)}}
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 # ---------------------------------------------------------------------------------------- measures
@@ -353,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="collected transitions per token-model fit (needs --token-config)")
     ap.add_argument("--token-updates", type=int, nargs="*", default=[],
                     help="updates per token-model fit: one per --token-sizes entry, then one for the replay runs")
+    ap.add_argument("--token-reward", action="store_true",
+                    help="token-model fits on the collected data also learn the reward (the learner's loss)")
+    ap.add_argument("--save-token", default="", help="DIR: save the last token-model fit on the collected data "
+                                                     "as a world-model run directory")
     ap.add_argument("--jobs", type=int, default=1, help="processes collecting episodes")
     ap.add_argument("--out", default="benchmarks/results/wm_contact_ceiling.json")
     args = ap.parse_args(argv)
@@ -370,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--train-seed {args.train_seed} and --test-seed {args.test_seed}: the episode ranges overlap")
     if args.token_sizes and not args.token_config:
         ap.error("--token-sizes needs --token-config RUN")
+    if (args.save_token or args.token_reward) and not args.token_sizes:
+        ap.error("--save-token and --token-reward need --token-sizes (a token-model fit on the collected data)")
+    if args.save_token and (Path(args.save_token) / "model.pt").exists():
+        ap.error(f"--save-token {args.save_token}: a model is already there; choose a new directory")
     want_upd = len(args.token_sizes) + (1 if args.replay_runs and args.token_updates else 0)
     if args.token_updates and len(args.token_updates) != want_upd or args.token_sizes and not args.token_updates:
         ap.error(f"--token-updates {args.token_updates}: give {want_upd} (one per --token-sizes entry"
@@ -447,11 +483,17 @@ def main(argv: list[str] | None = None) -> int:
             k, k_fit, n_fit, n_end = split(min(n, n_train), "--token-sizes")
             t1 = time.perf_counter()
             log(f"token model: fit on {n_fit} collected transitions, early stopping on {n_end - n_fit}")
-            model, info = fit_token_model(tcfg, tproj, train[:k_fit], train[k_fit:k], upd, log=log)
+            model, info = fit_token_model(tcfg, tproj, train[:k_fit], train[k_fit:k], upd,
+                                          reward=args.token_reward, log=log)
             m = measures(np.concatenate(token_steps(model, tproj, tcfg.planner.context, test)), real, near_mask)
             res["token_models"][f"collected_{min(n, n_train)}"] = {"transitions": n_end, "fit": n_fit, **info, **m,
                                                                    "wall_s": round(time.perf_counter() - t1, 1)}
             log(f"  {json.dumps(m)}")
+        if args.save_token:
+            save_token_model(Path(args.save_token), tcfg, model, {**info, **m}, res["command"],
+                             data_hash(train[:k]))
+            res["saved_token_model"] = args.save_token
+            log(f"saved the last token model to {args.save_token}")
     for a in args.replay_runs:
         name, _, run = a.partition("=")
         eps, seed = replay_episodes(run)

@@ -67,6 +67,30 @@ def test_regressor_learns_a_nonlinear_step():
     assert m["r2_near"] > 0.9 and 0.8 < m["length_ratio_median_at_contact"] < 1.2
 
 
+def test_token_steps_read_the_last_block_with_its_own_action():
+    """A stand-in model that moves the red cube 1 cm along the last block's action: the predicted steps
+    are those directions, so windows, actions and the oracle map's inverse line up."""
+    import torch
+
+    from world_models.object_env import _SCALE_M
+    from world_models.observer import oracle_map
+
+    proj = oracle_map(8, 16, 3)
+    dirs = np.array([[np.cos(a * np.pi / 4), np.sin(a * np.pi / 4)] for a in range(8)])
+
+    def model(win, act, val, heads="none"):
+        assert val[:, -1].all() and heads == "none"
+        shift = np.zeros(win.shape)
+        step = np.c_[0.01 * dirs[act[:, -1].numpy()], np.zeros(len(act))] / _SCALE_M  # (T, 3)
+        shift[:, -1, 2] = step @ proj[:3]
+        return {"next_z": win + torch.as_tensor(shift, dtype=torch.float32)}
+
+    e = cc.collect_episode(840_000_001, 0.5)
+    e["actions"] = np.arange(len(e["actions"])) % 8
+    got = cc.token_steps(model, proj, 4, [e])[0]
+    np.testing.assert_allclose(got, dirs[e["actions"]], atol=1e-3)
+
+
 def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
     from world_models.object_env import ObjectTaskConfig
     from world_models.train import Trainer, tiny
@@ -85,7 +109,35 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
     assert res["data"]["train_episodes"] == 6 and len(res["data"]["train_sha256"]) == 64
     assert list(res["regressors"]) == ["pose_150"] and res["regressors"]["pose_150"]["updates"] == 10
     assert res["world_models"]["tiny"]["steps"] == res["data"]["test_transitions"]
+    # the data-or-model arms: the token model on collected data and on the run's replay, the regressor on it
+    eps, seed = cc.replay_episodes(run)
+    assert seed == cfg.seed and len(eps) == 2 and all(len(e["actions"]) == 6 for e in eps)
+    np.testing.assert_allclose(eps[0]["feats"][..., 7], 1.0, atol=1e-4)  # the bias feature, decoded
+    out2 = tmp_path / "c2.json"
+    assert cc.main(["--train-episodes", "6", "--test-episodes", "2", "--features", "--token-config", str(run),
+                    "--token-sizes", "150", "--token-updates", "3", "4", "--replay-runs", f"r={run}",
+                    "--max-updates", "10", "--out", str(out2)]) == 0
+    res = json.loads(out2.read_text())
+    assert res["regressors"] == {} and res["replay_regressors"]["r"]["transitions"] == 12
+    tok = res["token_models"]
+    assert set(tok) == {"collected_150", "replay_r"} and tok["collected_150"]["updates"] == 3
+    assert tok["replay_r"]["updates"] == 4 and tok["replay_r"]["steps"] == res["data"]["test_transitions"]
+    # an offline model with rewards, saved as a run the agents' search loads (policy and value untrained)
+    saved = tmp_path / "offline"
+    assert cc.main(["--train-episodes", "6", "--test-episodes", "2", "--features", "--token-config", str(run),
+                    "--token-sizes", "150", "--token-updates", "3", "--token-reward", "--save-token", str(saved),
+                    "--out", str(out2)]) == 0
+    from world_models.sim_search import load_oracle_agent
+
+    scfg, _, _ = load_oracle_agent(saved)  # verifies model.pt against the manifest
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert scfg == cfg and manifest["metrics"]["reward_loss"] is True and len(manifest["data_sha256"]) == 64
+    with pytest.raises(SystemExit):  # never over an existing model
+        cc.main(["--train-episodes", "6", "--test-episodes", "2", "--features", "--token-config", str(run),
+                 "--token-sizes", "150", "--token-updates", "3", "--save-token", str(saved), "--out", str(out2)])
     for bad in (["--features", "pixels"], ["--test-seed", "830000001"], ["--agents", "x"],
-                ["--agents", f"x={tmp_path}"], ["--sizes", "10"]):
+                ["--agents", f"x={tmp_path}"], ["--sizes", "10"], ["--token-sizes", "100"],
+                ["--token-config", str(run), "--token-sizes", "100", "--token-updates", "1", "2"],
+                ["--replay-runs", f"r={tmp_path}"], ["--token-reward"]):
         with pytest.raises(SystemExit):
             cc.main(["--train-episodes", "6", "--test-episodes", "2", "--out", str(out), *bad])
