@@ -73,6 +73,10 @@ class RunConfig:
     checkpoint_every: int = 2_000
     seed: int = 0
     threads: int = 1  # torch intra-op threads
+    # a trained world-model run (DIR with model.pt, verified against its manifest) whose weights
+    # initialise this run's model and its target network; it must have the same model settings and
+    # observe the same way (oracle slots: the same seed, which fixes the oracle map). '' = random init
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         for name, typ in (("env", ObjectTaskConfig), ("model", WorldModelConfig), ("planner", PlannerConfig),
@@ -198,6 +202,26 @@ def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
     model.encoder.requires_grad_(False)
 
 
+def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> None:
+    """Load the weights of the run ``cfg.init_from`` into ``model`` (ConfigError naming the key if it
+    cannot initialise this run)."""
+    from edge.errors import EdgeError
+    from world_models.policy import load_world_model
+
+    try:
+        icfg, imodel, _ = load_world_model(cfg.init_from)
+    except EdgeError as e:
+        raise ConfigError(f"init_from={cfg.init_from!r}: {e}") from None
+    if icfg.model != cfg.model or icfg.obs != cfg.obs:
+        raise ConfigError(f"init_from={cfg.init_from!r}: that run has obs={icfg.obs!r} and model settings "
+                          f"{to_dict(icfg)['model']}; this run needs obs={cfg.obs!r} and {to_dict(cfg)['model']}")
+    if cfg.obs == "oracle" and (icfg.seed, icfg.env.oracle_layout) != (cfg.seed, cfg.env.oracle_layout):
+        raise ConfigError(f"init_from={cfg.init_from!r}: its oracle slots come from seed {icfg.seed} with "
+                          f"{len(icfg.env.oracle_layout)} features, this run's from seed {cfg.seed} with "
+                          f"{len(cfg.env.oracle_layout)} (the seed fixes the oracle map); use a model of the same seed")
+    model.load_state_dict(imodel.state_dict())
+
+
 class Trainer:
     """Runs :class:`RunConfig` into ``out``; ``run()`` returns the final metrics."""
 
@@ -219,6 +243,8 @@ class Trainer:
         self.model = TokenWorldModel(mcfg)
         if cfg.obs == "pixels" and unused_slot_encoder(cfg) is None and cfg.encoder:
             freeze_pixel_encoder(self.model, resolve_shipped(cfg.encoder))
+        if cfg.init_from:
+            init_model_from(self.model, cfg)
         self.planner = Planner(self.model, cfg.planner)
         self.learner = Learner(self.model, cfg.learner, cfg.planner.gamma, cfg.planner.context)
         self.replay = Replay(cfg.capacity)
@@ -481,6 +507,8 @@ class Trainer:
         if self.cfg.encoder:
             ef = encoder_weights_file(self.cfg.encoder)
             files["encoder"] = sha256_file(ef) if ef.is_file() else None
+        if self.cfg.init_from:
+            files["init_from"] = sha256_file(Path(self.cfg.init_from) / MODEL_FILE)
         manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}
         (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))

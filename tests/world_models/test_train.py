@@ -294,3 +294,27 @@ def test_explore_scripted_plays_whole_episodes_with_the_scripted_policy(tmp_path
     assert "train_episodes_scripted" not in Trainer(tiny(env_steps=12), tmp_path / "none", progress=False).run()
     with pytest.raises(ConfigError, match="explore_scripted"):
         tiny(explore_scripted=1.5)
+
+
+def test_init_from_starts_from_another_runs_weights_and_refuses_a_mismatch(tmp_path):
+    a = tmp_path / "a"
+    assert Trainer(tiny(env_steps=12), a, progress=False).run()["updates"] > 0
+    _, trained, _ = load_world_model(a)
+    t = Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8, init_from=str(a)), tmp_path / "b",
+                progress=False)
+    for (k, v), w in zip(t.model.state_dict().items(), trained.state_dict().values()):
+        assert torch.equal(v, w), k
+    assert all(torch.equal(v, w) for v, w in zip(t.learner.target.state_dict().values(), trained.state_dict().values()))
+    t.run()
+    manifest = json.loads((tmp_path / "b" / MANIFEST_FILE).read_text())
+    assert manifest["config"]["init_from"] == str(a) and len(manifest["files"]["init_from"]) == 64
+    # a fresh run of the same seed starts elsewhere
+    fresh = Trainer(tiny(env_steps=8), tmp_path / "c", progress=False).model.state_dict()
+    assert not all(torch.equal(v, w) for v, w in zip(fresh.values(), trained.state_dict().values()))
+    with pytest.raises(ConfigError, match="init_from.*model settings"):
+        Trainer(tiny(env_steps=8, init_from=str(a), model=replace(tiny().model, width=32)), tmp_path / "d",
+                progress=False)
+    with pytest.raises(ConfigError, match="init_from.*seed"):  # the oracle map differs
+        Trainer(tiny(env_steps=8, init_from=str(a), seed=1), tmp_path / "e", progress=False)
+    with pytest.raises(ConfigError, match="init_from.*no world model"):
+        Trainer(tiny(env_steps=8, init_from=str(tmp_path)), tmp_path / "f", progress=False)
