@@ -219,9 +219,22 @@ def load_oracle_run(run: str | Path):
     from world_models.observer import oracle_map
     from world_models.policy import load_world_model
 
+    from dataclasses import asdict
+
+    from world_models.object_env import ObjectTaskConfig
+
     cfg, model, _ = load_world_model(run)
     if cfg.obs != "oracle" or cfg.env.task != "push3":
         raise EdgeError(f"{run}: obs={cfg.obs}, task={cfg.env.task}; this needs an oracle push3 run")
+    # the collected data's task: push3's defaults; what the run sees (oracle_state), its frames (never read
+    # here) and its step limit (the dynamics and rewards do not depend on it) may differ
+    e = cfg.env
+    want = ObjectTaskConfig(task="push3", oracle_state=e.oracle_state, image_size=e.image_size, crop=e.crop,
+                            segmentation=e.segmentation, max_steps=e.max_steps)
+    if cfg.env != want:
+        diff = {k: v for k, v in asdict(cfg.env).items() if getattr(want, k) != v}
+        raise EdgeError(f"{run}: trained with task settings {diff}; the collected episodes are push3 with the "
+                        "default settings, so this run's model would be read or fitted on another task")
     return cfg, model, oracle_map(len(cfg.env.oracle_layout), cfg.model.slot_dim, cfg.seed)
 
 
@@ -247,6 +260,8 @@ def replay_episodes(run: str | Path) -> tuple[list[dict], int]:
     for e in eps:
         f = np.zeros((len(e.states), e.states.shape[1], 12), np.float32)
         f[..., :8] = e.states @ np.linalg.pinv(proj)
+        if not np.allclose(f[..., 7], 1.0, atol=1e-3):
+            raise EdgeError(f"{run}: its replay does not decode with the run's oracle map (bias feature != 1)")
         xy = f[..., :2] * _SCALE_M[:2] + _CENTER_M[:2]
         out.append({"feats": f, "actions": np.asarray(e.actions, np.int64), "red": xy[:, 2], "tcp": xy[:, 0],
                     "rewards": np.asarray(e.rewards, np.float32), "success": bool(e.terminated)})
@@ -260,7 +275,8 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
     length and left padding, its optimiser settings) on collected episodes; with ``reward`` also the
     learner's reward loss (cross-entropy to the two-hot reward, weights ``w_obs`` and ``w_rew``), so
     that a search can use its dynamics and rewards. The checkpoint of lowest validation loss (every
-    250 updates) is returned with a summary."""
+    250 updates; with ``reward`` that loss is dominated by the reward term, the next-state term being
+    ~1e-4) is returned with a summary (the validation next-state loss of that checkpoint apart)."""
     import copy
 
     import torch
@@ -290,10 +306,10 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
         n_a = w.sum().clamp_min(1.0)
         loss = (err * w).sum() / n_a
         if not reward:
-            return loss
+            return loss, loss
         code = model.support.two_hot(torch.as_tensor(b["rewards"][:, :n_in]))
         l_rew = (-(code * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w).sum() / n_a
-        return lc.w_obs * loss + lc.w_rew * l_rew
+        return lc.w_obs * loss + lc.w_rew * l_rew, loss
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -302,26 +318,28 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
     rp, rv = buffer(train), buffer(val)
     vrng = np.random.default_rng(seed + 1)
     val_batches = [rv.sample(vrng, 64, window, pad) for _ in range(8)]
-    best, best_state, best_at = float("inf"), None, 0
+    best, best_state, best_at, best_obs = float("inf"), None, 0, float("nan")
     for u in range(1, updates + 1):
-        loss = loss_of(model, rp.sample(rng, lc.batch, window, pad))
+        loss = loss_of(model, rp.sample(rng, lc.batch, window, pad))[0]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), lc.grad_clip)
         opt.step()
         if u % 250 == 0 or u == updates:
             with torch.no_grad():
-                v = float(np.mean([float(loss_of(model, b)) for b in val_batches]))
+                parts = np.array([[float(x) for x in loss_of(model, b)] for b in val_batches])
+            v, v_obs = parts.mean(0)
             if v < best:
-                best, best_state, best_at = v, copy.deepcopy(model.state_dict()), u
+                best, best_state, best_at, best_obs = v, copy.deepcopy(model.state_dict()), u, v_obs
             if log:
                 log(f"  token model: update {u}/{updates}, validation next-state loss {v:.3e}")
     model.load_state_dict(best_state)
     return model.eval(), {"updates": updates, "best_update": best_at, "validation_loss": float(f"{best:.4g}"),
+                          "validation_next_state_loss": float(f"{best_obs:.4g}"),
                           "train_transitions": rp.transitions, "reward_loss": reward}
 
 
-def save_token_model(out: Path, cfg, model, info: dict, command: str, data_sha256: str) -> None:
+def save_token_model(out: Path, cfg, model, info: dict, command: str, data_sha256: str, config_run: str) -> None:
     """Write an offline-fitted token model as a world-model run directory (``model.pt`` with the
     configuration it was built from, ``manifest.json`` with command, seed, data hash, git revision,
     metrics and the file's sha256), loadable by ``world_models.policy.load_world_model``."""
@@ -333,8 +351,12 @@ def save_token_model(out: Path, cfg, model, info: dict, command: str, data_sha25
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"config": to_dict(cfg), "model": model.state_dict()}, out / MODEL_FILE)
     manifest = {"kind": "edge-world-model", "command": command, "seed": cfg.seed, "config": to_dict(cfg),
-                "git": git_revision(), "data_sha256": data_sha256, "metrics": info,
-                "note": "offline: dynamics (and rewards) fitted to collected transitions; policy and value untrained",
+                "git": git_revision(), "script_sha256": sha256_file(Path(__file__)), "data_sha256": data_sha256,
+                "metrics": info, "config_from": {"run": str(config_run),
+                                                 "model_sha256": sha256_file(Path(config_run) / MODEL_FILE)},
+                "note": "offline: dynamics (and rewards) fitted to collected transitions with the config_from run's "
+                        "model, planner and learner settings (its env_steps and the like do not apply); "
+                        "policy and value untrained",
                 "files": {MODEL_FILE: sha256_file(out / MODEL_FILE)}}
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
@@ -410,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.token_updates and len(args.token_updates) != want_upd or args.token_sizes and not args.token_updates:
         ap.error(f"--token-updates {args.token_updates}: give {want_upd} (one per --token-sizes entry"
                  f"{', then one for --replay-runs' if args.replay_runs else ''})")
+    if len(set(args.token_sizes)) != len(args.token_sizes):
+        ap.error(f"--token-sizes {args.token_sizes}: each size once")
     if any(u < 1 for u in args.token_updates):
         ap.error(f"--token-updates {args.token_updates}: each must be >= 1")
     for key in ("agents", "replay_runs"):
@@ -438,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"  {n_train} training and {len(real)} test transitions in {t_collect:.0f} s")
     res = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
            "machine": machine_info(), "git_revision": git_revision(),
+           "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
            "data": {"train_episodes": len(train), "train_transitions": n_train, "test_episodes": len(test),
                     "test_transitions": int(len(real)), "train_sha256": data_hash(train),
                     "test_sha256": data_hash(test), "collect_s": round(t_collect, 1),
@@ -481,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         res["token_config"] = args.token_config
         for n, upd in zip(args.token_sizes, args.token_updates):
             k, k_fit, n_fit, n_end = split(min(n, n_train), "--token-sizes")
+            if f"collected_{min(n, n_train)}" in res["token_models"]:
+                ap.error(f"--token-sizes {n}: more than the {n_train} transitions collected, as another size is")
             t1 = time.perf_counter()
             log(f"token model: fit on {n_fit} collected transitions, early stopping on {n_end - n_fit}")
             model, info = fit_token_model(tcfg, tproj, train[:k_fit], train[k_fit:k], upd,
@@ -491,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {json.dumps(m)}")
         if args.save_token:
             save_token_model(Path(args.save_token), tcfg, model, {**info, **m}, res["command"],
-                             data_hash(train[:k]))
+                             data_hash(train[:k]), args.token_config)
             res["saved_token_model"] = args.save_token
             log(f"saved the last token model to {args.save_token}")
     for a in args.replay_runs:

@@ -202,16 +202,22 @@ def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
     model.encoder.requires_grad_(False)
 
 
-def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> None:
-    """Load the weights of the run ``cfg.init_from`` into ``model`` (ConfigError naming the key if it
-    cannot initialise this run)."""
+def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> str:
+    """Load the weights of the run ``cfg.init_from`` into ``model`` and return the sha256 of the file
+    loaded (verified against that run's manifest); ConfigError naming the key if it cannot
+    initialise this run."""
+    from edge.digest import sha256_file
     from edge.errors import EdgeError
     from world_models.policy import load_world_model
 
     try:
         icfg, imodel, _ = load_world_model(cfg.init_from)
-    except EdgeError as e:
+    except (EdgeError, TypeError, KeyError) as e:
         raise ConfigError(f"init_from={cfg.init_from!r}: {e}") from None
+    if cfg.obs in ("slots", "pixels") and (icfg.encoder, icfg.encoder_carry_iters) != (cfg.encoder, cfg.encoder_carry_iters):
+        raise ConfigError(f"init_from={cfg.init_from!r}: that run reads encoder={icfg.encoder!r} with "
+                          f"encoder_carry_iters={icfg.encoder_carry_iters}, this run encoder={cfg.encoder!r} with "
+                          f"{cfg.encoder_carry_iters}; a model starts only from a run that sees the same way")
     if icfg.model != cfg.model or icfg.obs != cfg.obs:
         raise ConfigError(f"init_from={cfg.init_from!r}: that run has obs={icfg.obs!r} and model settings "
                           f"{to_dict(icfg)['model']}; this run needs obs={cfg.obs!r} and {to_dict(cfg)['model']}")
@@ -220,6 +226,7 @@ def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> None:
                           f"{len(icfg.env.oracle_layout)} features, this run's from seed {cfg.seed} with "
                           f"{len(cfg.env.oracle_layout)} (the seed fixes the oracle map); use a model of the same seed")
     model.load_state_dict(imodel.state_dict())
+    return sha256_file(Path(cfg.init_from) / MODEL_FILE)
 
 
 class Trainer:
@@ -243,14 +250,15 @@ class Trainer:
         self.model = TokenWorldModel(mcfg)
         if cfg.obs == "pixels" and unused_slot_encoder(cfg) is None and cfg.encoder:
             freeze_pixel_encoder(self.model, resolve_shipped(cfg.encoder))
-        if cfg.init_from:
-            init_model_from(self.model, cfg)
+        init_sha = init_model_from(self.model, cfg) if cfg.init_from else None
         self.planner = Planner(self.model, cfg.planner)
         self.learner = Learner(self.model, cfg.learner, cfg.planner.gamma, cfg.planner.context)
         self.replay = Replay(cfg.capacity)
         self.rng = np.random.default_rng(cfg.seed)
         self.st = {"env_steps": 0, "episodes": 0, "next_eval": 0, "next_ckpt": cfg.checkpoint_every,
                    "wall_s": 0.0, "train_returns": [], "train_success": []}
+        if init_sha:  # the weights the run started from (a resumed run keeps its first start's)
+            self.st["init_from_sha256"] = init_sha
         self.curve: list[dict] = []
         self.last_stats: dict = {}
         self._repeat_action = np.zeros(cfg.n_envs, np.int64)  # explore_repeat: the action being repeated
@@ -508,7 +516,7 @@ class Trainer:
             ef = encoder_weights_file(self.cfg.encoder)
             files["encoder"] = sha256_file(ef) if ef.is_file() else None
         if self.cfg.init_from:
-            files["init_from"] = sha256_file(Path(self.cfg.init_from) / MODEL_FILE)
+            files["init_from"] = self.st.get("init_from_sha256")
         manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}
         (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))

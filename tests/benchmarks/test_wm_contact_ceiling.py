@@ -138,6 +138,20 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
     for bad in (["--features", "pixels"], ["--test-seed", "830000001"], ["--agents", "x"],
                 ["--agents", f"x={tmp_path}"], ["--sizes", "10"], ["--token-sizes", "100"],
                 ["--token-config", str(run), "--token-sizes", "100", "--token-updates", "1", "2"],
-                ["--replay-runs", f"r={tmp_path}"], ["--token-reward"]):
+                ["--replay-runs", f"r={tmp_path}"], ["--token-reward"],
+                ["--token-config", str(run), "--token-sizes", "100000", "200000", "--token-updates", "1", "1"]):
         with pytest.raises(SystemExit):
             cc.main(["--train-episodes", "6", "--test-episodes", "2", "--out", str(out), *bad])
+
+
+def test_a_run_of_another_task_setting_is_refused(tmp_path):
+    from edge.errors import EdgeError
+    from world_models.object_env import ObjectTaskConfig
+    from world_models.train import Trainer, tiny
+
+    run = tmp_path / "wm"
+    cfg = tiny(env=ObjectTaskConfig(task="push3", image_size=32, max_steps=6, distractors=1), env_steps=12,
+               model=replace(tiny().model, num_slots=4))
+    Trainer(cfg, run, progress=False).run()
+    with pytest.raises(EdgeError, match="distractors"):
+        cc.load_oracle_run(run)

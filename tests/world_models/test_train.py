@@ -308,6 +308,10 @@ def test_init_from_starts_from_another_runs_weights_and_refuses_a_mismatch(tmp_p
     t.run()
     manifest = json.loads((tmp_path / "b" / MANIFEST_FILE).read_text())
     assert manifest["config"]["init_from"] == str(a) and len(manifest["files"]["init_from"]) == 64
+    # resumed, it keeps the hash of the weights it started from
+    Trainer(tiny(env_steps=16, eval_every=8, checkpoint_every=8, init_from=str(a)), tmp_path / "b", progress=False).run()
+    again = json.loads((tmp_path / "b" / MANIFEST_FILE).read_text())
+    assert again["metrics"]["env_steps"] == 16 and again["files"]["init_from"] == manifest["files"]["init_from"]
     # a fresh run of the same seed starts elsewhere
     fresh = Trainer(tiny(env_steps=8), tmp_path / "c", progress=False).model.state_dict()
     assert not all(torch.equal(v, w) for v, w in zip(fresh.values(), trained.state_dict().values()))
