@@ -171,6 +171,62 @@ def pair_arms(arms: list[dict]) -> list[dict]:
     return out
 
 
+def pool_sides(spec: str, names: list[str]) -> list[list[str]]:
+    """The two sides of a ``--pool`` spec over arm names (arm names hold single colons, so the sides
+    are split at the colon that leaves arm names on both)."""
+    for i, ch in enumerate(spec):
+        if ch != ":":
+            continue
+        sides = [spec[:i].split("+"), spec[i + 1:].split("+")]
+        if all(n in names for side in sides for n in side):
+            if len(sides[0]) != len(sides[1]):
+                raise EdgeError(f"--pool {spec!r}: both sides need as many arms")
+            return sides
+    raise EdgeError(f"--pool {spec!r}: expected A1+A2:B1+B2 over arm names of this run ({sorted(names)})")
+
+
+def pool_pairs(arms: list[dict], pools: list[str]) -> list[dict]:
+    """``A1+A2:B1+B2`` pools: arms A1 and A2 (their episodes in order, concatenated) against B1 and B2
+    on the same seeds, e.g. two training seeds of a method against two of its control."""
+    by_name = {a["name"]: a for a in arms}
+    out = []
+    for spec in pools:
+        sides = pool_sides(spec, list(by_name))
+        xa, xb = [], []
+        for na, nb in zip(*sides):
+            a, b = by_name[na], by_name[nb]
+            n = min(a["episodes"], b["episodes"])
+            if a["per_episode_seed"][:n] != b["per_episode_seed"][:n]:
+                raise EdgeError(f"--pool {spec!r}: {na} and {nb} did not play the same seeds")
+            xa += a["per_episode_success"][:n]
+            xb += b["per_episode_success"][:n]
+        out.append({"a": "+".join(sides[0]), "b": "+".join(sides[1]), **paired(xa, xb)})
+    return out
+
+
+def merge(files: list[Path], pools: list[str], out: Path, command: str) -> int:
+    """Arms of earlier runs of this script (same first seed) in one file, with their pairs and pools."""
+    runs = [json.loads(f.read_text()) for f in files]
+    seed0 = {r["settings"]["seed0"] for r in runs}
+    if len(seed0) != 1:
+        raise EdgeError(f"--merge: the runs start at different seeds {sorted(seed0)}; their arms do not pair")
+    arms = [a for r in runs for a in r["arms"]]
+    names = [a["name"] for a in arms]
+    if len(set(names)) != len(names):
+        raise EdgeError(f"--merge: an arm appears twice: {names}")
+    res = {"machine": machine_info(), "git": git_revision(), "command": command,
+           "merged_from": {str(f): {"git": r["git"], "command": r["command"], "wall_s": r["wall_s"]}
+                           for f, r in zip(files, runs)},
+           "arms": arms, "pairs": pair_arms(arms), "pools": pool_pairs(arms, pools)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    for p in res["pools"]:
+        print(f"pooled {p['a']} vs {p['b']}: {p['successes_a']} vs {p['successes_b']} of {p['episodes']} "
+              f"({p['only_a']} / {p['only_b']} discordant, McNemar p = {p['mcnemar_p']:.2g})")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arms", nargs="*", default=[], help="TASK:SEARCH:SIMULATIONS[:EPISODES], e.g. push3:gumbel:16")
@@ -182,8 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=100, help="episodes per arm unless the arm names its own")
     ap.add_argument("--seed0", type=int, default=800_000_000, help="first episode seed (every arm plays the same)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (episodes run in parallel)")
+    ap.add_argument("--pool", nargs="*", default=[], metavar="A1+A2:B1+B2",
+                    help="also pair arms pooled over seeds, e.g. push3:x_s0:agent+push3:x_s1:agent:push3:c_s0:agent+...")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
+                    help="instead of playing: put the arms of earlier runs (same --seed0) in one file with their pairs")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/wm_sim_search.json"))
     args = ap.parse_args(argv)
+    if args.merge:
+        missing = [str(f) for f in args.merge if not f.is_file()]
+        if missing:
+            raise EdgeError(f"--merge: no such file {missing}")
+        return merge(args.merge, args.pool, args.out, " ".join(sys.argv))
     if args.episodes < 1:
         raise EdgeError(f"--episodes={args.episodes} must be at least 1")
     if not 1 <= args.jobs <= 64:
@@ -207,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [a["name"] for a in arms]
     if len(set(names)) != len(names):
         raise EdgeError(f"--arms / --agents name an arm twice: {names}")
+    for spec in args.pool:  # before playing anything
+        pool_sides(spec, names)
     jobs: list[tuple[int, tuple]] = []  # (arm index, job)
     for k, a in enumerate(arms):
         seeds = [args.seed0 + i for i in range(a["episodes"])]
@@ -238,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     out_arms = [summarise(a, results[k]) for k, a in enumerate(arms)]
     res = {"machine": machine_info(), "git": git, "command": " ".join(sys.argv),
            "settings": {**vars(args), "out": str(args.out)}, "wall_s": round(time.perf_counter() - t0, 1),
-           "arms": out_arms, "pairs": pair_arms(out_arms)}
+           "arms": out_arms, "pairs": pair_arms(out_arms), "pools": pool_pairs(out_arms, args.pool)}
     for a in out_arms:
         lo, hi = a["wilson95"]
         print(f"{a['name']}: {a['successes']}/{a['episodes']} = {a['success']:.2f} [{lo:.2f}, {hi:.2f}], "

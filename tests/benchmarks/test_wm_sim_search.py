@@ -69,3 +69,38 @@ def test_an_agent_that_sees_the_control_features_pairs_with_the_simulator_arms(t
 def test_unknown_cells_are_refused(tmp_path):
     with pytest.raises(EdgeError, match="--cells both"):
         wss.main(["--arms", "reach3:gumbel:2:1", "--cells", "agent", "both", "--out", str(tmp_path / "x.json")])
+
+
+def _arm(name: str, seeds: list[int], success: list[bool]) -> dict:
+    return {"name": name, "task": "push3", "episodes": len(seeds), "per_episode_seed": seeds,
+            "per_episode_success": success}
+
+
+def test_pools_pair_two_seeds_against_two_and_runs_merge(tmp_path):
+    s = [1, 2, 3, 4]
+    arms = [_arm("push3:m_s0:agent", s, [True, True, False, False]), _arm("push3:m_s1:agent", s, [True, False, True, False]),
+            _arm("push3:c_s0:agent", s, [False, True, False, False]), _arm("push3:c_s1:agent", s, [False, False, False, False])]
+    (p,) = wss.pool_pairs(arms, ["push3:m_s0:agent+push3:m_s1:agent:push3:c_s0:agent+push3:c_s1:agent"])
+    assert (p["episodes"], p["successes_a"], p["successes_b"], p["only_a"], p["only_b"]) == (8, 4, 1, 3, 0)
+    assert p["a"] == "push3:m_s0:agent+push3:m_s1:agent"
+    for bad in ("push3:m_s0:agent", "push3:m_s0:agent+push3:m_s1:agent:push3:c_s0:agent", "x:y"):
+        with pytest.raises(EdgeError, match="--pool"):
+            wss.pool_pairs(arms, [bad])
+    # two runs' files merged: their arms pair across the files
+    files = []
+    for i, part in enumerate((arms[:2], arms[2:])):
+        f = tmp_path / f"r{i}.json"
+        f.write_text(json.dumps({"settings": {"seed0": 1}, "git": {}, "command": "c", "wall_s": 1.0, "arms": part}))
+        files.append(f)
+    out = tmp_path / "m.json"
+    assert wss.main(["--merge", *map(str, files), "--out", str(out), "--pool",
+                     "push3:m_s0:agent+push3:m_s1:agent:push3:c_s0:agent+push3:c_s1:agent"]) == 0
+    m = json.loads(out.read_text())
+    assert len(m["arms"]) == 4 and len(m["pairs"]) == 6 and m["pools"][0]["only_a"] == 3
+    assert set(m["merged_from"]) == {str(f) for f in files}
+    other = tmp_path / "o.json"
+    other.write_text(json.dumps({"settings": {"seed0": 2}, "git": {}, "command": "c", "wall_s": 1.0, "arms": []}))
+    with pytest.raises(EdgeError, match="different seeds"):
+        wss.main(["--merge", str(files[0]), str(other), "--out", str(out)])
+    with pytest.raises(EdgeError, match="--pool"):  # checked before anything is played
+        wss.main(["--arms", "reach3:gumbel:2:1", "--pool", "a:b", "--out", str(out)])
