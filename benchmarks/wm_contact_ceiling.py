@@ -6,8 +6,8 @@ state determines at all, with far more data than any world-model run had:
 
 * **data**: the simulator stepped without rendering under the scripted push policy
   (``world_models/scripted.py``), each step replaced by a uniform random action with probability
-  ε drawn per episode from [0, ``--eps-max``]; an episode ends on success or at the task's step
-  limit. Training episodes from ``--train-seed``, test episodes from ``--test-seed``.
+  ε drawn per episode from [``--eps-min``, ``--eps-max``] (test episodes: [0, 0.5] always); an
+  episode ends on success or at the task's step limit. Training episodes from ``--train-seed``, test episodes from ``--test-seed``.
 * **regressors**: an MLP fitted to the red cube's xy step (cm) from one step's state and action, on
   the first n training transitions for each ``--sizes`` n, with the ``pose`` features (the entities'
   positions, the cube relative to the TCP and the distractors relative to the cube: what the
@@ -54,7 +54,7 @@ FEATURE_SETS = ("pose", "control")
 
 
 # ---------------------------------------------------------------------------------------- data
-def collect_episode(seed: int, eps_max: float, distractors: int = 2) -> dict:
+def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: float = 0.0) -> dict:
     """One push3 episode: ``feats`` (T+1, N, 12) control-layout oracle features (the first 8 are the
     pose layout), ``actions`` (T,), ``red`` (T+1, 2) and ``tcp`` (T+1, 2) in metres."""
     from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
@@ -64,7 +64,7 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2) -> dict:
     try:
         env.reset(seed=seed)
         rng = np.random.default_rng(seed)
-        eps = float(rng.uniform(0.0, eps_max))
+        eps = float(rng.uniform(eps_min, eps_max))
         feats, acts, rews, red, tcp = [env.oracle_now()], [], [], [], []
 
         def poses():
@@ -90,17 +90,17 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2) -> dict:
 
 
 def _collect_chunk(args: tuple) -> list[dict]:
-    seeds, eps_max = args
-    return [collect_episode(s, eps_max) for s in seeds]
+    seeds, eps_max, eps_min = args
+    return [collect_episode(s, eps_max, eps_min=eps_min) for s in seeds]
 
 
-def collect(first_seed: int, n: int, eps_max: float, jobs: int) -> list[dict]:
+def collect(first_seed: int, n: int, eps_max: float, jobs: int, eps_min: float = 0.0) -> list[dict]:
     seeds = list(range(first_seed, first_seed + n))
     if jobs <= 1:
-        return _collect_chunk((seeds, eps_max))
+        return _collect_chunk((seeds, eps_max, eps_min))
     chunks = [seeds[i::jobs * 4] for i in range(jobs * 4)]
     with ProcessPoolExecutor(jobs) as pool:
-        parts = list(pool.map(_collect_chunk, [(c, eps_max) for c in chunks]))
+        parts = list(pool.map(_collect_chunk, [(c, eps_max, eps_min) for c in chunks]))
     by_seed = {s: ep for c, part in zip(chunks, parts) for s, ep in zip(c, part)}
     return [by_seed[s] for s in seeds]
 
@@ -386,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-episodes", type=int, default=200, help="test episodes (never used for fitting)")
     ap.add_argument("--train-seed", type=int, default=830_000_000, help="first training episode's seed")
     ap.add_argument("--test-seed", type=int, default=840_000_000, help="first test episode's seed")
-    ap.add_argument("--eps-max", type=float, default=0.5, help="per-episode random-action probability ~ U[0, this]")
+    ap.add_argument("--eps-max", type=float, default=0.5,
+                    help="per-episode random-action probability ~ U[--eps-min, this] (training episodes)")
+    ap.add_argument("--eps-min", type=float, default=0.0, help="see --eps-max (1 with --eps-max 1: random actions only)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 6000, 20000, 60000, 200000],
                     help="training transitions per fit (the first n; capped at what was collected)")
     ap.add_argument("--features", nargs="*", default=list(FEATURE_SETS),
@@ -413,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("train_episodes", "test_episodes", "jobs", "max_updates"):
         if getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
-    if not 0.0 <= args.eps_max <= 1.0:
-        ap.error(f"--eps-max {args.eps_max}: must be in [0, 1]")
+    if not 0.0 <= args.eps_min <= args.eps_max <= 1.0:
+        ap.error(f"--eps-min {args.eps_min} / --eps-max {args.eps_max}: need 0 <= min <= max <= 1")
     if min(args.sizes) < 100:
         ap.error(f"--sizes {args.sizes}: each must be >= 100 transitions")
     bad = [f for f in args.features if f not in FEATURE_SETS]
@@ -453,8 +455,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     log(f"collecting {args.train_episodes} training + {args.test_episodes} test episodes ({args.jobs} jobs)")
-    train = collect(args.train_seed, args.train_episodes, args.eps_max, args.jobs)
-    test = collect(args.test_seed, args.test_episodes, args.eps_max, args.jobs)
+    train = collect(args.train_seed, args.train_episodes, args.eps_max, args.jobs, args.eps_min)
+    test = collect(args.test_seed, args.test_episodes, 0.5, args.jobs)  # the test episodes never change
     t_collect = time.perf_counter() - t0
     n_train = sum(len(e["actions"]) for e in train)
     real = np.concatenate([targets(e) for e in test])
