@@ -13,7 +13,6 @@ The checkpoint directory holds ``model.pt`` + ``manifest.json`` from ``edge trai
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,28 +41,11 @@ class PlannerSpec:
 
 
 def load_world_model(path: str | Path, verify: bool = True):
-    """(RunConfig, TokenWorldModel in eval mode, manifest) from a training directory."""
-    import torch
+    """(RunConfig, TokenWorldModel in eval mode, manifest) from a training directory (sha256 checked
+    against its manifest): :func:`world_models.train.load_world_model`, imported when called."""
+    from world_models.train import load_world_model as load
 
-    from edge.digest import sha256_file
-    from world_models.token_model import TokenWorldModel
-    from world_models.train import MANIFEST_FILE, MODEL_FILE, RunConfig
-
-    p = Path(path)
-    f = p / MODEL_FILE if p.is_dir() else p
-    if not f.is_file():
-        raise EdgeError(f"no world model at {p} (expected {MODEL_FILE}); train one with "
-                        "`edge train world-model --out DIR`")
-    mf = f.parent / MANIFEST_FILE
-    manifest = json.loads(mf.read_text()) if mf.is_file() else {}
-    want = (manifest.get("files") or {}).get(MODEL_FILE)
-    if verify and want and sha256_file(f) != want:
-        raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
-    blob = torch.load(f, weights_only=False)
-    cfg = RunConfig(**blob["config"])
-    model = TokenWorldModel(cfg.model)
-    model.load_state_dict(blob["model"])
-    return cfg, model.eval(), manifest
+    return load(path, verify)
 
 
 class WorldModelPolicy:

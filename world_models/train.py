@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from edge.config import ConfigError
+from edge.errors import EdgeError
 from world_models.learner import Learner, LearnerConfig
 from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
 from world_models.observer import Observer
@@ -202,13 +203,34 @@ def freeze_pixel_encoder(model: TokenWorldModel, path: str) -> None:
     model.encoder.requires_grad_(False)
 
 
+def load_world_model(path: str | Path, verify: bool = True):
+    """(RunConfig, TokenWorldModel in eval mode, manifest) from a training directory."""
+    import torch
+
+    from edge.digest import sha256_file
+
+    p = Path(path)
+    f = p / MODEL_FILE if p.is_dir() else p
+    if not f.is_file():
+        raise EdgeError(f"no world model at {p} (expected {MODEL_FILE}); train one with "
+                        "`edge train world-model --out DIR`")
+    mf = f.parent / MANIFEST_FILE
+    manifest = json.loads(mf.read_text()) if mf.is_file() else {}
+    want = (manifest.get("files") or {}).get(MODEL_FILE)
+    if verify and want and sha256_file(f) != want:
+        raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
+    blob = torch.load(f, weights_only=False)
+    cfg = RunConfig(**blob["config"])
+    model = TokenWorldModel(cfg.model)
+    model.load_state_dict(blob["model"])
+    return cfg, model.eval(), manifest
+
+
 def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> str:
     """Load the weights of the run ``cfg.init_from`` into ``model`` and return the sha256 of the file
     loaded (verified against that run's manifest); ConfigError naming the key if it cannot
     initialise this run."""
     from edge.digest import sha256_file
-    from edge.errors import EdgeError
-    from world_models.policy import load_world_model
 
     try:
         icfg, imodel, _ = load_world_model(cfg.init_from)
