@@ -8,6 +8,13 @@ state determines at all, with far more data than any world-model run had:
   (``world_models/scripted.py``), each step replaced by a uniform random action with probability
   ε drawn per episode from [``--eps-min``, ``--eps-max``] (test episodes: [0, 0.5] always); an
   episode ends on success or at the task's step limit. Training episodes from ``--train-seed``, test episodes from ``--test-seed``.
+  ``--explorer`` sets what plays the training episodes instead of the scripted pusher (the test
+  episodes never change): ``sticky``, uniform random actions each kept for the next step with
+  probability ``--hold`` (reads nothing of the state); ``play``, task-agnostic object play: push a
+  cube drawn uniformly from all three towards a point 5–20 cm from it in a uniform direction, a new
+  draw after a geometric number of steps (mean ``--play-segment``), each step a uniform random
+  action with probability ε as above. ``play`` reads the cubes' and TCP's positions (what the
+  oracle agents observe) but neither the goal nor which cube is the target.
 * **regressors**: an MLP fitted to the red cube's xy step (cm) from one step's state and action, on
   the first n training transitions for each ``--sizes`` n, with the ``pose`` features (the entities'
   positions, the cube relative to the TCP and the distractors relative to the cube: what the
@@ -54,11 +61,19 @@ FEATURE_SETS = ("pose", "control")
 
 
 # ---------------------------------------------------------------------------------------- data
-def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: float = 0.0) -> dict:
+EXPLORERS = ("scripted", "sticky", "play")
+
+
+def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: float = 0.0,
+                    explorer: str = "scripted", hold: float = 0.9, play_segment: float = 20.0) -> dict:
     """One push3 episode: ``feats`` (T+1, N, 12) control-layout oracle features (the first 8 are the
-    pose layout), ``actions`` (T,), ``red`` (T+1, 2) and ``tcp`` (T+1, 2) in metres."""
+    pose layout), ``actions`` (T,), ``red`` (T+1, 2) and ``tcp`` (T+1, 2) in metres. ``explorer``:
+    see the module docstring."""
     from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
-    from world_models.scripted import scripted_action
+    from world_models.scripted import push_action, scripted_action
+
+    if explorer not in EXPLORERS:
+        raise ValueError(f"explorer {explorer!r}; choose one of {EXPLORERS}")
 
     env = ObjectTaskEnv(ObjectTaskConfig(task="push3", distractors=distractors, oracle_state="control"))
     try:
@@ -73,8 +88,23 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: fl
 
         poses()
         success = False
+        names = [o.name for o in env.env.scene.objects]
+        prev, left, obj, aim = -1, 0, "", np.zeros(2)
         for _ in range(env.cfg.steps):
-            a = int(rng.integers(8)) if rng.random() < eps else scripted_action(env)
+            if explorer == "sticky":
+                a = prev if prev >= 0 and rng.random() < hold else int(rng.integers(8))
+            elif explorer == "play":
+                if left <= 0:
+                    obj, ang = names[int(rng.integers(len(names)))], float(rng.uniform(0.0, 2.0 * np.pi))
+                    pos = env.env.backend.object_pose7(obj)[:2]
+                    aim = pos + rng.uniform(0.05, 0.2) * np.array([np.cos(ang), np.sin(ang)])
+                    left = int(rng.geometric(1.0 / play_segment))
+                left -= 1
+                a = int(rng.integers(8)) if rng.random() < eps else push_action(
+                    env._tcp()[:2], env.env.backend.object_pose7(obj)[:2], aim)
+            else:
+                a = int(rng.integers(8)) if rng.random() < eps else scripted_action(env)
+            prev = a
             r, success = env.simulate(a)
             acts.append(a)
             rews.append(r)
@@ -90,17 +120,19 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: fl
 
 
 def _collect_chunk(args: tuple) -> list[dict]:
-    seeds, eps_max, eps_min = args
-    return [collect_episode(s, eps_max, eps_min=eps_min) for s in seeds]
+    seeds, eps_max, eps_min, kw = args
+    return [collect_episode(s, eps_max, eps_min=eps_min, **kw) for s in seeds]
 
 
-def collect(first_seed: int, n: int, eps_max: float, jobs: int, eps_min: float = 0.0) -> list[dict]:
+def collect(first_seed: int, n: int, eps_max: float, jobs: int, eps_min: float = 0.0, **explorer) -> list[dict]:
+    """Episodes of seeds ``first_seed`` … ``first_seed + n - 1``; ``explorer``: :func:`collect_episode`'s
+    ``explorer``, ``hold`` and ``play_segment``."""
     seeds = list(range(first_seed, first_seed + n))
     if jobs <= 1:
-        return _collect_chunk((seeds, eps_max, eps_min))
+        return _collect_chunk((seeds, eps_max, eps_min, explorer))
     chunks = [seeds[i::jobs * 4] for i in range(jobs * 4)]
     with ProcessPoolExecutor(jobs) as pool:
-        parts = list(pool.map(_collect_chunk, [(c, eps_max, eps_min) for c in chunks]))
+        parts = list(pool.map(_collect_chunk, [(c, eps_max, eps_min, explorer) for c in chunks]))
     by_seed = {s: ep for c, part in zip(chunks, parts) for s, ep in zip(c, part)}
     return [by_seed[s] for s in seeds]
 
@@ -389,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eps-max", type=float, default=0.5,
                     help="per-episode random-action probability ~ U[--eps-min, this] (training episodes)")
     ap.add_argument("--eps-min", type=float, default=0.0, help="see --eps-max (1 with --eps-max 1: random actions only)")
+    ap.add_argument("--explorer", default="scripted", choices=EXPLORERS,
+                    help="what plays the training episodes: the scripted pusher (with ε), sticky random actions, "
+                         "or task-agnostic object play (with ε)")
+    ap.add_argument("--hold", type=float, default=0.9, help="--explorer sticky: probability of keeping the last action")
+    ap.add_argument("--play-segment", type=float, default=20.0,
+                    help="--explorer play: mean steps before a new cube and aim are drawn")
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 6000, 20000, 60000, 200000],
                     help="training transitions per fit (the first n; capped at what was collected)")
     ap.add_argument("--features", nargs="*", default=list(FEATURE_SETS),
@@ -417,6 +455,12 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
     if not 0.0 <= args.eps_min <= args.eps_max <= 1.0:
         ap.error(f"--eps-min {args.eps_min} / --eps-max {args.eps_max}: need 0 <= min <= max <= 1")
+    if not 0.0 <= args.hold < 1.0:
+        ap.error(f"--hold {args.hold}: need 0 <= hold < 1")
+    if args.play_segment < 1.0:
+        ap.error(f"--play-segment {args.play_segment}: must be >= 1 step")
+    if args.explorer == "sticky" and (args.eps_min, args.eps_max) != (0.0, 0.5):
+        ap.error("--eps-min / --eps-max with --explorer sticky: its actions are all random; drop them")
     if min(args.sizes) < 100:
         ap.error(f"--sizes {args.sizes}: each must be >= 100 transitions")
     bad = [f for f in args.features if f not in FEATURE_SETS]
@@ -455,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     log(f"collecting {args.train_episodes} training + {args.test_episodes} test episodes ({args.jobs} jobs)")
-    train = collect(args.train_seed, args.train_episodes, args.eps_max, args.jobs, args.eps_min)
+    train = collect(args.train_seed, args.train_episodes, args.eps_max, args.jobs, args.eps_min,
+                    explorer=args.explorer, hold=args.hold, play_segment=args.play_segment)
     test = collect(args.test_seed, args.test_episodes, 0.5, args.jobs)  # the test episodes never change
     t_collect = time.perf_counter() - t0
     n_train = sum(len(e["actions"]) for e in train)
@@ -465,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     res = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
            "machine": machine_info(), "git_revision": git_revision(),
            "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-           "data": {"train_episodes": len(train), "train_transitions": n_train, "test_episodes": len(test),
+           "data": {"explorer": {"name": args.explorer, "hold": args.hold, "play_segment": args.play_segment},
+                    "train_episodes": len(train), "train_transitions": n_train, "test_episodes": len(test),
                     "test_transitions": int(len(real)), "train_sha256": data_hash(train),
                     "test_sha256": data_hash(test), "collect_s": round(t_collect, 1),
                     "train_contact_share": round(float(np.mean(np.concatenate(

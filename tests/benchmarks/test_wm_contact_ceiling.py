@@ -155,3 +155,33 @@ def test_a_run_of_another_task_setting_is_refused(tmp_path):
     Trainer(cfg, run, progress=False).run()
     with pytest.raises(EdgeError, match="distractors"):
         cc.load_oracle_run(run)
+
+
+def test_explorers_play_what_they_say():
+    """Sticky random actions repeat as often as ``hold`` says; play moves cubes without knowing the goal;
+    the scripted default is unchanged by the option (the same episode as without it)."""
+    n_same = n = 0
+    for seed in range(830_000_000, 830_000_003):
+        e = cc.collect_episode(seed, 0.5, explorer="sticky", hold=0.9)
+        assert len(e["actions"]) == 60 and not e["success"]
+        n_same += int((e["actions"][1:] == e["actions"][:-1]).sum())
+        n += len(e["actions"]) - 1
+    # kept with p = 0.9, plus a redraw that repeats by chance (1/8): 0.9125 expected over 177 pairs
+    assert 0.84 < n_same / n < 0.97
+    p = cc.collect_episode(830_000_001, 0.2, eps_min=0.2, explorer="play", play_segment=20)
+    q = cc.collect_episode(830_000_001, 0.2, eps_min=0.2, explorer="play", play_segment=20)
+    np.testing.assert_array_equal(p["actions"], q["actions"])
+    cubes = p["feats"][:, 2:, :2]
+    assert np.abs(np.diff(cubes, axis=0)).max() > 0.01  # some cube was pushed
+    np.testing.assert_array_equal(cc.collect_episode(830_000_000, 0.5)["actions"],
+                                  cc.collect_episode(830_000_000, 0.5, explorer="scripted", hold=0.5)["actions"])
+    with pytest.raises(ValueError, match="explorer"):
+        cc.collect_episode(830_000_000, 0.5, explorer="curious")
+
+
+def test_cli_refuses_bad_explorer_settings(capsys):
+    for argv, key in ((["--explorer", "sticky", "--eps-max", "0.3"], "--eps-min / --eps-max"),
+                      (["--hold", "1.0"], "--hold 1.0"), (["--play-segment", "0.5"], "--play-segment 0.5")):
+        with pytest.raises(SystemExit) as exc:
+            cc.main(argv)
+        assert exc.value.code == 2 and key in capsys.readouterr().err
