@@ -218,6 +218,12 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, *, hid
 
 
 # ---------------------------------------------------------------------------------------- world models
+def as_tokens(model, z):
+    """(…, N, D) slot states as the model's state tokens: unchanged for COMET, one token of N·D for a
+    flat model (the learner's view of its replay)."""
+    return z.reshape(*z.shape[:-2], model.cfg.tokens, model.cfg.state_dim)
+
+
 def token_steps(model, proj: np.ndarray, context: int, episodes: list[dict]) -> list[np.ndarray]:
     """A token world model's predicted red-cube xy step (cm) for each acted step of each episode, from
     its own context window of the episode's states (oracle features through ``proj``)."""
@@ -240,7 +246,8 @@ def token_steps(model, proj: np.ndarray, context: int, episodes: list[dict]) -> 
                 n = t - lo + 1
                 win[t, -n:], val[t, -n:] = z[lo:t + 1], True
                 act[t, -n:] = torch.as_tensor(e["actions"][lo:t + 1])
-            nxt = model(win, act, val, heads="none")["next_z"][:, -1].numpy()  # (T, N, D)
+            nxt = model(as_tokens(model, win), act, val, heads="none")["next_z"][:, -1]
+            nxt = nxt.reshape(T, *z.shape[1:]).numpy()  # (T, N, D); a flat model's one token unflattened
             red_next = (nxt[:, 2] @ pinv)[:, :2] * _SCALE_M[:2] + _CENTER_M[:2]
             out.append((100.0 * (red_next - e["red"][:-1])).astype(np.float32))
     return out
@@ -329,7 +336,7 @@ def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], u
         return rp
 
     def loss_of(model, b: dict) -> torch.Tensor:
-        z = torch.as_tensor(b["states"])
+        z = as_tokens(model, torch.as_tensor(b["states"]))
         n_in = window - 1
         out = model(z[:, :n_in], torch.as_tensor(b["actions"][:, :n_in]), torch.as_tensor(b["valid"][:, :n_in]),
                     heads="none")

@@ -85,6 +85,9 @@ def test_token_steps_read_the_last_block_with_its_own_action():
         shift[:, -1, 2] = step @ proj[:3]
         return {"next_z": win + torch.as_tensor(shift, dtype=torch.float32)}
 
+    from world_models.train import tiny
+
+    model.cfg = replace(tiny().model, num_slots=5, slot_dim=16)  # COMET: one token per slot
     e = cc.collect_episode(840_000_001, 0.5)
     e["actions"] = np.arange(len(e["actions"])) % 8
     got = cc.token_steps(model, proj, 4, [e])[0]
@@ -185,3 +188,46 @@ def test_cli_refuses_bad_explorer_settings(capsys):
         with pytest.raises(SystemExit) as exc:
             cc.main(argv)
         assert exc.value.code == 2 and key in capsys.readouterr().err
+
+
+def test_a_flat_model_is_fitted_and_read_through_its_one_token(tmp_path):
+    """The monolithic model over the same slots (one token of N·D): the offline fit and the contact
+    reading view its states as the learner does, and a flat stand-in that moves the red cube reads as
+    the same steps as the slot one."""
+    import torch
+
+    from world_models.object_env import ObjectTaskConfig, _SCALE_M
+    from world_models.observer import oracle_map
+    from world_models.train import Trainer, tiny
+
+    run = tmp_path / "flat"
+    cfg = tiny(env=ObjectTaskConfig(task="push3", image_size=32, max_steps=6), env_steps=12,
+               model=replace(tiny().model, num_slots=5, kind="flat_slots"))
+    Trainer(cfg, run, progress=False).run()
+    test = [cc.collect_episode(840_000_000, 0.5)]
+    steps = cc.world_model_steps(run, test)
+    assert steps[0].shape == (len(test[0]["actions"]), 2) and np.isfinite(steps[0]).all()
+    out, saved = tmp_path / "f.json", tmp_path / "offline_flat"
+    assert cc.main(["--train-episodes", "6", "--test-episodes", "2", "--features", "--token-config", str(run),
+                    "--token-sizes", "150", "--token-updates", "3", "--token-reward", "--save-token", str(saved),
+                    "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["token_models"]["collected_150"]["updates"] == 3
+    assert json.loads((saved / "manifest.json").read_text())["config"]["model"]["kind"] == "flat_slots"
+
+    proj = oracle_map(8, 16, 3)
+    dirs = np.array([[np.cos(a * np.pi / 4), np.sin(a * np.pi / 4)] for a in range(8)])
+
+    class Flat:
+        cfg = replace(tiny().model, num_slots=5, slot_dim=16, kind="flat_slots")
+
+        def __call__(self, win, act, val, heads="none"):
+            assert win.shape[-2:] == (1, 5 * 16)  # one token per step
+            shift = np.zeros((*win.shape[:-2], 5, 16))
+            step = np.c_[0.01 * dirs[act[:, -1].numpy()], np.zeros(len(act))] / _SCALE_M
+            shift[:, -1, 2] = step @ proj[:3]
+            return {"next_z": win + torch.as_tensor(shift.reshape(win.shape), dtype=torch.float32)}
+
+    e = cc.collect_episode(840_000_001, 0.5)
+    e["actions"] = np.arange(len(e["actions"])) % 8
+    np.testing.assert_allclose(cc.token_steps(Flat(), proj, 4, [e])[0], dirs[e["actions"]], atol=1e-3)
