@@ -47,3 +47,35 @@ def scripted_action(env) -> int:
     if env.cfg.task == "push3":
         return push_action(tcp, red, env._goal())
     return compass(red - tcp)
+
+
+class ObjectPlay:
+    """Task-agnostic object play: push a cube drawn uniformly from all of the scene's cubes towards
+    a point 5–20 cm from it in a uniform direction, a new draw after a geometric number of steps
+    (mean ``segment``); each step is a uniform random action with probability ``eps``. It reads the
+    cubes' and the TCP's positions (what the oracle slots hold) but neither the goal nor which cube
+    is the target: data in which objects get pushed about, not a task policy.
+
+    ``rng`` is shared with the caller (draws: per new segment a cube, an angle, a distance and a
+    length; per step the ε test and, when it fires, the random action)."""
+
+    def __init__(self, rng: np.random.Generator, eps: float, segment: float = 20.0) -> None:
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"eps={eps!r}: need 0 <= eps <= 1")
+        if segment < 1.0:
+            raise ValueError(f"segment={segment!r}: must be >= 1 step")
+        self.rng, self.eps, self.segment = rng, float(eps), float(segment)
+        self._left, self._obj, self._aim = 0, "", np.zeros(2)
+
+    def action(self, env) -> int:
+        """The next action for an :class:`world_models.object_env.ObjectTaskEnv`'s current state."""
+        pose = env.env.backend.object_pose7
+        if self._left <= 0:
+            names = [o.name for o in env.env.scene.objects]
+            self._obj, ang = names[int(self.rng.integers(len(names)))], float(self.rng.uniform(0.0, 2.0 * np.pi))
+            self._aim = pose(self._obj)[:2] + self.rng.uniform(0.05, 0.2) * np.array([np.cos(ang), np.sin(ang)])
+            self._left = int(self.rng.geometric(1.0 / self.segment))
+        self._left -= 1
+        if self.rng.random() < self.eps:
+            return int(self.rng.integers(8))
+        return push_action(env._tcp()[:2], pose(self._obj)[:2], self._aim)

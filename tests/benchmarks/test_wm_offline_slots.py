@@ -1,0 +1,76 @@
+"""benchmarks/wm_offline_slots.py: the oracle script's episodes seen through the encoder, data reuse, a tiny fit."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+ofs = load_benchmark("wm_offline_slots")
+cc = load_benchmark("wm_contact_ceiling")
+ENCODER = "world_models/checkpoints/slots_push3_v2"
+
+
+@pytest.fixture(scope="module")
+def slot_run(tmp_path_factory):
+    """A push3 run over the shipped encoder (default task settings, a tiny model, 4 steps)."""
+    from world_models.object_env import ObjectTaskConfig
+    from world_models.train import Trainer, tiny
+
+    t = tiny()
+    cfg = replace(t, env=ObjectTaskConfig(task="push3"), obs="slots", encoder=ENCODER, encoder_carry_iters=1,
+                  model=replace(t.model, num_slots=6, slot_dim=64, image_size=64), env_steps=4, eval_every=4,
+                  checkpoint_every=4, eval_episodes=1)
+    out = tmp_path_factory.mktemp("wm") / "slots"
+    Trainer(cfg, out, progress=False).run()
+    return str(out)
+
+
+def test_same_episodes_as_the_oracle_script_and_lockstep_is_exact(slot_run):
+    seeds = [830_000_000, 830_000_001]
+    got = ofs.collect_group(slot_run, seeds, play=True, eps=0.2, segment=20.0)
+    for s, e in zip(seeds, got):
+        ref = cc.collect_episode(s, 0.2, eps_min=0.2, explorer="play")
+        np.testing.assert_array_equal(e["actions"], ref["actions"])
+        np.testing.assert_allclose(e["red"], ref["red"], atol=1e-9)
+        np.testing.assert_allclose(e["rewards"], ref["rewards"], atol=1e-6)
+        assert e["success"] == ref["success"] and e["states"].shape == (len(e["actions"]) + 1, 6, 64)
+    test = ofs.collect_group(slot_run, [840_000_000], play=False, eps=0.2, segment=20.0)[0]
+    ref = cc.collect_episode(840_000_000, 0.5)
+    np.testing.assert_array_equal(test["actions"], ref["actions"])
+    # an episode played alone gets the slots it got in lockstep with another (tracking per row)
+    alone = ofs.collect_group(slot_run, seeds[1:], play=True, eps=0.2, segment=20.0)[0]
+    np.testing.assert_allclose(alone["states"], got[1]["states"], atol=1e-4)
+    assert ofs.contact_mask(got[0]).shape == (len(got[0]["actions"]),)
+
+
+def test_main_saves_reuses_and_refuses_other_data(slot_run, tmp_path, capsys):
+    data, out = tmp_path / "d.npz", tmp_path / "r.json"
+    base = ["--config", slot_run, "--train-episodes", "4", "--test-episodes", "2", "--group", "2",
+            "--data", str(data), "--no-progress"]
+    assert ofs.main([*base, "--updates", "3", "--save", str(tmp_path / "fit"), "--out", str(out)]) == 0
+    first = json.loads(out.read_text())
+    assert first["data"]["collected_now"] and data.is_file() and first["fit"]["updates"] == 3
+    assert first["fit"]["steps"] == first["data"]["test_transitions"] and first["saved"] == str(tmp_path / "fit")
+    assert (tmp_path / "fit" / "model.pt").is_file()
+    assert ofs.main([*base, "--agents", f"a={slot_run}", "--out", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert not again["data"]["collected_now"] and again["data"]["train_sha256"] == first["data"]["train_sha256"]
+    assert again["fit"] is None and again["agents"]["a"]["steps"] == first["fit"]["steps"]
+    capsys.readouterr()
+    assert ofs.main([*base, "--eps", "0.3", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--data" in err and "eps" in err and "other settings" in err
+
+
+def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        ofs.main(["--config", slot_run, "--save", str(tmp_path / "x")])
+    assert e.value.code == 2 and "--save needs --updates" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ofs.main(["--config", slot_run, "--eps", "1.5"])
+    assert "--eps 1.5" in capsys.readouterr().err
+    assert ofs.main(["--config", str(tmp_path), "--out", str(tmp_path / "o.json")]) == 2
+    assert "--config" in capsys.readouterr().err
