@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -133,7 +134,7 @@ def collect(run: str, first_seed: int, n: int, *, play: bool, eps: float, segmen
             group: int, progress=None) -> list[dict]:
     """Episodes of seeds ``first_seed`` … ``first_seed + n - 1`` in seed order (see :func:`collect_group`)."""
     seeds = list(range(first_seed, first_seed + n))
-    per = max(group, 4 * group)
+    per = 4 * group
     chunks = [seeds[i:i + per] for i in range(0, n, per)]
     work = [(run, c, group, play, eps, segment) for c in chunks]
     out: list[dict] = []
@@ -210,12 +211,14 @@ def slot_errors(model, context: int, episodes: list[dict]) -> dict:
         base.append(((e["states"][:-1] - real) ** 2).mean((1, 2)))
         contact.append(contact_mask(e))
     err, base, contact = np.concatenate(err), np.concatenate(base), np.concatenate(contact)
-    return {"mse": float(f"{err.mean():.4g}"), "mse_no_change": float(f"{base.mean():.4g}"),
-            "ratio": round(float(err.mean() / base.mean()), 3),
-            "mse_contact": float(f"{err[contact].mean():.4g}"),
-            "mse_no_change_contact": float(f"{base[contact].mean():.4g}"),
-            "ratio_contact": round(float(err[contact].mean() / base[contact].mean()), 3),
-            "steps": int(len(err)), "contact_steps": int(contact.sum())}
+    out = {"mse": float(f"{err.mean():.4g}"), "mse_no_change": float(f"{base.mean():.4g}"),
+           "ratio": round(float(err.mean() / base.mean()), 3), "steps": int(len(err)),
+           "contact_steps": int(contact.sum())}
+    if contact.any():  # else no contact measures (not NaN)
+        out.update({"mse_contact": float(f"{err[contact].mean():.4g}"),
+                    "mse_no_change_contact": float(f"{base[contact].mean():.4g}"),
+                    "ratio_contact": round(float(err[contact].mean() / base[contact].mean()), 3)})
+    return out
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -225,10 +228,24 @@ def load_slot_run(run: str, flag: str):
 
     if not (Path(run) / "model.pt").is_file():
         raise EdgeError(f"{flag} {run}: not an `edge train world-model` directory (no model.pt)")
+    from world_models.object_env import ObjectTaskConfig
+    from world_models.train import encoder_weights_file
+
     cfg, model, _ = load_world_model(run)
     if cfg.obs != "slots" or cfg.env.task != "push3":
         raise EdgeError(f"{flag} {run}: obs={cfg.obs}, task={cfg.env.task}; this needs a push3 run over a slot "
                         "encoder (--obs slots)")
+    # the episodes are push3's defaults (wm_contact_ceiling.py's); what the camera shows may differ
+    e = cfg.env
+    want = ObjectTaskConfig(task="push3", image_size=e.image_size, crop=e.crop, segmentation=e.segmentation,
+                            oracle_state=e.oracle_state)
+    if e != want:
+        diff = {k: v for k, v in asdict(e).items() if getattr(want, k) != v}
+        raise EdgeError(f"{flag} {run}: trained with task settings {diff}; the episodes here are push3 with the "
+                        "default settings, so this run's model would be fitted or read on another task")
+    if not encoder_weights_file(cfg.encoder).is_file():
+        raise EdgeError(f"{flag} {run}: its encoder {cfg.encoder!r} is not there (run from the directory it was "
+                        "trained in, or restore the encoder)")
     return cfg, model
 
 
@@ -260,8 +277,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--train-episodes {args.train_episodes}: need >= 2 (the last 10 % pick the fit's checkpoint)")
     if not 0.0 <= args.eps <= 1.0:
         ap.error(f"--eps {args.eps}: need 0 <= eps <= 1")
-    if args.play_segment < 1.0:
-        ap.error(f"--play-segment {args.play_segment}: must be >= 1 step")
+    if not (math.isfinite(args.play_segment) and args.play_segment >= 1.0):
+        ap.error(f"--play-segment {args.play_segment}: must be a finite number >= 1 step")
+    for key in ("train_seed", "test_seed", "fit_seed"):
+        if getattr(args, key) < 0:
+            ap.error(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 0")
+    if args.data and Path(args.data).exists() and not Path(args.data).is_file():
+        ap.error(f"--data {args.data}: not a file; give the .npz file to read or write")
     if args.updates < 0:
         ap.error(f"--updates {args.updates}: must be >= 0")
     if args.save and not args.updates:
@@ -275,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         name, sep, run = a.partition("=")
         if not sep or not name or not run:
             ap.error(f"--agents {a!r}: expected NAME=RUN")
+        if name in agents:
+            ap.error(f"--agents {a!r}: the name {name!r} is given twice")
         agents[name] = run
     try:
         cfg, _ = load_slot_run(args.config, "--config")
@@ -308,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
             splits = load_data(data_path, meta)
         except EdgeError as e:
             print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: --data {data_path}: not a file this script wrote ({e.__class__.__name__}: {e}); "
+                  "give another --data file or remove this one", file=sys.stderr)
             return 2
         log(f"read {len(splits['train'])} + {len(splits['test'])} episodes from {data_path}")
         collected = False

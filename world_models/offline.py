@@ -55,6 +55,13 @@ def fit_offline(cfg, train: list[dict], val: list[dict], updates: int, seed: int
         raise ValueError(f"updates={updates!r}: must be >= 1")
     if not train or not val:
         raise ValueError(f"{len(train)} training and {len(val)} validation episodes: need at least one of each")
+    if cfg.obs == "pixels":
+        raise ValueError("obs='pixels': the offline fit reads slot states (oracle or encoder slots), not frames")
+    want = (cfg.model.num_slots, cfg.model.slot_dim)
+    bad = [np.shape(e["states"]) for e in (*train, *val) if np.shape(e["states"])[1:] != want]
+    if bad:
+        raise ValueError(f"states of shape {bad[0]} per episode; the model reads (T+1, {want[0]}, {want[1]}) "
+                         "(model.num_slots, model.slot_dim)")
     lc, c = cfg.learner, cfg.planner.context
     window, pad = c + lc.unroll + 1 + lc.td_steps, c + lc.unroll
     n_act = cfg.model.num_actions
@@ -105,8 +112,11 @@ def fit_offline(cfg, train: list[dict], val: list[dict], updates: int, seed: int
                 best, best_state, best_at, best_obs = v, copy.deepcopy(model.state_dict()), u, v_obs
             if log:
                 log(f"  offline fit: update {u}/{updates}, validation loss {v:.4g} (next state {v_obs:.3e})")
+    if best_state is None:
+        raise ValueError(f"the validation loss was never finite in {updates} updates (last {v!r}); "
+                         "check the states for NaN or lower the learning rate")
     model.load_state_dict(best_state)
-    return model.eval(), {"updates": updates, "best_update": best_at, "validation_loss": float(f"{best:.4g}"),
+    return model.eval(), {"updates": updates, "seed": seed, "best_update": best_at, "validation_loss": float(f"{best:.4g}"),
                           "validation_next_state_loss": float(f"{best_obs:.4g}"),
                           "train_transitions": rp.transitions, "reward_loss": reward}
 
@@ -149,6 +159,11 @@ def save_offline(out: Path, cfg, model, info: dict, command: str, data_sha256: s
         raise FileExistsError(f"{out}: a model is already there; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"config": to_dict(cfg), "model": model.state_dict()}, out / MODEL_FILE)
+    files = {MODEL_FILE: sha256_file(out / MODEL_FILE)}
+    if cfg.obs == "slots":  # the encoder its slots came from, verified when the run is loaded as a policy
+        from world_models.train import encoder_weights_file
+
+        files["encoder"] = sha256_file(encoder_weights_file(cfg.encoder))
     manifest = {"kind": "edge-world-model", "command": command, "seed": cfg.seed, "config": to_dict(cfg),
                 "git": git_revision(), "script_sha256": sha256_file(Path(script)), "data_sha256": data_sha256,
                 "metrics": info, "config_from": {"run": str(config_run),
@@ -156,5 +171,5 @@ def save_offline(out: Path, cfg, model, info: dict, command: str, data_sha256: s
                 "note": "offline: dynamics (and rewards) fitted to collected transitions with the config_from run's "
                         "model, planner and learner settings (its env_steps and the like do not apply); "
                         "policy and value untrained",
-                "files": {MODEL_FILE: sha256_file(out / MODEL_FILE)}}
+                "files": files}
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")

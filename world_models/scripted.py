@@ -62,8 +62,8 @@ class ObjectPlay:
     def __init__(self, rng: np.random.Generator, eps: float, segment: float = 20.0) -> None:
         if not 0.0 <= eps <= 1.0:
             raise ValueError(f"eps={eps!r}: need 0 <= eps <= 1")
-        if segment < 1.0:
-            raise ValueError(f"segment={segment!r}: must be >= 1 step")
+        if not (np.isfinite(segment) and segment >= 1.0):
+            raise ValueError(f"segment={segment!r}: must be a finite number >= 1 step")
         self.rng, self.eps, self.segment = rng, float(eps), float(segment)
         self._left, self._obj, self._aim = 0, "", np.zeros(2)
 
