@@ -55,6 +55,7 @@ import numpy as np
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
+from world_models.offline import next_state_predictions, save_offline
 
 MOVED_M = 0.002  # a step in which the red cube moved further than this is a contact step
 FEATURE_SETS = ("pose", "control")
@@ -70,7 +71,7 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: fl
     pose layout), ``actions`` (T,), ``red`` (T+1, 2) and ``tcp`` (T+1, 2) in metres. ``explorer``:
     see the module docstring."""
     from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
-    from world_models.scripted import push_action, scripted_action
+    from world_models.scripted import ObjectPlay, scripted_action
 
     if explorer not in EXPLORERS:
         raise ValueError(f"explorer {explorer!r}; choose one of {EXPLORERS}")
@@ -88,20 +89,13 @@ def collect_episode(seed: int, eps_max: float, distractors: int = 2, eps_min: fl
 
         poses()
         success = False
-        names = [o.name for o in env.env.scene.objects]
-        prev, left, obj, aim = -1, 0, "", np.zeros(2)
+        play = ObjectPlay(rng, eps, play_segment) if explorer == "play" else None
+        prev = -1
         for _ in range(env.cfg.steps):
             if explorer == "sticky":
                 a = prev if prev >= 0 and rng.random() < hold else int(rng.integers(8))
-            elif explorer == "play":
-                if left <= 0:
-                    obj, ang = names[int(rng.integers(len(names)))], float(rng.uniform(0.0, 2.0 * np.pi))
-                    pos = env.env.backend.object_pose7(obj)[:2]
-                    aim = pos + rng.uniform(0.05, 0.2) * np.array([np.cos(ang), np.sin(ang)])
-                    left = int(rng.geometric(1.0 / play_segment))
-                left -= 1
-                a = int(rng.integers(8)) if rng.random() < eps else push_action(
-                    env._tcp()[:2], env.env.backend.object_pose7(obj)[:2], aim)
+            elif play is not None:
+                a = play.action(env)
             else:
                 a = int(rng.integers(8)) if rng.random() < eps else scripted_action(env)
             prev = a
@@ -218,38 +212,19 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, *, hid
 
 
 # ---------------------------------------------------------------------------------------- world models
-def as_tokens(model, z):
-    """(…, N, D) slot states as the model's state tokens: unchanged for COMET, one token of N·D for a
-    flat model (the learner's view of its replay)."""
-    return z.reshape(*z.shape[:-2], model.cfg.tokens, model.cfg.state_dim)
-
-
 def token_steps(model, proj: np.ndarray, context: int, episodes: list[dict]) -> list[np.ndarray]:
     """A token world model's predicted red-cube xy step (cm) for each acted step of each episode, from
     its own context window of the episode's states (oracle features through ``proj``)."""
-    import torch
-
     from world_models.object_env import _CENTER_M, _SCALE_M
 
-    nf, c = proj.shape[0], context
+    nf = proj.shape[0]
     pinv = np.linalg.pinv(proj)
     out = []
-    with torch.no_grad():
-        for e in episodes:
-            z = torch.as_tensor(e["feats"][..., :nf] @ proj).float()  # (T+1, N, D)
-            T = len(e["actions"])
-            win = torch.zeros(T, c + 1, *z.shape[1:])
-            act = torch.zeros(T, c + 1, dtype=torch.int64)
-            val = torch.zeros(T, c + 1, dtype=torch.bool)
-            for t in range(T):
-                lo = max(0, t - c)
-                n = t - lo + 1
-                win[t, -n:], val[t, -n:] = z[lo:t + 1], True
-                act[t, -n:] = torch.as_tensor(e["actions"][lo:t + 1])
-            nxt = model(as_tokens(model, win), act, val, heads="none")["next_z"][:, -1]
-            nxt = nxt.reshape(T, *z.shape[1:]).numpy()  # (T, N, D); a flat model's one token unflattened
-            red_next = (nxt[:, 2] @ pinv)[:, :2] * _SCALE_M[:2] + _CENTER_M[:2]
-            out.append((100.0 * (red_next - e["red"][:-1])).astype(np.float32))
+    for e in episodes:
+        states = (e["feats"][..., :nf] @ proj).astype(np.float32)  # (T+1, N, D)
+        nxt = next_state_predictions(model, context, states, e["actions"])  # (T, N, D)
+        red_next = (nxt[:, 2] @ pinv)[:, :2] * _SCALE_M[:2] + _CENTER_M[:2]
+        out.append((100.0 * (red_next - e["red"][:-1])).astype(np.float32))
     return out
 
 
@@ -309,95 +284,14 @@ def replay_episodes(run: str | Path) -> tuple[list[dict], int]:
 
 def fit_token_model(cfg, proj: np.ndarray, train: list[dict], val: list[dict], updates: int, seed: int = 0,
                     reward: bool = False, log=None):
-    """The world models' transformer (``cfg.model``), trained from scratch with the next-state loss
-    alone (the learner's: squared error over the slots of the acted steps, windows of the learner's
-    length and left padding, its optimiser settings) on collected episodes; with ``reward`` also the
-    learner's reward loss (cross-entropy to the two-hot reward, weights ``w_obs`` and ``w_rew``), so
-    that a search can use its dynamics and rewards. The checkpoint of lowest validation loss (every
-    250 updates; with ``reward`` that loss is dominated by the reward term, the next-state term being
-    ~1e-4) is returned with a summary (the validation next-state loss of that checkpoint apart)."""
-    import copy
+    """:func:`world_models.offline.fit_offline` on collected episodes, their oracle features seen
+    through ``proj`` (the run's oracle map)."""
+    from world_models.offline import fit_offline
 
-    import torch
+    def states(eps: list[dict]) -> list[dict]:
+        return [{**e, "states": (e["feats"][..., :proj.shape[0]] @ proj).astype(np.float32)} for e in eps]
 
-    from world_models.replay import Episode, Replay
-    from world_models.token_model import TokenWorldModel
-
-    lc, c = cfg.learner, cfg.planner.context
-    window, pad = c + lc.unroll + 1 + lc.td_steps, c + lc.unroll
-
-    def buffer(eps: list[dict]) -> Replay:
-        rp = Replay(10**9)
-        for e in eps:
-            T = len(e["actions"])
-            rp.add(Episode(states=(e["feats"][..., :proj.shape[0]] @ proj).astype(np.float32), actions=e["actions"],
-                           rewards=e["rewards"], policies=np.full((T, 8), 1 / 8, np.float32),
-                           root_values=np.zeros(T, np.float32), terminated=e["success"]))
-        return rp
-
-    def loss_of(model, b: dict) -> torch.Tensor:
-        z = as_tokens(model, torch.as_tensor(b["states"]))
-        n_in = window - 1
-        out = model(z[:, :n_in], torch.as_tensor(b["actions"][:, :n_in]), torch.as_tensor(b["valid"][:, :n_in]),
-                    heads="none")
-        err = ((out["next_z"] - z[:, 1:n_in + 1]) ** 2).mean((-1, -2))
-        w = torch.as_tensor(b["acted"][:, :n_in]).float()
-        n_a = w.sum().clamp_min(1.0)
-        loss = (err * w).sum() / n_a
-        if not reward:
-            return loss, loss
-        code = model.support.two_hot(torch.as_tensor(b["rewards"][:, :n_in]))
-        l_rew = (-(code * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w).sum() / n_a
-        return lc.w_obs * loss + lc.w_rew * l_rew, loss
-
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = TokenWorldModel(cfg.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=lc.lr, weight_decay=lc.weight_decay)
-    rp, rv = buffer(train), buffer(val)
-    vrng = np.random.default_rng(seed + 1)
-    val_batches = [rv.sample(vrng, 64, window, pad) for _ in range(8)]
-    best, best_state, best_at, best_obs = float("inf"), None, 0, float("nan")
-    for u in range(1, updates + 1):
-        loss = loss_of(model, rp.sample(rng, lc.batch, window, pad))[0]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), lc.grad_clip)
-        opt.step()
-        if u % 250 == 0 or u == updates:
-            with torch.no_grad():
-                parts = np.array([[float(x) for x in loss_of(model, b)] for b in val_batches])
-            v, v_obs = parts.mean(0)
-            if v < best:
-                best, best_state, best_at, best_obs = v, copy.deepcopy(model.state_dict()), u, v_obs
-            if log:
-                log(f"  token model: update {u}/{updates}, validation next-state loss {v:.3e}")
-    model.load_state_dict(best_state)
-    return model.eval(), {"updates": updates, "best_update": best_at, "validation_loss": float(f"{best:.4g}"),
-                          "validation_next_state_loss": float(f"{best_obs:.4g}"),
-                          "train_transitions": rp.transitions, "reward_loss": reward}
-
-
-def save_token_model(out: Path, cfg, model, info: dict, command: str, data_sha256: str, config_run: str) -> None:
-    """Write an offline-fitted token model as a world-model run directory (``model.pt`` with the
-    configuration it was built from, ``manifest.json`` with command, seed, data hash, git revision,
-    metrics and the file's sha256), loadable by ``world_models.policy.load_world_model``."""
-    import torch
-
-    from edge.digest import sha256_file
-    from world_models.train import MANIFEST_FILE, MODEL_FILE, to_dict
-
-    out.mkdir(parents=True, exist_ok=True)
-    torch.save({"config": to_dict(cfg), "model": model.state_dict()}, out / MODEL_FILE)
-    manifest = {"kind": "edge-world-model", "command": command, "seed": cfg.seed, "config": to_dict(cfg),
-                "git": git_revision(), "script_sha256": sha256_file(Path(__file__)), "data_sha256": data_sha256,
-                "metrics": info, "config_from": {"run": str(config_run),
-                                                 "model_sha256": sha256_file(Path(config_run) / MODEL_FILE)},
-                "note": "offline: dynamics (and rewards) fitted to collected transitions with the config_from run's "
-                        "model, planner and learner settings (its env_steps and the like do not apply); "
-                        "policy and value untrained",
-                "files": {MODEL_FILE: sha256_file(out / MODEL_FILE)}}
-    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    return fit_offline(cfg, states(train), states(val), updates, seed=seed, reward=reward, log=log)
 
 
 # ---------------------------------------------------------------------------------------- measures
@@ -572,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                    "wall_s": round(time.perf_counter() - t1, 1)}
             log(f"  {json.dumps(m)}")
         if args.save_token:
-            save_token_model(Path(args.save_token), tcfg, model, {**info, **m}, res["command"],
-                             data_hash(train[:k]), args.token_config)
+            save_offline(Path(args.save_token), tcfg, model, {**info, **m}, res["command"],
+                         data_hash(train[:k]), args.token_config, Path(__file__))
             res["saved_token_model"] = args.save_token
             log(f"saved the last token model to {args.save_token}")
     for a in args.replay_runs:
