@@ -49,6 +49,7 @@ import numpy as np
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
+from world_models.offline import episodes_sha256
 
 MOVED_M = 0.002  # a step in which the red cube moved further than this is a contact step
 FORMAT = 1  # of the --data file
@@ -153,12 +154,6 @@ def collect(run: str, first_seed: int, n: int, *, play: bool, eps: float, segmen
         if pool is not None:
             pool.shutdown()
     return out
-
-
-def data_sha256(episodes: list[dict]) -> str:
-    from world_models.offline import episodes_sha256
-
-    return episodes_sha256(episodes)
 
 
 def save_data(path: Path, meta: dict, splits: dict[str, list[dict]]) -> None:
@@ -302,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         agents[name] = run
     try:
         cfg, _ = load_slot_run(args.config, "--config")
+        loaded = {}
         for name, run in agents.items():
-            acfg, _ = load_slot_run(run, "--agents")
+            acfg, amodel = loaded[name] = load_slot_run(run, "--agents")
             if (acfg.encoder, acfg.encoder_carry_iters, acfg.env) != (cfg.encoder, cfg.encoder_carry_iters, cfg.env):
                 raise EdgeError(f"--agents {name}={run}: its encoder / tracking rounds / env settings differ from "
                                 f"--config {args.config}'s; its model would be read on other slots")
@@ -359,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
            "config": args.config,
            "data": {**meta, "file": args.data, "collected_now": collected, "data_s": round(t_data, 1),
                     "train_transitions": n_train, "test_transitions": sum(len(e["actions"]) for e in test),
-                    "train_sha256": data_sha256(train), "test_sha256": data_sha256(test),
+                    "train_sha256": episodes_sha256(train), "test_sha256": episodes_sha256(test),
                     "train_contact_share": round(float(np.mean(np.concatenate([contact_mask(e) for e in train]))), 3),
                     "test_contact_share": round(float(np.mean(np.concatenate([contact_mask(e) for e in test]))), 3),
                     "test_success": round(float(np.mean([e["success"] for e in test])), 3)},
@@ -378,12 +374,12 @@ def main(argv: list[str] | None = None) -> int:
         res["fit"] = {**info, "fit_seed": args.fit_seed, **m, "wall_s": round(time.perf_counter() - t1, 1)}
         log(f"  {json.dumps(m)}")
         if args.save:
-            save_offline(Path(args.save), cfg, model, {**info, **m}, res["command"], data_sha256(train),
+            save_offline(Path(args.save), cfg, model, {**info, **m}, res["command"], res["data"]["train_sha256"],
                          args.config, Path(__file__))
             res["saved"] = args.save
             log(f"saved the fitted model to {args.save}")
     for name, run in agents.items():
-        acfg, amodel = load_slot_run(run, "--agents")
+        acfg, amodel = loaded[name]
         res["agents"][name] = {"run": run, **slot_errors(amodel, acfg.planner.context, test)}
         log(f"{name}: {json.dumps(res['agents'][name])}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -56,6 +56,19 @@ class LearnerConfig:
                 raise ConfigError(f"{key}={v!r} is out of range; allowed [{lo}, {hi}]")
 
 
+def dynamics_losses(out: dict, z_next: torch.Tensor, acted: torch.Tensor, rewards: torch.Tensor, support) -> tuple:
+    """The next-state loss (squared error over the slots, averaged) and the reward loss (cross-entropy
+    to the two-hot reward) of a forward pass ``out``, each averaged over the acted steps.
+    ``z_next`` (B, L, N, D) are the states the blocks predict, ``acted`` and ``rewards`` (B, L)."""
+    err = ((out["next_z"] - z_next) ** 2).mean((-1, -2))  # (B, L)
+    w_a = acted.float()
+    n_a = w_a.sum().clamp_min(1.0)
+    l_obs = (err * w_a).sum() / n_a
+    r_tgt = support.two_hot(rewards)
+    l_rew = (-(r_tgt * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w_a).sum() / n_a
+    return l_obs, l_rew
+
+
 class Learner:
     def __init__(self, model: TokenWorldModel, cfg: LearnerConfig, gamma: float, context: int) -> None:
         self.model, self.cfg, self.gamma, self.context = model, cfg, gamma, context
@@ -95,13 +108,10 @@ class Learner:
         acted = torch.as_tensor(batch["acted"][:, :n_in])
         has_v = torch.as_tensor(has_v[:, :n_in])
         # next state: the learner's prediction from block t vs the (target) state of block t+1
-        nxt = z_tgt[:, 1:n_in + 1]
-        err = ((out["next_z"] - nxt) ** 2).mean((-1, -2))  # (B, n_in)
+        l_obs, l_rew = dynamics_losses(out, z_tgt[:, 1:n_in + 1], acted, torch.as_tensor(batch["rewards"][:, :n_in]),
+                                       sup)
         w_a = acted.float()
         n_a = w_a.sum().clamp_min(1.0)
-        l_obs = (err * w_a).sum() / n_a
-        r_tgt = sup.two_hot(torch.as_tensor(batch["rewards"][:, :n_in]))
-        l_rew = (-(r_tgt * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w_a).sum() / n_a
         logp = torch.log_softmax(out["policy_logits"], -1)
         pi_t = torch.as_tensor(batch["policies"][:, :n_in])
         l_pol = (-(pi_t * logp).sum(-1) * w_a).sum() / n_a

@@ -48,6 +48,7 @@ def fit_offline(cfg, train: list[dict], val: list[dict], updates: int, seed: int
     next-state term of that checkpoint apart). Returns ``(model in eval mode, summary)``."""
     import torch
 
+    from world_models.learner import dynamics_losses
     from world_models.replay import Episode, Replay
     from world_models.token_model import TokenWorldModel
 
@@ -80,15 +81,9 @@ def fit_offline(cfg, train: list[dict], val: list[dict], updates: int, seed: int
         n_in = window - 1
         out = model(z[:, :n_in], torch.as_tensor(b["actions"][:, :n_in]), torch.as_tensor(b["valid"][:, :n_in]),
                     heads="none")
-        err = ((out["next_z"] - z[:, 1:n_in + 1]) ** 2).mean((-1, -2))
-        w = torch.as_tensor(b["acted"][:, :n_in]).float()
-        n_a = w.sum().clamp_min(1.0)
-        loss = (err * w).sum() / n_a
-        if not reward:
-            return loss, loss
-        code = model.support.two_hot(torch.as_tensor(b["rewards"][:, :n_in]))
-        l_rew = (-(code * torch.log_softmax(out["reward_logits"], -1)).sum(-1) * w).sum() / n_a
-        return lc.w_obs * loss + lc.w_rew * l_rew, loss
+        loss, l_rew = dynamics_losses(out, z[:, 1:n_in + 1], torch.as_tensor(b["acted"][:, :n_in]),
+                                      torch.as_tensor(b["rewards"][:, :n_in]), model.support)
+        return (lc.w_obs * loss + lc.w_rew * l_rew if reward else loss), loss
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
