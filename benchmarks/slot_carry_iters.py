@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoders", nargs="+", required=True, help="encoder directories or train_state.pt files")
     ap.add_argument("--carry-iters", type=int, nargs="+", default=[1, 2, 3],
                     help="tracking rounds to measure (each 1..10)")
+    ap.add_argument("--carry-prior", type=float, nargs="+", default=[0.0],
+                    help="tracking priors to measure (SlotEncoderConfig.carry_prior, each 0..10; 0 = off)")
     ap.add_argument("--frames", type=int, default=1600, help="frames to collect (40 per episode)")
     ap.add_argument("--seed", type=int, nargs="+", default=[4242],
                     help="seeds of the held-out episodes (one set of --frames each; pooled with bootstrap intervals "
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     for c in args.carry_iters:
         if not 1 <= c <= 10:
             ap.error(f"--carry-iters {c}: each value must be in 1..10")
+    for b in args.carry_prior:
+        if not 0.0 <= b <= 10.0:
+            ap.error(f"--carry-prior {b}: each value must be in 0..10")
     for e in args.encoders:
         if not Path(e).exists():
             ap.error(f"--encoders {e}: no such directory or file")
@@ -78,22 +83,23 @@ def main(argv: list[str] | None = None) -> int:
             for enc in args.encoders:
                 model, desc = load_any(enc)
                 base = model.cfg
-                for c in args.carry_iters:
-                    model.cfg = dataclasses.replace(base, carry_iters=c)
+                for c, prior in [(c, b) for c in args.carry_iters for b in args.carry_prior]:
+                    model.cfg = dataclasses.replace(base, carry_iters=c, carry_prior=prior)
                     t = time.perf_counter()
                     with torch.no_grad():
                         r = evaluate(model, arrays, max_episodes=args.episodes, per_episode=True)
-                    r.update(desc, carry_iters=c, iters=base.iters, seed=seed, eval_s=round(time.perf_counter() - t, 1))
+                    r.update(desc, carry_iters=c, carry_prior=prior, iters=base.iters, seed=seed,
+                             eval_s=round(time.perf_counter() - t, 1))
                     for k, v in r["per_episode"].items():
-                        per_ep.setdefault((enc, c), {}).setdefault(k, []).extend(v)
+                        per_ep.setdefault((enc, c, prior), {}).setdefault(k, []).extend(v)
                     results.append(r)
-                    print(f"seed {seed} {enc} carry_iters {c}: FG-ARI attn {r['fg_ari_attn']:.3f} decoder "
+                    print(f"seed {seed} {enc} carry_iters {c} carry_prior {prior:g}: FG-ARI attn {r['fg_ari_attn']:.3f} decoder "
                           f"{r['fg_ari_decoder']:.3f}  identity attn {r['identity_rate_attn']:.3f} decoder "
                           f"{r['identity_rate_decoder']:.3f}", flush=True)
                 model.cfg = base
     rng = np.random.default_rng(0)
-    for (enc, c), metrics in per_ep.items():
-        entry = {"encoder": enc, "carry_iters": c, "seeds": args.seed}
+    for (enc, c, prior), metrics in per_ep.items():
+        entry = {"encoder": enc, "carry_iters": c, "carry_prior": prior, "seeds": args.seed}
         for k, v in metrics.items():
             x = np.asarray(v, float)
             x = x[np.isfinite(x)]
@@ -104,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             entry[k] = {"mean": float(x.mean()), "ci95": [float(np.percentile(boots, 2.5)),
                                                           float(np.percentile(boots, 97.5))], "episodes": len(x)}
         pooled.append(entry)
-        print(f"pooled {enc} carry_iters {c}: " + "  ".join(
+        print(f"pooled {enc} carry_iters {c} carry_prior {prior:g}: " + "  ".join(
             f"{k} {entry[k]['mean']:.3f} [{entry[k]['ci95'][0]:.3f}, {entry[k]['ci95'][1]:.3f}]"
             for k in metrics if entry[k]["episodes"]), flush=True)
     out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),

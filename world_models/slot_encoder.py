@@ -55,6 +55,10 @@ class SlotEncoderConfig:
     # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
     # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
     carry_iters: int = 0
+    # tracking prior: while tracking, every round's attention logits get + carry_prior · log m_k(x),
+    # where m_k are the previous slots' own decoder masks (what they claimed last frame), so a pixel
+    # tends to stay with the slot that held it. 0 = off. An inference setting; needs no extra state.
+    carry_prior: float = 0.0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -66,6 +70,9 @@ class SlotEncoderConfig:
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"slot_encoder.{key}={v!r} is out of range; allowed integers [{lo}, {hi}]")
+        if isinstance(self.carry_prior, bool) or not isinstance(self.carry_prior, (int, float)) \
+                or not 0.0 <= float(self.carry_prior) <= 10.0:
+            raise ValueError(f"slot_encoder.carry_prior={self.carry_prior!r} is out of range; allowed numbers [0, 10]")
         if self.image_size % 2:
             raise ValueError(f"slot_encoder.image_size={self.image_size} must be even (the first conv has stride 2)")
         ratio = self.decoder_res // self.broadcast_res
@@ -131,10 +138,11 @@ class SlotAttention(nn.Module):
         self.gru = nn.GRUCell(dim, dim)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
 
-    def forward(self, inputs: torch.Tensor, init_slots: torch.Tensor | None = None, iters: int | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, inputs: torch.Tensor, init_slots: torch.Tensor | None = None, iters: int | None = None,
+                prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """inputs (B, N, Din), init_slots (B, K, D) | None -> slots (B, K, D), attention (B, K, N);
-        ``iters`` rounds (default: the module's)."""
+        ``iters`` rounds (default: the module's); ``prior`` (B, K, N) | None is added to every
+        round's attention logits."""
         b = inputs.shape[0]
         if init_slots is None:
             slots = self.init_slots.expand(b, -1, -1)
@@ -152,7 +160,10 @@ class SlotAttention(nn.Module):
         for _ in range(self.iters if iters is None else iters):
             prev = slots
             q = self.to_q(self.norm_slots(slots))  # (B, K, D)
-            attn = torch.softmax(torch.einsum("bkd,bnd->bkn", q, k) * scale, dim=1)  # softmax over slots
+            logits = torch.einsum("bkd,bnd->bkn", q, k) * scale
+            if prior is not None:
+                logits = logits + prior
+            attn = torch.softmax(logits, dim=1)  # softmax over slots
             weights = attn + self.eps
             weights = weights / weights.sum(-1, keepdim=True)  # weighted mean over inputs
             updates = torch.einsum("bkn,bnd->bkd", weights, v)
@@ -225,12 +236,23 @@ class SlotAutoencoder(nn.Module):
         h = self.cnn(x).permute(0, 2, 3, 1)  # (B, S/2, S/2, C)
         h = self.enc_mlp(self.enc_pos(h))
         b, r = h.shape[0], h.shape[1]
-        iters = self.cfg.iters
+        iters, prior = self.cfg.iters, None
         if init_slots is not None:
             init_slots = init_slots.to(self.device)
             iters = self.cfg.iters if first else self.cfg.tracking_iters
-        slots, attn = self.slot_attention(h.reshape(b, r * r, -1), init_slots, iters)
+            if not first and self.cfg.carry_prior > 0:
+                prior = self.tracking_prior(init_slots, r)
+        slots, attn = self.slot_attention(h.reshape(b, r * r, -1), init_slots, iters, prior)
         return slots, attn.reshape(b, -1, r, r)
+
+    @torch.no_grad()
+    def tracking_prior(self, prev_slots: torch.Tensor, res: int) -> torch.Tensor:
+        """(B, K, res²): ``carry_prior`` · log of the previous slots' decoder masks at the attention's
+        resolution (area-resampled when the decoder's differs), floored at 1e-4 so no slot is barred."""
+        masks = self.decode(prev_slots)[2]  # (B, K, R, R), a softmax over slots
+        if masks.shape[-1] != res:
+            masks = F.interpolate(masks, size=(res, res), mode="area")
+        return self.cfg.carry_prior * torch.log(masks.clamp_min(1e-4)).flatten(2)
 
     # ------------------------------------------------------------------ decode
     def decode(self, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -369,12 +391,15 @@ def load_verified(path: str | Path, what: str, kind: str | None = None) -> tuple
     return manifest, torch.load(weights, map_location="cpu", weights_only=True)
 
 
-def load_encoder(path: str | Path, device: str = "cpu", carry_iters: int | None = None
-                 ) -> tuple[SlotAutoencoder, dict]:
+def load_encoder(path: str | Path, device: str = "cpu", carry_iters: int | None = None,
+                 carry_prior: float | None = None) -> tuple[SlotAutoencoder, dict]:
     """Load from a directory or its ``manifest.json``; the weights' sha256 must match the manifest.
-    ``carry_iters``: override the tracking rounds (an inference setting; the weights do not change)."""
+    ``carry_iters`` / ``carry_prior``: override the tracking rounds / the tracking prior (inference
+    settings; the weights do not change)."""
     manifest, blob = load_verified(path, "slot-encoder")
     extra = {} if carry_iters is None else {"carry_iters": carry_iters}
+    if carry_prior is not None:
+        extra["carry_prior"] = carry_prior
     model = SlotAutoencoder(SlotEncoderConfig(**{**blob["config"], "device": device, **extra}))
     model.load_state_dict(blob["state_dict"])
     return model.eval(), manifest

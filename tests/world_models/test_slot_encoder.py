@@ -112,11 +112,43 @@ def test_carried_frames_get_the_tracking_rounds_and_first_frames_all_rounds():
         SlotEncoderConfig(carry_iters=11)
 
 
+def test_tracking_prior_adds_the_previous_slots_log_masks_to_carried_frames_only():
+    torch.manual_seed(0)
+    off = SlotAutoencoder(SlotEncoderConfig.tiny(iters=2, carry_iters=1)).eval()
+    on = SlotAutoencoder(SlotEncoderConfig.tiny(iters=2, carry_iters=1, carry_prior=2.0)).eval()
+    on.load_state_dict(off.state_dict())
+    x0, x1 = frames(2, 5), frames(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(on.encode_first(x0), off.encode_first(x0))  # a reset has no prior
+        torch.testing.assert_close(on.encode(x1), off.encode(x1))  # nor a frame from the learned init
+        s0 = off.encode_first(x0)
+        prior = on.tracking_prior(s0, on.cfg.feature_res)  # tiny: decoder 16², attention 16²
+        masks = off.decode(s0)[2]
+        torch.testing.assert_close(prior, 2.0 * torch.log(masks.clamp_min(1e-4)).flatten(2))
+        # the round by hand: the off model's attention logits plus the prior, softmax over slots
+        h = off.enc_mlp(off.enc_pos(off.cnn(off.prepare(x1)).permute(0, 2, 3, 1))).flatten(1, 2)
+        sa = off.slot_attention
+        q = sa.to_q(sa.norm_slots(torch.nn.functional.layer_norm(s0, (CFG.slot_dim,))))
+        logits = torch.einsum("bkd,bnd->bkn", q, sa.to_k(sa.norm_in(h))) * CFG.slot_dim ** -0.5
+        _, attn_on = on.encode_masks(x1, s0)
+        torch.testing.assert_close(attn_on.flatten(2), torch.softmax(logits + prior, 1), atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(on.encode(x1, s0), off.encode(x1, s0), atol=1e-4)
+        # a strong prior pins each pixel to the slot that held it: the argmax follows the masks
+        pinned = SlotAutoencoder(SlotEncoderConfig.tiny(iters=2, carry_iters=1, carry_prior=10.0)).eval()
+        pinned.load_state_dict(off.state_dict())
+        agree = (pinned.encode_masks(x1, s0)[1].flatten(2).argmax(1) == masks.flatten(2).argmax(1)).float().mean()
+        assert agree > (off.encode_masks(x1, s0)[1].flatten(2).argmax(1) == masks.flatten(2).argmax(1)).float().mean()
+    for bad in (-0.5, 11.0, True, "1"):
+        with pytest.raises(ValueError, match="carry_prior"):
+            SlotEncoderConfig(carry_prior=bad)
+
+
 def test_load_encoder_overrides_the_tracking_rounds(tmp_path, model):
     save_encoder(model, tmp_path / "enc")
     assert load_encoder(tmp_path / "enc")[0].cfg.tracking_iters == CFG.iters
     m, _ = load_encoder(tmp_path / "enc", carry_iters=1)
-    assert m.cfg.carry_iters == 1 and m.cfg.tracking_iters == 1
+    assert m.cfg.carry_iters == 1 and m.cfg.tracking_iters == 1 and m.cfg.carry_prior == 0.0
+    assert load_encoder(tmp_path / "enc", carry_prior=1.5)[0].cfg.carry_prior == 1.5
     torch.testing.assert_close(m.slot_attention.init_slots, model.slot_attention.init_slots)
 
 
