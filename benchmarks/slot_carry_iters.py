@@ -113,11 +113,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pooled {enc} carry_iters {c} carry_prior {prior:g}: " + "  ".join(
             f"{k} {entry[k]['mean']:.3f} [{entry[k]['ci95'][0]:.3f}, {entry[k]['ci95'][1]:.3f}]"
             for k in metrics if entry[k]["episodes"]), flush=True)
+    paired = []  # each prior against the first --carry-prior listed, same encoder, rounds and episodes
+    for (enc, c, prior), metrics in per_ep.items():
+        ref = per_ep.get((enc, c, args.carry_prior[0]))
+        if prior == args.carry_prior[0] or ref is None:
+            continue
+        entry = {"encoder": enc, "carry_iters": c, "carry_prior": prior, "reference_carry_prior": args.carry_prior[0]}
+        for k in metrics:
+            d = np.asarray(metrics[k], float) - np.asarray(ref[k], float)
+            d = d[np.isfinite(d)]
+            if not len(d):
+                continue
+            boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
+            entry[k] = {"mean_difference": float(d.mean()), "ci95": [float(np.percentile(boots, 2.5)),
+                                                                      float(np.percentile(boots, 97.5))],
+                        "episodes": len(d)}
+        paired.append(entry)
+        print(f"paired {enc} carry_iters {c} carry_prior {prior:g} - {args.carry_prior[0]:g}: " + "  ".join(
+            f"{k} {entry[k]['mean_difference']:+.3f} [{entry[k]['ci95'][0]:+.3f}, {entry[k]['ci95'][1]:+.3f}]"
+            for k in metrics if k in entry), flush=True)
     out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "heldout": heldout,
            "targets": {"fg_ari": 0.8, "identity_rate": 0.95},
            "pooled_note": "mean over episodes of all seeds, 95 % bootstrap interval over episodes",
-           "pooled": pooled, "results": results}
+           "pooled": pooled, "paired_note": "per-episode difference against the first --carry-prior, 95 % "
+           "bootstrap interval over episodes", "paired": paired, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")
