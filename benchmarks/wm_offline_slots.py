@@ -22,6 +22,14 @@ a camera gives: the frames the run sees, encoded by its frozen slot encoder exac
   slots and dimensions) against the error of predicting no change, over all acted steps and at
   contact (the red cube moved > 2 mm); for the fitted model and for each ``--agents`` run (world
   models trained over the same encoder).
+* **step probe** (``--probe-updates`` > 0): what the slots tell of the red cube's step, in the units
+  of the oracle fits (``wm_contact_ceiling.py``). A reader f(s_t, s_t+1) -> the cube's xy step (cm)
+  is fitted to the training episodes' real slot pairs (per slot an MLP of [s^k, s'^k − s^k] gives a
+  weight logit and a step; the softmax over slots weights the steps, so slot order does not matter;
+  the last 10 % of the episodes pick the checkpoint). On the test transitions it reads the real next
+  slots (the **ceiling**: how much of the step the slots carry) and each model's predicted next slots
+  (how much of the step the model predicts), against the true step: the median ratio of predicted to
+  true step length, the median cosine and R² at contact, as the oracle fits report them.
 
     python benchmarks/wm_offline_slots.py --config runs/wm_cfg_slots_s0 --train-episodes 3450 \\
         --test-episodes 200 --jobs 2 --data runs/wm_offline_slots_data.npz --updates 8000 \\
@@ -194,6 +202,113 @@ def contact_mask(e: dict) -> np.ndarray:
     return np.linalg.norm(np.diff(e["red"], axis=0), axis=1) > MOVED_M
 
 
+def _step_pairs(episodes: list[dict]):
+    """(s_t, s_t+1, the red cube's step in cm) of every acted step, as float32 tensors."""
+    import torch
+
+    s = np.concatenate([e["states"][:-1] for e in episodes]).astype(np.float32)
+    n = np.concatenate([e["states"][1:] for e in episodes]).astype(np.float32)
+    r = np.concatenate([np.diff(e["red"], axis=0) for e in episodes]).astype(np.float32) * 100.0
+    return torch.as_tensor(s), torch.as_tensor(n), torch.as_tensor(r)
+
+
+def make_step_probe(slot_dim: int, hidden: int = 128):
+    """f(s, s') (B, K, D) x 2 -> the red cube's step (B, 2) in cm; see the module docstring."""
+    from torch import nn
+
+    class StepProbe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(2 * slot_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                     nn.Linear(hidden, 3))
+
+        def forward(self, s, s_next):
+            import torch
+
+            h = self.net(torch.cat([s, s_next - s], -1))  # (B, K, 3)
+            return (torch.softmax(h[..., 0], -1)[..., None] * h[..., 1:]).sum(1)
+
+    return StepProbe()
+
+
+def fit_step_probe(train: list[dict], val: list[dict], updates: int, seed: int = 0, batch: int = 1024,
+                   lr: float = 1e-3, log=None):
+    """The step probe fitted to ``train``'s real slot pairs (Adam, MSE on the step); the state with the
+    lowest ``val`` MSE, checked every 250 updates, is kept. Returns (probe, info)."""
+    import copy
+
+    import torch
+
+    torch.manual_seed(seed)
+    s, n, r = _step_pairs(train)
+    vs, vn, vr = _step_pairs(val)
+    probe = make_step_probe(s.shape[-1])
+    opt = torch.optim.Adam(probe.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    best, best_state, best_at = float("inf"), None, 0
+
+    def val_mse() -> float:
+        with torch.no_grad():
+            return float(torch.cat([((probe(vs[i:i + 8192], vn[i:i + 8192]) - vr[i:i + 8192]) ** 2).sum(-1)
+                                    for i in range(0, len(vs), 8192)]).mean())
+
+    for u in range(1, updates + 1):
+        idx = torch.randint(len(s), (batch,), generator=gen)
+        loss = ((probe(s[idx], n[idx]) - r[idx]) ** 2).sum(-1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if u % 250 == 0 or u == updates:
+            v = val_mse()
+            if v < best:
+                best, best_state, best_at = v, copy.deepcopy(probe.state_dict()), u
+            if log is not None and u % 1000 == 0:
+                log(f"  probe update {u}: val step MSE {v:.4f} cm² (best {best:.4f} at {best_at})")
+    probe.load_state_dict(best_state)
+    return probe.eval(), {"updates": updates, "best_update": best_at, "val_mse_cm2": round(best, 5),
+                          "val_mse_zero_cm2": round(float((vr ** 2).sum(-1).mean()), 5),
+                          "train_transitions": len(s), "val_transitions": len(vs)}
+
+
+def step_measures(pred: np.ndarray, real: np.ndarray) -> dict:
+    """Predicted vs real cube steps (cm) at contact (real step > 2 mm): median length ratio, mean
+    length ratio, median cosine, R² and the slope of real on predicted (≈ 1 when calibrated)."""
+    ln_r, ln_p = np.linalg.norm(real, axis=1), np.linalg.norm(pred, axis=1)
+    con = ln_r > 100.0 * MOVED_M
+    out = {"steps": int(len(real)), "contact_steps": int(con.sum())}
+    if con.any():
+        p, r = pred[con], real[con]
+        cos = (p * r).sum(1) / np.maximum(ln_p[con] * ln_r[con], 1e-12)
+        out.update(length_ratio_median_at_contact=round(float(np.median(ln_p[con] / ln_r[con])), 3),
+                   mean_length_ratio_at_contact=round(float(ln_p[con].mean() / ln_r[con].mean()), 3),
+                   cosine_median_at_contact=round(float(np.median(cos)), 3),
+                   r2_at_contact=round(float(1.0 - ((p - r) ** 2).sum() / max((r ** 2).sum(), 1e-12)), 3),
+                   calibration_slope_at_contact=round(float((p * r).sum() / max((p * p).sum(), 1e-12)), 3))
+    return out
+
+
+def probe_steps(probe, episodes: list[dict], model=None, context: int = 0, what: str = "model") -> dict:
+    """:func:`step_measures` of the probe reading, on ``episodes``, the real next slots (``what`` =
+    "ceiling"), the current slots again ("no_change") or ``model``'s predicted next slots ("model")."""
+    import torch
+
+    from world_models.offline import next_state_predictions
+
+    preds, reals = [], []
+    for e in episodes:
+        s = torch.as_tensor(np.asarray(e["states"][:-1], np.float32))
+        if what == "ceiling":
+            n = torch.as_tensor(np.asarray(e["states"][1:], np.float32))
+        elif what == "no_change":
+            n = s
+        else:
+            n = torch.as_tensor(next_state_predictions(model, context, e["states"], e["actions"]))
+        with torch.no_grad():
+            preds.append(probe(s, n).numpy())
+        reals.append(np.diff(e["red"], axis=0) * 100.0)
+    return step_measures(np.concatenate(preds), np.concatenate(reals))
+
+
 def slot_errors(model, context: int, episodes: list[dict]) -> dict:
     """One-step next-slot squared error (mean over slots and dimensions) of ``model`` and of the
     no-change prediction, over all acted steps and at contact."""
@@ -262,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-reward", action="store_true", help="fit the next-state loss alone")
     ap.add_argument("--save", default="", help="DIR: save the fitted model as a world-model run (init_from)")
     ap.add_argument("--agents", nargs="*", default=[], help="NAME=RUN world models over the same encoder to read")
+    ap.add_argument("--probe-updates", type=int, default=0,
+                    help="fit the red cube's step probe with this many updates and read every model through it "
+                         "(0: no probe)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--out", default="benchmarks/results/wm_offline_slots.json")
     args = ap.parse_args(argv)
@@ -281,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--data {args.data}: not a file; give the .npz file to read or write")
     if args.updates < 0:
         ap.error(f"--updates {args.updates}: must be >= 0")
+    if args.probe_updates < 0:
+        ap.error(f"--probe-updates {args.probe_updates}: must be >= 0")
     if args.save and not args.updates:
         ap.error("--save needs --updates > 0 (a fit to save)")
     if args.save and (Path(args.save) / "model.pt").exists():
@@ -359,19 +479,30 @@ def main(argv: list[str] | None = None) -> int:
                     "train_contact_share": round(float(np.mean(np.concatenate([contact_mask(e) for e in train]))), 3),
                     "test_contact_share": round(float(np.mean(np.concatenate([contact_mask(e) for e in test]))), 3),
                     "test_success": round(float(np.mean([e["success"] for e in test])), 3)},
-           "fit": None, "agents": {}}
+           "fit": None, "agents": {}, "probe": None}
     log(f"  {n_train} training transitions ({res['data']['train_contact_share']:.1%} move the red cube), "
         f"{res['data']['test_transitions']} test, {t_data:.0f} s")
+    k_fit = max(1, min(len(train) - 1, int(round(0.9 * len(train)))))
+    probe = None
+    if args.probe_updates:
+        t1 = time.perf_counter()
+        log(f"step probe: {args.probe_updates} updates on {k_fit} episodes, checkpoint picked on {len(train) - k_fit}")
+        probe, info = fit_step_probe(train[:k_fit], train[k_fit:], args.probe_updates, seed=args.fit_seed, log=log)
+        res["probe"] = {**info, "ceiling": probe_steps(probe, test, what="ceiling"),
+                        "no_change": probe_steps(probe, test, what="no_change"),
+                        "wall_s": round(time.perf_counter() - t1, 1)}
+        log(f"  ceiling {json.dumps(res['probe']['ceiling'])}")
     if args.updates:
         from world_models.offline import fit_offline, save_offline
 
-        k_fit = max(1, min(len(train) - 1, int(round(0.9 * len(train)))))
         t1 = time.perf_counter()
         log(f"offline fit: {args.updates} updates on {k_fit} episodes, checkpoint picked on {len(train) - k_fit}")
         model, info = fit_offline(cfg, train[:k_fit], train[k_fit:], args.updates, seed=args.fit_seed,
                                   reward=not args.no_reward, log=log)
         m = slot_errors(model, cfg.planner.context, test)
         res["fit"] = {**info, "fit_seed": args.fit_seed, **m, "wall_s": round(time.perf_counter() - t1, 1)}
+        if probe is not None:
+            res["fit"]["probe_step"] = probe_steps(probe, test, model, cfg.planner.context)
         log(f"  {json.dumps(m)}")
         if args.save:
             save_offline(Path(args.save), cfg, model, {**info, **m}, res["command"], res["data"]["train_sha256"],
@@ -381,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, run in agents.items():
         acfg, amodel = loaded[name]
         res["agents"][name] = {"run": run, **slot_errors(amodel, acfg.planner.context, test)}
+        if probe is not None:
+            res["agents"][name]["probe_step"] = probe_steps(probe, test, amodel, acfg.planner.context)
         log(f"{name}: {json.dumps(res['agents'][name])}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -87,10 +87,52 @@ def test_main_saves_reuses_and_refuses_other_data(slot_run, tmp_path, capsys):
     same = {k: v for k, v in first["data"].items() if k not in ("collected_now", "data_s")}
     assert {k: again["data"][k] for k in same} == same
     assert again["fit"] is None and again["agents"]["a"]["steps"] == first["fit"]["steps"]
+    assert again["probe"] is None and "probe_step" not in again["agents"]["a"]
+    assert ofs.main([*base, "--agents", f"a={slot_run}", "--probe-updates", "5", "--out", str(out)]) == 0
+    probed = json.loads(out.read_text())
+    assert probed["probe"]["updates"] == 5 and probed["probe"]["train_transitions"] > 0
+    for key in ("ceiling", "no_change"):
+        assert probed["probe"][key]["steps"] == first["fit"]["steps"]
+    assert probed["agents"]["a"]["probe_step"]["steps"] == first["fit"]["steps"]
     capsys.readouterr()
     assert ofs.main([*base, "--eps", "0.3", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--data" in err and "eps" in err and "other settings" in err
+
+
+def _synthetic_episodes(n: int, seed: int) -> list[dict]:
+    """The red cube's xy (m) in the first two dimensions of slot 2 (the rest noise), 3 slots of 8."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        steps = rng.normal(0, 0.004, (21, 2)) * (rng.random((21, 1)) < 0.5)  # half the steps move it
+        red = np.cumsum(steps, 0)
+        states = rng.normal(0, 1, (21, 3, 8)).astype(np.float32)
+        states[:, 2, :2] = red * 100.0  # in cm, so a 4 mm step moves the slot by 0.4
+        states[:, :2] = states[0, :2]  # the other slots hold still
+        out.append({"states": states, "actions": np.zeros(20, np.int64), "red": red})
+    return out
+
+
+def test_step_probe_reads_the_step_from_the_slot_that_carries_it():
+    train, test = _synthetic_episodes(300, 0), _synthetic_episodes(40, 1)
+    probe, info = ofs.fit_step_probe(train[:270], train[270:], 1500, seed=0)
+    assert info["best_update"] > 0 and info["val_mse_cm2"] < 0.2 * info["val_mse_zero_cm2"]
+    ceiling = ofs.probe_steps(probe, test, what="ceiling")
+    assert ceiling["contact_steps"] > 100 and ceiling["r2_at_contact"] > 0.8
+    assert 0.8 < ceiling["length_ratio_median_at_contact"] < 1.2 and ceiling["cosine_median_at_contact"] > 0.95
+    still = ofs.probe_steps(probe, test, what="no_change")  # no change in the slots reads as no step
+    assert still["length_ratio_median_at_contact"] < 0.2 and still["r2_at_contact"] < 0.2
+    # the probe does not depend on slot order
+    import torch
+
+    s, n, _ = ofs._step_pairs(test[:2])
+    perm = [2, 0, 1]
+    with torch.no_grad():
+        torch.testing.assert_close(probe(s[:, perm], n[:, perm]), probe(s, n), atol=1e-5, rtol=1e-5)
+    m = ofs.step_measures(np.array([[0.5, 0.0], [0.0, 0.0]]), np.array([[1.0, 0.0], [0.1, 0.0]]))
+    assert m["contact_steps"] == 1 and m["length_ratio_median_at_contact"] == 0.5 and m["r2_at_contact"] == 0.75
+    assert m["cosine_median_at_contact"] == 1.0 and m["calibration_slope_at_contact"] == 2.0
 
 
 def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
@@ -100,7 +142,8 @@ def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
     for bad, said in ((["--eps", "1.5"], "--eps 1.5"), (["--fit-seed", "-1"], "--fit-seed -1"),
                       (["--play-segment", "nan"], "--play-segment nan"), (["--data", str(tmp_path)], "--data"),
                       (["--agents", f"a={slot_run}", f"a={slot_run}"], "given twice"),
-                      (["--agents", "noequals"], "NAME=RUN"), (["--test-seed", "830000001"], "overlap")):
+                      (["--agents", "noequals"], "NAME=RUN"), (["--test-seed", "830000001"], "overlap"),
+                      (["--probe-updates", "-1"], "--probe-updates -1")):
         with pytest.raises(SystemExit) as e:
             ofs.main(["--config", slot_run, *bad])
         assert e.value.code == 2 and said in capsys.readouterr().err, bad
