@@ -380,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-updates", type=int, default=0,
                     help="fit the red cube's step probe with this many updates and read every model through it "
                          "(0: no probe)")
+    ap.add_argument("--probe-episodes", type=int, default=0,
+                    help="fit the probe to the first N training episodes only (0: all; to compare encoders whose "
+                         "data files hold different numbers of episodes)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--out", default="benchmarks/results/wm_offline_slots.json")
     args = ap.parse_args(argv)
@@ -401,6 +404,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--updates {args.updates}: must be >= 0")
     if args.probe_updates < 0:
         ap.error(f"--probe-updates {args.probe_updates}: must be >= 0")
+    if args.probe_episodes < 0 or args.probe_episodes == 1:
+        ap.error(f"--probe-episodes {args.probe_episodes}: must be 0 (all) or >= 2")
+    if args.probe_episodes > args.train_episodes:
+        ap.error(f"--probe-episodes {args.probe_episodes}: more than --train-episodes {args.train_episodes}")
     if args.save and not args.updates:
         ap.error("--save needs --updates > 0 (a fit to save)")
     if args.save and (Path(args.save) / "model.pt").exists():
@@ -486,8 +493,11 @@ def main(argv: list[str] | None = None) -> int:
     probe = None
     if args.probe_updates:
         t1 = time.perf_counter()
-        log(f"step probe: {args.probe_updates} updates on {k_fit} episodes, checkpoint picked on {len(train) - k_fit}")
-        probe, info = fit_step_probe(train[:k_fit], train[k_fit:], args.probe_updates, seed=args.fit_seed, log=log)
+        pool = train[:args.probe_episodes] if args.probe_episodes else train
+        k_probe = max(1, min(len(pool) - 1, int(round(0.9 * len(pool)))))
+        log(f"step probe: {args.probe_updates} updates on {k_probe} episodes, checkpoint picked on {len(pool) - k_probe}")
+        probe, info = fit_step_probe(pool[:k_probe], pool[k_probe:], args.probe_updates, seed=args.fit_seed, log=log)
+        info["episodes"] = len(pool)
         res["probe"] = {**info, "ceiling": probe_steps(probe, test, what="ceiling"),
                         "no_change": probe_steps(probe, test, what="no_change"),
                         "wall_s": round(time.perf_counter() - t1, 1)}

@@ -2,10 +2,11 @@
 
 Pipeline for a frame (S, S, 3) uint8:
 
-* CNN: 4 conv layers, 5x5 kernels, the first with stride 2 -> (C, S/2, S/2) features. One stride
-  only: the cubes are ~5 px wide at 64², so a 32x32 map keeps each of them on a few cells.
+* CNN: 4 conv layers, 5x5 kernels, the first with stride ``first_stride`` (2 by default) -> (C, F, F)
+  features, F = S / ``first_stride``. One stride at most: the cubes are ~5 px wide at 64², so a 32x32
+  map keeps each of them on a few cells (stride 1 keeps every pixel, at about 3x the cost).
 * soft position embedding (a linear map of the 4-channel grid x, y, 1-x, 1-y), LayerNorm + MLP
-  -> N = (S/2)² input vectors.
+  -> N = F² input vectors.
 * slot attention, ``iters`` rounds, softmax over slots, GRU + residual MLP updates. The first
   round starts from a *learned fixed* (K, D) initialisation, or from ``init_slots`` when given
   (temporal propagation: the previous frame's slots initialise the next, so slot k keeps its object).
@@ -13,7 +14,7 @@ Pipeline for a frame (S, S, 3) uint8:
   ``decoder_res``; per slot RGB + an alpha logit, softmax over slots, composited image. Loss: MSE
   against the frame downsampled (area) to ``decoder_res``, pixel values in [0, 1].
 
-Shapes: frames (B, S, S, 3) uint8; slots (B, K, D); attention masks (B, K, S/2, S/2) (each pixel's
+Shapes: frames (B, S, S, 3) uint8; slots (B, K, D); attention masks (B, K, F, F) (each pixel's
 softmax over slots); decoder masks (B, K, R, R), R = ``decoder_res``.
 
 Files: ``encoder.pt`` (tensors and plain values only, loaded with ``weights_only=True``) next to a
@@ -51,6 +52,7 @@ class SlotEncoderConfig:
     cnn_channels_wide: int = 64  # channels of the last two conv layers (= the feature width)
     mlp_hidden: int = 128  # hidden width of the feature MLP and the slot-update MLP
     decoder_channels: int = 32  # channels of the broadcast decoder
+    first_stride: int = 2  # stride of the first conv: the feature map is image_size / first_stride wide
     fg_weight: int = 10  # extra loss weight of pixels that stand out from their neighbourhood (0 = plain MSE)
     # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
     # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
@@ -65,7 +67,7 @@ class SlotEncoderConfig:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000), "carry_iters": (0, 10)}
+                  "fg_weight": (0, 1000), "carry_iters": (0, 10), "first_stride": (1, 2)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
@@ -73,8 +75,9 @@ class SlotEncoderConfig:
         if isinstance(self.carry_prior, bool) or not isinstance(self.carry_prior, (int, float)) \
                 or not 0.0 <= float(self.carry_prior) <= 10.0:
             raise ValueError(f"slot_encoder.carry_prior={self.carry_prior!r} is out of range; allowed numbers [0, 10]")
-        if self.image_size % 2:
-            raise ValueError(f"slot_encoder.image_size={self.image_size} must be even (the first conv has stride 2)")
+        if self.image_size % self.first_stride:
+            raise ValueError(f"slot_encoder.image_size={self.image_size} must be a multiple of first_stride="
+                             f"{self.first_stride}")
         ratio = self.decoder_res // self.broadcast_res
         if self.decoder_res % self.broadcast_res or ratio & (ratio - 1):
             raise ValueError(f"slot_encoder.decoder_res={self.decoder_res} must be broadcast_res="
@@ -99,7 +102,7 @@ class SlotEncoderConfig:
 
     @property
     def feature_res(self) -> int:
-        return self.image_size // 2
+        return self.image_size // self.first_stride
 
     @property
     def tracking_iters(self) -> int:
@@ -180,7 +183,7 @@ class SlotAutoencoder(nn.Module):
         self.cfg = cfg = config or SlotEncoderConfig()
         c1, c2 = cfg.cnn_channels, cfg.cnn_channels_wide
         self.cnn = nn.Sequential(
-            nn.Conv2d(3, c1, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(3, c1, 5, stride=cfg.first_stride, padding=2), nn.ReLU(),
             nn.Conv2d(c1, c1, 5, padding=2), nn.ReLU(),
             nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(),
             nn.Conv2d(c2, c2, 5, padding=2))
@@ -213,7 +216,7 @@ class SlotAutoencoder(nn.Module):
 
     def encode_masks(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor]:
-        """frames (B, S, S, 3) uint8 -> slots (B, K, D), attention masks (B, K, S/2, S/2)."""
+        """frames (B, S, S, 3) uint8 -> slots (B, K, D), attention masks (B, K, F, F)."""
         return self._encode(self.prepare(frames), init_slots)
 
     def encode(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None) -> torch.Tensor:
@@ -225,7 +228,7 @@ class SlotAutoencoder(nn.Module):
         return self.encode_first_masks(frames)[0]
 
     def encode_first_masks(self, frames: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`encode_first` that also returns the second pass's attention masks (B, K, S/2, S/2)."""
+        """:meth:`encode_first` that also returns the second pass's attention masks (B, K, F, F)."""
         x = self.prepare(frames)
         return self._encode(x, self._encode(x, None)[0], first=True)
 
@@ -233,7 +236,7 @@ class SlotAutoencoder(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``first``: the second pass of an episode's first frame (``iters`` rounds, not the
         tracking rounds, though it starts from slots)."""
-        h = self.cnn(x).permute(0, 2, 3, 1)  # (B, S/2, S/2, C)
+        h = self.cnn(x).permute(0, 2, 3, 1)  # (B, F, F, C)
         h = self.enc_mlp(self.enc_pos(h))
         b, r = h.shape[0], h.shape[1]
         iters, prior = self.cfg.iters, None

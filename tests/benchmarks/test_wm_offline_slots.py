@@ -91,6 +91,10 @@ def test_main_saves_reuses_and_refuses_other_data(slot_run, tmp_path, capsys):
     assert ofs.main([*base, "--agents", f"a={slot_run}", "--probe-updates", "5", "--out", str(out)]) == 0
     probed = json.loads(out.read_text())
     assert probed["probe"]["updates"] == 5 and probed["probe"]["train_transitions"] > 0
+    assert probed["probe"]["episodes"] == 4
+    assert ofs.main([*base, "--probe-updates", "5", "--probe-episodes", "2", "--out", str(out)]) == 0
+    fewer = json.loads(out.read_text())["probe"]
+    assert fewer["episodes"] == 2 and fewer["train_transitions"] < probed["probe"]["train_transitions"]
     for key in ("ceiling", "no_change"):
         assert probed["probe"][key]["steps"] == first["fit"]["steps"]
     assert probed["agents"]["a"]["probe_step"]["steps"] == first["fit"]["steps"]
@@ -143,7 +147,8 @@ def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
                       (["--play-segment", "nan"], "--play-segment nan"), (["--data", str(tmp_path)], "--data"),
                       (["--agents", f"a={slot_run}", f"a={slot_run}"], "given twice"),
                       (["--agents", "noequals"], "NAME=RUN"), (["--test-seed", "830000001"], "overlap"),
-                      (["--probe-updates", "-1"], "--probe-updates -1")):
+                      (["--probe-updates", "-1"], "--probe-updates -1"), (["--probe-episodes", "1"], "--probe-episodes 1"),
+                      (["--probe-episodes", "4000"], "more than --train-episodes")):
         with pytest.raises(SystemExit) as e:
             ofs.main(["--config", slot_run, *bad])
         assert e.value.code == 2 and said in capsys.readouterr().err, bad

@@ -337,6 +337,27 @@ def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(
     with pytest.raises(ValueError, match="--init-from.*not a slot-encoder run"):
         load_init_weights(tmp_path / "wm", CFG)
     load_init_weights(src, SlotEncoderConfig.tiny(fg_weight=3))  # a loss weight, not architecture
+    fine = SlotEncoderConfig.tiny(first_stride=1)  # the same weights on a finer feature map
+    weights, _ = load_init_weights(src, fine)
+    model = SlotAutoencoder(fine)
+    model.load_state_dict(weights)
+    assert all(torch.equal(model.state_dict()[k].cpu(), ref[k]) for k in ref)
+
+
+def test_first_stride_one_keeps_every_pixel_in_the_feature_map():
+    cfg = SlotEncoderConfig.tiny(first_stride=1, carry_iters=1, carry_prior=1.0)
+    assert cfg.feature_res == cfg.image_size and CFG.feature_res == CFG.image_size // 2
+    m = SlotAutoencoder(cfg).eval()
+    x = frames(2, 3)
+    with torch.no_grad():
+        slots, attn = m.encode_first_masks(x)
+        assert slots.shape == (2, cfg.num_slots, cfg.slot_dim) and attn.shape == (2, cfg.num_slots, 32, 32)
+        s2, a2 = m.encode_masks(frames(2, 4), slots)  # the prior is resampled to the finer map
+        assert a2.shape == attn.shape and torch.allclose(a2.sum(1), torch.ones(2, 32, 32))
+        assert m.decode(s2)[2].shape == (2, cfg.num_slots, cfg.decoder_res, cfg.decoder_res)
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match="first_stride"):
+            SlotEncoderConfig(first_stride=bad)
 
 
 def test_kept_weights_are_a_shorter_runs_and_export_to_a_verified_encoder(tmp_path):
