@@ -143,3 +143,20 @@ def identity_rate(prev_masks: np.ndarray, next_masks: np.ndarray, prev_seg: np.n
     seg = np.stack([np.asarray(prev_seg), np.asarray(next_seg)], 1)  # (B, 2, H, W)
     masks = np.stack([np.asarray(prev_masks), np.asarray(next_masks)], 1)
     return identity_rate_from_masks(seg, masks, ignore_ids)
+
+
+def owner_shares(seg: np.ndarray, masks: np.ndarray, object_ids: tuple[int, ...]) -> np.ndarray:
+    """(B, T, K, O): the share of object o's pixels whose argmax slot is k, per frame (NaN where the
+    object is not in the frame). ``seg`` (B, T, H, W) int, ``masks`` (B, T, K, h, w) float."""
+    seg, masks = np.asarray(seg), np.asarray(masks)
+    if seg.ndim != 4 or masks.ndim != 5 or seg.shape[:2] != masks.shape[:2]:
+        raise ValueError(f"want seg (B, T, H, W) and masks (B, T, K, h, w), got {seg.shape} and {masks.shape}")
+    b, t, k = masks.shape[:3]
+    flat_seg, pred = _labels(seg.reshape(b * t, *seg.shape[2:]), masks.reshape(b * t, *masks.shape[2:]))
+    out = np.full((b * t, k, len(object_ids)), np.nan)
+    for j, o in enumerate(object_ids):
+        here = flat_seg == o
+        n = here.sum((1, 2))
+        for slot in range(k):
+            out[:, slot, j] = np.where(n > 0, ((pred == slot) & here).sum((1, 2)) / np.maximum(n, 1), np.nan)
+    return out.reshape(b, t, k, len(object_ids))

@@ -1,0 +1,136 @@
+"""Which slot holds which object while a slot encoder tracks: per object, each slot's share of its
+pixels (argmax of the attention masks), how often each slot holds most of it, and for the robot how
+that depends on how much of it the camera sees and how often its owner changes between frames.
+
+    python benchmarks/slot_owners.py --encoder world_models/checkpoints/slots_push3_v2 \\
+        --data gpu_slots/data/data_eval.npz --out benchmarks/results/slot_owners_v2.json
+
+``--data`` is a frame file from ``python -m world_models.slot_pretrain collect`` (uniform-random
+policy, 40-frame episodes, with segmentation); the episodes are tracked as at run time (the first
+frame encoded twice, every later frame from the previous frame's slots). Writes JSON (machine,
+command, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from edge.telemetry import machine_info
+
+ROBOT_BINS = ((1, 50), (50, 100), (100, 200), (200, 400), (400, 100_000))  # visible robot pixels at 64²
+
+
+def track(model, frames: np.ndarray) -> np.ndarray:
+    """(E, T, K, h, w) attention masks of E episodes of T frames, tracked as at run time."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        slots = None
+        for t in range(frames.shape[1]):
+            if slots is None:
+                slots, attn = model.encode_first_masks(frames[:, 0])
+            else:
+                slots, attn = model.encode_masks(frames[:, t], slots)
+            out.append(attn.cpu().numpy())
+    return np.stack(out, 1)
+
+
+def summarise(seg: np.ndarray, masks: np.ndarray) -> dict:
+    """The report (see the module docstring) from seg (E, T, H, W) and masks (E, T, K, h, w)."""
+    from sim.backends.base import SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
+    from world_models.slot_metrics import owner_shares
+
+    names = {SEG_ROBOT: "robot", SEG_TABLE: "table", SEG_OBJECT0: "cube0", SEG_OBJECT0 + 1: "cube1",
+             SEG_OBJECT0 + 2: "cube2"}
+    ids = tuple(i for i in names if (seg == i).any())
+    shares = owner_shares(seg, masks, ids)  # (E, T, K, O)
+    k = masks.shape[2]
+    out: dict = {"objects": {}}
+    for j, o in enumerate(ids):
+        sh = shares[..., j]
+        present = np.isfinite(sh[..., 0])
+        owner = np.where(present, np.nan_to_num(sh, nan=-1.0).argmax(-1), -1)
+        out["objects"][names[o]] = {
+            "frames": int(present.sum()),
+            "mean_share_per_slot": [round(float(x), 3) for x in sh[present].mean(0)],
+            "frames_owned_per_slot": np.bincount(owner[present], minlength=k).tolist(),
+            "mean_top_share": round(float(sh[present].max(-1).mean()), 3)}
+        both = present[:, 1:] & present[:, :-1]
+        changes = both & (owner[:, 1:] != owner[:, :-1])
+        out["objects"][names[o]].update(transitions=int(both.sum()), owner_changes=int(changes.sum()))
+    if SEG_ROBOT in ids:
+        j = ids.index(SEG_ROBOT)
+        sh = shares[..., j]
+        pixels = (seg == SEG_ROBOT).sum((-1, -2))
+        present = pixels > 0
+        owner = np.where(present, np.nan_to_num(sh, nan=-1.0).argmax(-1), -1)
+        main = int(np.bincount(owner[present], minlength=k).argmax())  # the slot that holds it most often
+        rows = []
+        for lo, hi in ROBOT_BINS:
+            sel = (pixels >= lo) & (pixels < hi)
+            if sel.any():
+                rows.append({"pixels": [lo, hi], "frames": int(sel.sum()),
+                             "share_of_frames_owned_by_another_slot": round(float(np.mean(owner[sel] != main)), 3)})
+        out["robot_by_visible_pixels"] = {"main_slot": main, "bins": rows}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--encoder", required=True, help="a slot-encoder directory (its manifest is verified)")
+    ap.add_argument("--data", required=True, help="frames from `python -m world_models.slot_pretrain collect`")
+    ap.add_argument("--episodes", type=int, default=40, help="episodes read (the first N of the commonest length)")
+    ap.add_argument("--carry-iters", type=int, default=1, help="tracking rounds (1..10)")
+    ap.add_argument("--out", default="benchmarks/results/slot_owners.json")
+    args = ap.parse_args(argv)
+    if args.episodes < 1:
+        ap.error(f"--episodes {args.episodes}: must be >= 1")
+    if not 1 <= args.carry_iters <= 10:
+        ap.error(f"--carry-iters {args.carry_iters}: must be in 1..10")
+    for flag, path in (("--encoder", args.encoder), ("--data", args.data)):
+        if not Path(path).exists():
+            ap.error(f"{flag} {path}: no such file or directory")
+    import torch
+
+    from world_models.slot_encoder import load_encoder
+    from world_models.slot_pretrain import load_dataset
+
+    torch.set_num_threads(1)
+    try:
+        model, manifest = load_encoder(args.encoder, carry_iters=args.carry_iters)
+        arrays, meta = load_dataset(args.data)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    episode = arrays["episode"]
+    ids, lengths = np.unique(episode, return_counts=True)
+    full = ids[lengths == np.bincount(lengths).argmax()][:args.episodes]
+    idx = np.stack([np.flatnonzero(episode == e) for e in full])
+    masks = track(model, arrays["frames"][idx])
+    res = {"benchmark": "slot_owners", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
+           "torch": torch.__version__, "encoder": args.encoder, "encoder_sha256": manifest.get("sha256"),
+           "carry_iters": args.carry_iters, "data": args.data, "data_hash": meta.get("data_hash"),
+           "episodes": len(full), "frames_per_episode": int(idx.shape[1]),
+           **summarise(arrays["seg"][idx].astype(np.int32), masks)}
+    for name, o in res["objects"].items():
+        print(f"{name}: share per slot {o['mean_share_per_slot']}, frames owned {o['frames_owned_per_slot']}, "
+              f"owner changes {o['owner_changes']} of {o['transitions']}")
+    for row in res.get("robot_by_visible_pixels", {}).get("bins", []):
+        print(f"robot pixels {row['pixels']}: {row['frames']} frames, owned by another slot than its main one in "
+              f"{row['share_of_frames_owned_by_another_slot']:.0%}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

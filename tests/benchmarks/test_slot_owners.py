@@ -1,0 +1,65 @@
+"""benchmarks/slot_owners.py: object shares per slot, owner changes, the robot by visible pixels."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.backends.base import SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
+from tests.benchmarks._load import load_benchmark
+from world_models.slot_metrics import owner_shares
+
+so = load_benchmark("slot_owners")
+
+
+def _scene():
+    """One episode of 3 frames, 4x4 pixels, 3 slots: the robot moves from slot 1 to slot 0 (table's)."""
+    seg = np.full((1, 3, 4, 4), SEG_TABLE)
+    seg[0, :, 0, :] = SEG_ROBOT  # 4 robot pixels in every frame
+    seg[0, :2, 3, 3] = SEG_OBJECT0  # the cube leaves the view in the last frame
+    masks = np.zeros((1, 3, 3, 4, 4))
+    masks[0, :, 0] = 1.0  # the table's slot everywhere...
+    masks[0, :2, 1, 0, :3] = 2.0  # ...but slot 1 holds 3 of the robot's 4 pixels in frames 0-1
+    masks[0, :2, 2, 3, 3] = 2.0  # slot 2 holds the cube
+    return seg, masks
+
+
+def test_owner_shares_per_frame():
+    seg, masks = _scene()
+    sh = owner_shares(seg, masks, (SEG_ROBOT, SEG_OBJECT0))
+    assert sh.shape == (1, 3, 3, 2)
+    np.testing.assert_allclose(sh[0, 0, :, 0], [0.25, 0.75, 0.0])
+    np.testing.assert_allclose(sh[0, 2, :, 0], [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(sh[0, 1, :, 1], [0.0, 0.0, 1.0])
+    assert np.isnan(sh[0, 2, :, 1]).all()  # the cube is not in the last frame
+    with pytest.raises(ValueError, match="want seg"):
+        owner_shares(seg[0], masks, (SEG_ROBOT,))
+
+
+def test_summary_counts_owner_changes_and_bins_the_robot():
+    seg, masks = _scene()
+    res = so.summarise(seg, masks)
+    robot, cube = res["objects"]["robot"], res["objects"]["cube0"]
+    assert robot["frames_owned_per_slot"] == [1, 2, 0] and robot["owner_changes"] == 1 and robot["transitions"] == 2
+    assert cube["frames"] == 2 and cube["owner_changes"] == 0 and cube["transitions"] == 1
+    assert res["robot_by_visible_pixels"]["main_slot"] == 1
+    (row,) = res["robot_by_visible_pixels"]["bins"]
+    assert row["pixels"] == [1, 50] and row["frames"] == 3 and row["share_of_frames_owned_by_another_slot"] == 0.333
+
+
+def test_main_on_a_tiny_encoder_and_bad_input(tmp_path, capsys):
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder
+    from world_models.slot_pretrain import collect_frames
+
+    save_encoder(SlotAutoencoder(SlotEncoderConfig(num_slots=3, slot_dim=8, cnn_channels=4, cnn_channels_wide=8,
+                                                   mlp_hidden=8, decoder_channels=4)), tmp_path / "enc")
+    collect_frames(8, 5, tmp_path / "d.npz", episode_len=4, progress=False)
+    out = tmp_path / "o.json"
+    assert so.main(["--encoder", str(tmp_path / "enc"), "--data", str(tmp_path / "d.npz"), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["episodes"] == 2 and res["frames_per_episode"] == 4 and "robot" in res["objects"]
+    for bad, said in ((["--episodes", "0"], "--episodes 0"), (["--carry-iters", "11"], "--carry-iters 11"),
+                      (["--data", str(tmp_path / "nope.npz")], "--data")):
+        with pytest.raises(SystemExit) as e:
+            so.main(["--encoder", str(tmp_path / "enc"), "--data", str(tmp_path / "d.npz"), *bad])
+        assert e.value.code == 2 and said in capsys.readouterr().err
