@@ -270,8 +270,10 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``), the loss's ``fg_weight`` and the first conv's stride
-    (``first_stride``: the same weights, a finer feature map) may differ. Returns
+    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, the first conv's stride
+    (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
+    (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
+    number of upsampling layers) may differ. Returns
     (state_dict, provenance); any other file is refused by name (ValueError)."""
     import torch
 
@@ -297,7 +299,7 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "fg_weight", "first_stride")
+    skip = ("device", "carry_iters", "fg_weight", "first_stride", "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     if diff:

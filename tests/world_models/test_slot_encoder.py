@@ -342,6 +342,11 @@ def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(
     model = SlotAutoencoder(fine)
     model.load_state_dict(weights)
     assert all(torch.equal(model.state_dict()[k].cpu(), ref[k]) for k in ref)
+    finer = SlotEncoderConfig.tiny(decoder_res=32, broadcast_res=16)  # the same layers, a finer target
+    weights, _ = load_init_weights(src, finer)
+    assert SlotAutoencoder(finer).decode(torch.zeros(1, CFG.num_slots, CFG.slot_dim))[2].shape[-1] == 32
+    with pytest.raises(ValueError, match="weights do not fit"):  # one more upsampling layer: refused
+        load_init_weights(src, SlotEncoderConfig.tiny(decoder_res=32, broadcast_res=8))
 
 
 def test_first_stride_one_keeps_every_pixel_in_the_feature_map():
