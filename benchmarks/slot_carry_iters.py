@@ -1,6 +1,8 @@
 """Slot tracking rounds: FG-ARI and slot identity of slot encoders when a frame whose slots start
 from the previous frame's gets fewer slot-attention rounds (``SlotEncoderConfig.carry_iters``) than
-an episode's first frame (``iters``), on fresh held-out episodes of a uniform-random policy.
+an episode's first frame (``iters``), on fresh held-out episodes of a uniform-random policy; and
+with ``--carry-prior`` the tracking prior (``SlotEncoderConfig.carry_prior``), each setting paired
+per episode with the first ``--carry-prior`` listed (``paired`` in the JSON).
 
     python benchmarks/slot_carry_iters.py --encoders world_models/checkpoints/slots_push3 \
         runs/slots_long/train_state.pt --carry-iters 1 2 3 --seed 4242
@@ -56,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
     args = ap.parse_args(argv)
-    if len(set(args.seed)) != len(args.seed):
-        ap.error(f"--seed {args.seed}: a seed given twice would count its episodes twice")
+    for flag, values in (("--seed", args.seed), ("--encoders", args.encoders), ("--carry-iters", args.carry_iters),
+                         ("--carry-prior", [float(b) for b in args.carry_prior])):
+        if len(set(values)) != len(values):
+            ap.error(f"{flag} {values}: a value given twice would count its episodes twice")
     for c in args.carry_iters:
         if not 1 <= c <= 10:
             ap.error(f"--carry-iters {c}: each value must be in 1..10")

@@ -1,5 +1,5 @@
 """Which slot holds which object while a slot encoder tracks: per object, each slot's share of its
-pixels (argmax of the attention masks), how often each slot holds most of it, and for the robot how
+pixels (argmax of the attention masks), how often each slot holds the largest share, and for the robot how
 that depends on how much of it the camera sees and how often its owner changes between frames.
 
     python benchmarks/slot_owners.py --encoder world_models/checkpoints/slots_push3_v2 \\
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", required=True, help="a slot-encoder directory (its manifest is verified)")
     ap.add_argument("--data", required=True, help="frames from `python -m world_models.slot_pretrain collect`")
     ap.add_argument("--episodes", type=int, default=40, help="episodes read (the first N of the commonest length)")
-    ap.add_argument("--carry-iters", type=int, default=1, help="tracking rounds (1..10)")
+    ap.add_argument("--carry-iters", type=int, default=1,
+                    help="tracking rounds (1..10); overrides the encoder's own (1 is what the world models use)")
     ap.add_argument("--out", default="benchmarks/results/slot_owners.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
@@ -107,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model, manifest = load_encoder(args.encoder, carry_iters=args.carry_iters)
         arrays, meta = load_dataset(args.data)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    if arrays["frames"].shape[1] != model.cfg.image_size:
+        print(f"error: --data {args.data} holds {arrays['frames'].shape[1]}² frames but --encoder {args.encoder} "
+              f"reads {model.cfg.image_size}²; collect frames at the encoder's size", file=sys.stderr)
         return 2
     episode = arrays["episode"]
     ids, lengths = np.unique(episode, return_counts=True)

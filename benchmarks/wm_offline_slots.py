@@ -29,7 +29,8 @@ a camera gives: the frames the run sees, encoded by its frozen slot encoder exac
   the last 10 % of the episodes pick the checkpoint). On the test transitions it reads the real next
   slots (the **ceiling**: how much of the step the slots carry) and each model's predicted next slots
   (how much of the step the model predicts), against the true step: the median ratio of predicted to
-  true step length, the median cosine and R² at contact, as the oracle fits report them.
+  true step length and the median cosine at contact, defined as the oracle fits report them, and R²
+  at contact (the oracle fits report R² near the cube instead, not comparable with it).
 
     python benchmarks/wm_offline_slots.py --config runs/wm_cfg_slots_s0 --train-episodes 3450 \\
         --test-episodes 200 --jobs 2 --data runs/wm_offline_slots_data.npz --updates 8000 \\
@@ -239,6 +240,9 @@ def fit_step_probe(train: list[dict], val: list[dict], updates: int, seed: int =
 
     import torch
 
+    if updates < 1 or not train or not val:
+        raise ValueError(f"fit_step_probe: need updates >= 1 and training and validation episodes, got {updates}, "
+                         f"{len(train)} and {len(val)}")
     torch.manual_seed(seed)
     s, n, r = _step_pairs(train)
     vs, vn, vr = _step_pairs(val)
@@ -264,6 +268,8 @@ def fit_step_probe(train: list[dict], val: list[dict], updates: int, seed: int =
                 best, best_state, best_at = v, copy.deepcopy(probe.state_dict()), u
             if log is not None and u % 1000 == 0:
                 log(f"  probe update {u}: val step MSE {v:.4f} cm² (best {best:.4f} at {best_at})")
+    if best_state is None:
+        raise ValueError("fit_step_probe: no finite validation loss (the data holds NaN or inf)")
     probe.load_state_dict(best_state)
     return probe.eval(), {"updates": updates, "best_update": best_at, "val_mse_cm2": round(best, 5),
                           "val_mse_zero_cm2": round(float((vr ** 2).sum(-1).mean()), 5),
@@ -406,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--probe-updates {args.probe_updates}: must be >= 0")
     if args.probe_episodes < 0 or args.probe_episodes == 1:
         ap.error(f"--probe-episodes {args.probe_episodes}: must be 0 (all) or >= 2")
+    if args.probe_episodes and not args.probe_updates:
+        ap.error("--probe-episodes needs --probe-updates > 0 (a probe to fit)")
     if args.probe_episodes > args.train_episodes:
         ap.error(f"--probe-episodes {args.probe_episodes}: more than --train-episodes {args.train_episodes}")
     if args.save and not args.updates:

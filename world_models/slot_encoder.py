@@ -251,7 +251,8 @@ class SlotAutoencoder(nn.Module):
     @torch.no_grad()
     def tracking_prior(self, prev_slots: torch.Tensor, res: int) -> torch.Tensor:
         """(B, K, res²): ``carry_prior`` · log of the previous slots' decoder masks at the attention's
-        resolution (area-resampled when the decoder's differs), floored at 1e-4 so no slot is barred."""
+        resolution (area-resampled when the decoder's differs); the masks are floored at 1e-4, so the
+        prior is bounded below by ``carry_prior`` · log 1e-4."""
         masks = self.decode(prev_slots)[2]  # (B, K, R, R), a softmax over slots
         if masks.shape[-1] != res:
             masks = F.interpolate(masks, size=(res, res), mode="area")

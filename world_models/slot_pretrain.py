@@ -299,7 +299,7 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "fg_weight", "first_stride", "decoder_res", "broadcast_res")
+    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "first_stride", "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     if diff:
@@ -489,6 +489,10 @@ def _config_from_args(preset: str, overrides: list[str]):
         key, sep, value = item.partition("=")
         if not sep or key not in fields:
             raise ValueError(f"--set {item!r}: want KEY=VALUE with KEY one of {tuple(fields)}")
+        if key == "carry_prior":
+            raise ValueError(f"--set {item!r}: carry_prior is an inference setting, not trained with; give it "
+                             "where the encoder is used (load_encoder(..., carry_prior=...), "
+                             "benchmarks/slot_carry_iters.py --carry-prior)")
         try:
             values[key] = value if key == "device" else int(value)
         except ValueError:

@@ -58,6 +58,9 @@ def test_main_on_a_tiny_encoder_and_bad_input(tmp_path, capsys):
     assert so.main(["--encoder", str(tmp_path / "enc"), "--data", str(tmp_path / "d.npz"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["episodes"] == 2 and res["frames_per_episode"] == 4 and "robot" in res["objects"]
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny()), tmp_path / "enc32")  # reads 32² frames
+    assert so.main(["--encoder", str(tmp_path / "enc32"), "--data", str(tmp_path / "d.npz"), "--out", str(out)]) == 2
+    assert "--data" in (err := capsys.readouterr().err) and "32²" in err
     for bad, said in ((["--episodes", "0"], "--episodes 0"), (["--carry-iters", "11"], "--carry-iters 11"),
                       (["--data", str(tmp_path / "nope.npz")], "--data")):
         with pytest.raises(SystemExit) as e:

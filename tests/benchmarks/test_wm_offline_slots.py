@@ -134,6 +134,8 @@ def test_step_probe_reads_the_step_from_the_slot_that_carries_it():
     perm = [2, 0, 1]
     with torch.no_grad():
         torch.testing.assert_close(probe(s[:, perm], n[:, perm]), probe(s, n), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="need updates >= 1"):
+        ofs.fit_step_probe(train[:2], [], 5)
     m = ofs.step_measures(np.array([[0.5, 0.0], [0.0, 0.0]]), np.array([[1.0, 0.0], [0.1, 0.0]]))
     assert m["contact_steps"] == 1 and m["length_ratio_median_at_contact"] == 0.5 and m["r2_at_contact"] == 0.75
     assert m["cosine_median_at_contact"] == 1.0 and m["calibration_slope_at_contact"] == 2.0
@@ -148,7 +150,8 @@ def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
                       (["--agents", f"a={slot_run}", f"a={slot_run}"], "given twice"),
                       (["--agents", "noequals"], "NAME=RUN"), (["--test-seed", "830000001"], "overlap"),
                       (["--probe-updates", "-1"], "--probe-updates -1"), (["--probe-episodes", "1"], "--probe-episodes 1"),
-                      (["--probe-episodes", "4000"], "more than --train-episodes")):
+                      (["--probe-episodes", "4000", "--probe-updates", "5"], "more than --train-episodes"),
+                      (["--probe-episodes", "5"], "needs --probe-updates")):
         with pytest.raises(SystemExit) as e:
             ofs.main(["--config", slot_run, *bad])
         assert e.value.code == 2 and said in capsys.readouterr().err, bad

@@ -143,6 +143,14 @@ def test_tracking_prior_adds_the_previous_slots_log_masks_to_carried_frames_only
             SlotEncoderConfig(carry_prior=bad)
 
 
+def test_set_refuses_the_tracking_prior_in_training():
+    from world_models.slot_pretrain import _config_from_args
+
+    assert _config_from_args("tiny", ["first_stride=1"]).first_stride == 1
+    with pytest.raises(ValueError, match="carry_prior is an inference setting"):
+        _config_from_args("tiny", ["carry_prior=1"])
+
+
 def test_load_encoder_overrides_the_tracking_rounds(tmp_path, model):
     save_encoder(model, tmp_path / "enc")
     assert load_encoder(tmp_path / "enc")[0].cfg.tracking_iters == CFG.iters
@@ -344,7 +352,11 @@ def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(
     assert all(torch.equal(model.state_dict()[k].cpu(), ref[k]) for k in ref)
     finer = SlotEncoderConfig.tiny(decoder_res=32, broadcast_res=16)  # the same layers, a finer target
     weights, _ = load_init_weights(src, finer)
-    assert SlotAutoencoder(finer).decode(torch.zeros(1, CFG.num_slots, CFG.slot_dim))[2].shape[-1] == 32
+    model = SlotAutoencoder(finer)
+    model.load_state_dict(weights)
+    assert all(torch.equal(model.state_dict()[k].cpu(), ref[k]) for k in ref)
+    assert model.decode(torch.zeros(1, CFG.num_slots, CFG.slot_dim))[2].shape[-1] == 32
+    weights, _ = load_init_weights(src, SlotEncoderConfig.tiny(carry_prior=1.0))  # an inference setting
     with pytest.raises(ValueError, match="weights do not fit"):  # one more upsampling layer: refused
         load_init_weights(src, SlotEncoderConfig.tiny(decoder_res=32, broadcast_res=8))
 
@@ -357,8 +369,16 @@ def test_first_stride_one_keeps_every_pixel_in_the_feature_map():
     with torch.no_grad():
         slots, attn = m.encode_first_masks(x)
         assert slots.shape == (2, cfg.num_slots, cfg.slot_dim) and attn.shape == (2, cfg.num_slots, 32, 32)
-        s2, a2 = m.encode_masks(frames(2, 4), slots)  # the prior is resampled to the finer map
-        assert a2.shape == attn.shape and torch.allclose(a2.sum(1), torch.ones(2, 32, 32))
+        s2, a2 = m.encode_masks(frames(2, 4), slots)
+        assert a2.shape == attn.shape
+        # the prior is resampled to the attention's grid: repeated onto a finer one, averaged onto a coarser one
+        masks = m.decode(slots)[2]  # (2, K, 16, 16)
+        up = torch.log(masks.clamp_min(1e-4)).repeat_interleave(2, -1).repeat_interleave(2, -2)
+        torch.testing.assert_close(m.tracking_prior(slots, 32), up.flatten(2))
+        coarse = SlotAutoencoder(SlotEncoderConfig.tiny(decoder_res=32, broadcast_res=16, carry_prior=1.0)).eval()
+        cm = coarse.decode(slots)[2]  # (2, K, 32, 32) onto the 16² attention grid
+        want = torch.log(torch.nn.functional.avg_pool2d(cm, 2).clamp_min(1e-4)).flatten(2)
+        torch.testing.assert_close(coarse.tracking_prior(slots, 16), want)
         assert m.decode(s2)[2].shape == (2, cfg.num_slots, cfg.decoder_res, cfg.decoder_res)
     for bad in (0, 3):
         with pytest.raises(ValueError, match="first_stride"):

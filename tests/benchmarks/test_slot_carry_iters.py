@@ -1,0 +1,33 @@
+"""benchmarks/slot_carry_iters.py: repeated values are refused (they would count episodes twice)."""
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+sci = load_benchmark("slot_carry_iters")
+ENCODER = "world_models/checkpoints/slots_push3_v2"
+
+
+@pytest.mark.parametrize("bad,said", [(["--carry-prior", "0", "0.0"], "--carry-prior"),
+                                      (["--carry-iters", "1", "1"], "--carry-iters"),
+                                      (["--seed", "3", "3"], "--seed"),
+                                      (["--carry-prior", "11"], "--carry-prior 11")])
+def test_repeated_or_bad_values_are_refused(bad, said, capsys):
+    with pytest.raises(SystemExit) as e:
+        sci.main(["--encoders", ENCODER, *bad])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_prior_is_paired_with_the_first_listed_on_the_same_episodes(tmp_path):
+    import json
+
+    out = tmp_path / "r.json"
+    assert sci.main(["--encoders", ENCODER, "--carry-iters", "1", "--carry-prior", "0", "2", "--frames", "80",
+                     "--episodes", "2", "--seed", "11", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    (pair,) = res["paired"]
+    assert pair["carry_prior"] == 2.0 and pair["reference_carry_prior"] == 0.0
+    per = {r["carry_prior"]: r["per_episode"]["identity_rate_attn"] for r in res["results"]}
+    want = sum(a - b for a, b in zip(per[2.0], per[0.0])) / 2
+    assert pair["identity_rate_attn"]["episodes"] == 2
+    assert pair["identity_rate_attn"]["mean_difference"] == pytest.approx(want)
