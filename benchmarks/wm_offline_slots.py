@@ -293,22 +293,45 @@ def step_measures(pred: np.ndarray, real: np.ndarray) -> dict:
     return out
 
 
-def probe_steps(probe, episodes: list[dict], model=None, context: int = 0, what: str = "model") -> dict:
+def mask_centroids(encoder, states: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """(N, K, D) slots -> (N, K, D + 3): each slot with its decoder mask's centroid (x, y in pixels of
+    the encoder's frame) and its share of the frame, computed from the slot alone (the frozen decoder)."""
+    import torch
+
+    x = np.asarray(states, np.float32)
+    flat = x.reshape(-1, *x.shape[-2:])
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(flat), batch):
+            m = encoder.decode(torch.as_tensor(flat[i:i + batch]))[2]  # (B, K, R, R), softmax over slots
+            r = m.shape[-1]
+            grid = (torch.arange(r, dtype=m.dtype) + 0.5) * (encoder.cfg.image_size / r)
+            mass = m.sum((-1, -2)).clamp_min(1e-6)
+            cx, cy = (m.sum(-2) * grid).sum(-1) / mass, (m.sum(-1) * grid).sum(-1) / mass
+            out.append(torch.stack([cx, cy, mass / (r * r)], -1).numpy())
+    extra = np.concatenate(out).reshape(*x.shape[:-1], 3)
+    return np.concatenate([x, extra.astype(np.float32)], -1)
+
+
+def probe_steps(probe, episodes: list[dict], model=None, context: int = 0, what: str = "model",
+                augment=None) -> dict:
     """:func:`step_measures` of the probe reading, on ``episodes``, the real next slots (``what`` =
-    "ceiling"), the current slots again ("no_change") or ``model``'s predicted next slots ("model")."""
+    "ceiling"), the current slots again ("no_change") or ``model``'s predicted next slots ("model");
+    ``augment`` maps slots to what the probe reads (e.g. :func:`mask_centroids`; default: as they are)."""
     import torch
 
     from world_models.offline import next_state_predictions
 
+    aug = augment or (lambda z: np.asarray(z, np.float32))
     preds, reals = [], []
     for e in episodes:
-        s = torch.as_tensor(np.asarray(e["states"][:-1], np.float32))
+        s = torch.as_tensor(aug(e["states"][:-1]))
         if what == "ceiling":
-            n = torch.as_tensor(np.asarray(e["states"][1:], np.float32))
+            n = torch.as_tensor(aug(e["states"][1:]))
         elif what == "no_change":
             n = s
         else:
-            n = torch.as_tensor(next_state_predictions(model, context, e["states"], e["actions"]))
+            n = torch.as_tensor(aug(next_state_predictions(model, context, e["states"], e["actions"])))
         with torch.no_grad():
             preds.append(probe(s, n).numpy())
         reals.append(np.diff(e["red"], axis=0) * 100.0)
@@ -386,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-updates", type=int, default=0,
                     help="fit the red cube's step probe with this many updates and read every model through it "
                          "(0: no probe)")
+    ap.add_argument("--probe-centroids", action="store_true",
+                    help="the probe also reads each slot's decoder-mask centroid and share of the frame (computed "
+                         "from the slot by the frozen decoder)")
     ap.add_argument("--probe-episodes", type=int, default=0,
                     help="fit the probe to the first N training episodes only (0: all; to compare encoders whose "
                          "data files hold different numbers of episodes)")
@@ -412,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--probe-updates {args.probe_updates}: must be >= 0")
     if args.probe_episodes < 0 or args.probe_episodes == 1:
         ap.error(f"--probe-episodes {args.probe_episodes}: must be 0 (all) or >= 2")
+    if args.probe_centroids and not args.probe_updates:
+        ap.error("--probe-centroids needs --probe-updates > 0 (a probe to fit)")
     if args.probe_episodes and not args.probe_updates:
         ap.error("--probe-episodes needs --probe-updates > 0 (a probe to fit)")
     if args.probe_episodes > args.train_episodes:
@@ -498,16 +526,20 @@ def main(argv: list[str] | None = None) -> int:
     log(f"  {n_train} training transitions ({res['data']['train_contact_share']:.1%} move the red cube), "
         f"{res['data']['test_transitions']} test, {t_data:.0f} s")
     k_fit = max(1, min(len(train) - 1, int(round(0.9 * len(train)))))
-    probe = None
+    probe, augment = None, None
     if args.probe_updates:
         t1 = time.perf_counter()
         pool = train[:args.probe_episodes] if args.probe_episodes else train
         k_probe = max(1, min(len(pool) - 1, int(round(0.9 * len(pool)))))
         log(f"step probe: {args.probe_updates} updates on {k_probe} episodes, checkpoint picked on {len(pool) - k_probe}")
+        if args.probe_centroids:
+            _, encoder = _observer_parts(args.config)
+            augment = lambda z: mask_centroids(encoder, z)  # noqa: E731
+            pool = [{**e, "states": augment(e["states"])} for e in pool]
         probe, info = fit_step_probe(pool[:k_probe], pool[k_probe:], args.probe_updates, seed=args.fit_seed, log=log)
-        info["episodes"] = len(pool)
-        res["probe"] = {**info, "ceiling": probe_steps(probe, test, what="ceiling"),
-                        "no_change": probe_steps(probe, test, what="no_change"),
+        info.update(episodes=len(pool), centroids=bool(args.probe_centroids))
+        res["probe"] = {**info, "ceiling": probe_steps(probe, test, what="ceiling", augment=augment),
+                        "no_change": probe_steps(probe, test, what="no_change", augment=augment),
                         "wall_s": round(time.perf_counter() - t1, 1)}
         log(f"  ceiling {json.dumps(res['probe']['ceiling'])}")
     if args.updates:
@@ -520,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         m = slot_errors(model, cfg.planner.context, test)
         res["fit"] = {**info, "fit_seed": args.fit_seed, **m, "wall_s": round(time.perf_counter() - t1, 1)}
         if probe is not None:
-            res["fit"]["probe_step"] = probe_steps(probe, test, model, cfg.planner.context)
+            res["fit"]["probe_step"] = probe_steps(probe, test, model, cfg.planner.context, augment=augment)
         log(f"  {json.dumps(m)}")
         if args.save:
             save_offline(Path(args.save), cfg, model, {**info, **m}, res["command"], res["data"]["train_sha256"],
@@ -531,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         acfg, amodel = loaded[name]
         res["agents"][name] = {"run": run, **slot_errors(amodel, acfg.planner.context, test)}
         if probe is not None:
-            res["agents"][name]["probe_step"] = probe_steps(probe, test, amodel, acfg.planner.context)
+            res["agents"][name]["probe_step"] = probe_steps(probe, test, amodel, acfg.planner.context,
+                                                            augment=augment)
         log(f"{name}: {json.dumps(res['agents'][name])}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,10 @@ def test_main_saves_reuses_and_refuses_other_data(slot_run, tmp_path, capsys):
     assert ofs.main([*base, "--probe-updates", "5", "--probe-episodes", "2", "--out", str(out)]) == 0
     fewer = json.loads(out.read_text())["probe"]
     assert fewer["episodes"] == 2 and fewer["train_transitions"] < probed["probe"]["train_transitions"]
+    assert ofs.main([*base, "--agents", f"a={slot_run}", "--probe-updates", "5", "--probe-centroids",
+                     "--out", str(out)]) == 0
+    cen = json.loads(out.read_text())
+    assert cen["probe"]["centroids"] and cen["agents"]["a"]["probe_step"]["steps"] == first["fit"]["steps"]
     for key in ("ceiling", "no_change"):
         assert probed["probe"][key]["steps"] == first["fit"]["steps"]
     assert probed["agents"]["a"]["probe_step"]["steps"] == first["fit"]["steps"]
@@ -116,6 +120,26 @@ def _synthetic_episodes(n: int, seed: int) -> list[dict]:
         states[:, :2] = states[0, :2]  # the other slots hold still
         out.append({"states": states, "actions": np.zeros(20, np.int64), "red": red})
     return out
+
+
+def test_mask_centroids_are_each_slots_decoder_mask_centre_and_share():
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig
+
+    torch.manual_seed(0)
+    enc = SlotAutoencoder(SlotEncoderConfig.tiny()).eval()  # 32² frames, 16² decoder masks
+    z = np.random.default_rng(0).normal(0, 1, (2, 3, 4, 16)).astype(np.float32)  # (T, B, K, D)
+    got = ofs.mask_centroids(enc, z, batch=4)
+    assert got.shape == (2, 3, 4, 19)
+    np.testing.assert_array_equal(got[..., :16], z)
+    with torch.no_grad():
+        m = enc.decode(torch.as_tensor(z[1, 2][None]))[2][0].numpy()  # (K, 16, 16)
+    centres = (np.arange(16) + 0.5) * 2.0  # pixel centres of the 32² frame
+    k = 3
+    np.testing.assert_allclose(got[1, 2, k, 16], (m[k].sum(0) * centres).sum() / m[k].sum(), rtol=1e-4)
+    np.testing.assert_allclose(got[1, 2, k, 17], (m[k].sum(1) * centres).sum() / m[k].sum(), rtol=1e-4)
+    np.testing.assert_allclose(got[1, 2, :, 18].sum(), 1.0, rtol=1e-4)  # the shares cover the frame
 
 
 def test_step_probe_reads_the_step_from_the_slot_that_carries_it():
@@ -151,7 +175,8 @@ def test_bad_input_names_the_flag(slot_run, tmp_path, capsys):
                       (["--agents", "noequals"], "NAME=RUN"), (["--test-seed", "830000001"], "overlap"),
                       (["--probe-updates", "-1"], "--probe-updates -1"), (["--probe-episodes", "1"], "--probe-episodes 1"),
                       (["--probe-episodes", "4000", "--probe-updates", "5"], "more than --train-episodes"),
-                      (["--probe-episodes", "5"], "needs --probe-updates")):
+                      (["--probe-episodes", "5"], "needs --probe-updates"),
+                      (["--probe-centroids"], "--probe-centroids needs")):
         with pytest.raises(SystemExit) as e:
             ofs.main(["--config", slot_run, *bad])
         assert e.value.code == 2 and said in capsys.readouterr().err, bad
