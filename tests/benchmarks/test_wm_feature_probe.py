@@ -1,0 +1,39 @@
+"""benchmarks/wm_feature_probe.py: replayed frames match the episodes, the probe reads a step, bad input."""
+
+import numpy as np
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+fp = load_benchmark("wm_feature_probe")
+ENCODER = "world_models/checkpoints/slots_push3_v2"
+
+
+def test_collected_episodes_are_the_oracle_scripts_replayed_through_the_camera():
+    cc = load_benchmark("wm_contact_ceiling")
+    (e,) = fp.collect(840_000_002, 1, False, 0.2, 20.0)
+    ref = cc.collect_episode(840_000_002, 0.5)
+    np.testing.assert_allclose(e["red"], ref["red"], atol=1e-9)
+    assert e["frames"].shape == (len(ref["actions"]) + 1, 64, 64, 3) and e["frames"].dtype == np.uint8
+    assert not np.array_equal(e["frames"][0], e["frames"][-1])  # the arm moved
+
+
+def test_probe_is_fitted_and_reads_a_step_of_the_right_shape():
+    from world_models.slot_encoder import load_encoder
+
+    enc, _ = load_encoder(ENCODER)
+    eps = fp.collect(830_000_000, 3, True, 0.2, 20.0)
+    probe, info, predict = fp.fit(enc, eps[:2], eps[2:], 2, batch=4)
+    assert info["best_update"] == 2 and info["train_transitions"] == sum(len(e["red"]) - 1 for e in eps[:2])
+    a, b, r = fp.pairs(eps[2:])
+    assert predict(a, b).shape == r.shape == (len(a), 2)
+    with pytest.raises(ValueError, match="need updates"):
+        fp.fit(enc, eps[:2], [], 2)
+
+
+def test_bad_input_names_the_flag(tmp_path, capsys):
+    for bad, said in ((["--updates", "0"], "--updates 0"), (["--eps", "2"], "--eps 2"),
+                      (["--encoder", str(tmp_path / "x")], "--encoder"), (["--test-seed", "830000001"], "overlap")):
+        with pytest.raises(SystemExit) as e:
+            fp.main(bad)
+        assert e.value.code == 2 and said in capsys.readouterr().err
