@@ -64,7 +64,7 @@ def collect(first_seed: int, n: int, play: bool, eps: float, segment: float, log
     return out
 
 
-def features(encoder, frames) -> "torch.Tensor":
+def features(encoder, frames):
     """(B, C, F, F): the frozen encoder's feature map (what slot attention attends over)."""
     import torch
 
