@@ -27,22 +27,6 @@ from edge.telemetry import machine_info
 ROBOT_BINS = ((1, 50), (50, 100), (100, 200), (200, 400), (400, 100_000))  # visible robot pixels at 64²
 
 
-def track(model, frames: np.ndarray) -> np.ndarray:
-    """(E, T, K, h, w) attention masks of E episodes of T frames, tracked as at run time."""
-    import torch
-
-    out = []
-    with torch.no_grad():
-        slots = None
-        for t in range(frames.shape[1]):
-            if slots is None:
-                slots, attn = model.encode_first_masks(frames[:, 0])
-            else:
-                slots, attn = model.encode_masks(frames[:, t], slots)
-            out.append(attn.cpu().numpy())
-    return np.stack(out, 1)
-
-
 def summarise(seg: np.ndarray, masks: np.ndarray) -> dict:
     """The report (see the module docstring) from seg (E, T, H, W) and masks (E, T, K, h, w)."""
     from sim.backends.base import SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
@@ -102,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from world_models.slot_encoder import load_encoder
-    from world_models.slot_pretrain import load_dataset
+    from world_models.slot_pretrain import episode_index, load_dataset, track_masks
 
     torch.set_num_threads(1)
     try:
@@ -115,15 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --data {args.data} holds {arrays['frames'].shape[1]}² frames but --encoder {args.encoder} "
               f"reads {model.cfg.image_size}²; collect frames at the encoder's size", file=sys.stderr)
         return 2
-    episode = arrays["episode"]
-    ids, lengths = np.unique(episode, return_counts=True)
-    full = ids[lengths == np.bincount(lengths).argmax()][:args.episodes]
-    idx = np.stack([np.flatnonzero(episode == e) for e in full])
-    masks = track(model, arrays["frames"][idx])
+    idx = episode_index(arrays["episode"], args.episodes)
+    masks = track_masks(model, arrays["frames"][idx], decode=False)[0]
     res = {"benchmark": "slot_owners", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "encoder": args.encoder, "encoder_sha256": manifest.get("sha256"),
            "carry_iters": args.carry_iters, "data": args.data, "data_hash": meta.get("data_hash"),
-           "episodes": len(full), "frames_per_episode": int(idx.shape[1]),
+           "episodes": len(idx), "frames_per_episode": int(idx.shape[1]),
            **summarise(arrays["seg"][idx].astype(np.int32), masks)}
     for name, o in res["objects"].items():
         print(f"{name}: share per slot {o['mean_share_per_slot']}, frames owned {o['frames_owned_per_slot']}, "

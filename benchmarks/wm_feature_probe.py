@@ -69,8 +69,7 @@ def features(encoder, frames):
     import torch
 
     with torch.no_grad():
-        h = encoder.cnn(encoder.prepare(frames)).permute(0, 2, 3, 1)
-        return encoder.enc_mlp(encoder.enc_pos(h)).permute(0, 3, 1, 2).contiguous()
+        return encoder.features(encoder.prepare(frames)).permute(0, 3, 1, 2).contiguous()
 
 
 def make_probe(channels: int, hidden: int = 32):

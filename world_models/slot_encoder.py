@@ -232,12 +232,16 @@ class SlotAutoencoder(nn.Module):
         x = self.prepare(frames)
         return self._encode(x, self._encode(x, None)[0], first=True)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 3, S, S) prepared frames -> (B, F, F, C): the map slot attention attends over (CNN,
+        position embedding, MLP)."""
+        return self.enc_mlp(self.enc_pos(self.cnn(x).permute(0, 2, 3, 1)))
+
     def _encode(self, x: torch.Tensor, init_slots: torch.Tensor | None, first: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``first``: the second pass of an episode's first frame (``iters`` rounds, not the
         tracking rounds, though it starts from slots)."""
-        h = self.cnn(x).permute(0, 2, 3, 1)  # (B, F, F, C)
-        h = self.enc_mlp(self.enc_pos(h))
+        h = self.features(x)
         b, r = h.shape[0], h.shape[1]
         iters, prior = self.cfg.iters, None
         if init_slots is not None:

@@ -311,42 +311,55 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     return weights, info
 
 
-def evaluate(model, arrays: dict[str, np.ndarray], max_episodes: int = 32,
-             per_episode: bool = False) -> dict[str, Any]:
-    """Temporal rollout over held-out episodes (the most common length): FG-ARI, identity rate, MSE.
-    ``per_episode``: also ``per_episode`` = {metric: one value per episode} (for intervals)."""
-    import torch
-
-    from world_models.slot_metrics import fg_ari, identity_rate_from_masks
-
-    episode = arrays["episode"]
+def episode_index(episode: np.ndarray, max_episodes: int) -> np.ndarray:
+    """(E, T) frame indices, in step order, of the first ``max_episodes`` episodes of the commonest length."""
     ids, lengths = np.unique(episode, return_counts=True)
     full = ids[lengths == np.bincount(lengths).argmax()][:max_episodes]
-    idx = np.stack([np.flatnonzero(episode == e) for e in full])  # (E, T), frames in step order
-    frames, seg = arrays["frames"][idx], arrays["seg"][idx].astype(np.int32)
+    return np.stack([np.flatnonzero(episode == e) for e in full])
+
+
+def track_masks(model, frames: np.ndarray, decode: bool = True):
+    """Track E episodes of T frames (E, T, S, S, 3) as at run time (the first frame encoded twice, every
+    later one from the previous frame's slots), without gradients in eval mode. Returns attention masks
+    (E, T, K, h, w), decoder masks (E, T, K, R, R) and the per-step reconstruction MSE (both None
+    without ``decode``)."""
+    import torch
+
     attn_all, dec_all, mse = [], [], []
     was_training = model.training
     model.eval()
     with torch.no_grad():
         slots = None
-        for t in range(idx.shape[1]):
+        for t in range(frames.shape[1]):
             if slots is None:  # reset: encode twice, the second time from its own output
                 slots, attn = model.encode_first_masks(frames[:, 0])
             else:
                 slots, attn = model.encode_masks(frames[:, t], slots)
-            recon, _, masks = model.decode(slots)
-            mse.append(float(torch.mean((recon - model.target(model.prepare(frames[:, t]))) ** 2)))
             attn_all.append(attn.cpu().numpy())
-            dec_all.append(masks.cpu().numpy())
+            if decode:
+                recon, _, masks = model.decode(slots)
+                mse.append(float(torch.mean((recon - model.target(model.prepare(frames[:, t]))) ** 2)))
+                dec_all.append(masks.cpu().numpy())
     model.train(was_training)
-    attn, dec = np.stack(attn_all, 1), np.stack(dec_all, 1)  # (E, T, K, h, w)
+    return np.stack(attn_all, 1), (np.stack(dec_all, 1) if decode else None), (mse if decode else None)
+
+
+def evaluate(model, arrays: dict[str, np.ndarray], max_episodes: int = 32,
+             per_episode: bool = False) -> dict[str, Any]:
+    """Temporal rollout over held-out episodes (the most common length): FG-ARI, identity rate, MSE.
+    ``per_episode``: also ``per_episode`` = {metric: one value per episode} (for intervals)."""
+    from world_models.slot_metrics import fg_ari, identity_rate_from_masks
+
+    idx = episode_index(arrays["episode"], max_episodes)
+    frames, seg = arrays["frames"][idx], arrays["seg"][idx].astype(np.int32)
+    attn, dec, mse = track_masks(model, frames)
     flat_seg = seg.reshape(-1, *seg.shape[2:])
     out: dict[str, Any] = {
         "fg_ari_attn": fg_ari(flat_seg, attn.reshape(-1, *attn.shape[2:])),
         "fg_ari_decoder": fg_ari(flat_seg, dec.reshape(-1, *dec.shape[2:])),
         "identity_rate_attn": identity_rate_from_masks(seg, attn),
         "identity_rate_decoder": identity_rate_from_masks(seg, dec),
-        "eval_mse": float(np.mean(mse)), "eval_episodes": len(full), "eval_frames": int(idx.size)}
+        "eval_mse": float(np.mean(mse)), "eval_episodes": len(idx), "eval_frames": int(idx.size)}
     if per_episode:
         e, t = idx.shape
         out["per_episode"] = {
