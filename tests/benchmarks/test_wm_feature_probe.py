@@ -31,9 +31,30 @@ def test_probe_is_fitted_and_reads_a_step_of_the_right_shape():
         fp.fit(enc, eps[:2], [], 2)
 
 
+def test_finetune_trains_a_copy_of_the_trunk_and_leaves_the_encoder_alone():
+    import torch
+
+    from world_models.slot_encoder import load_encoder
+
+    enc, _ = load_encoder(ENCODER)
+    before = {k: v.clone() for k, v in enc.state_dict().items()}
+    eps = fp.collect(830_000_000, 3, True, 0.2, 20.0)
+    a, b, _ = fp.pairs(eps[2:])
+    _, info_f, pred_f = fp.fit(enc, eps[:2], eps[2:], 2, batch=4)
+    _, info_t, pred_t = fp.fit(enc, eps[:2], eps[2:], 2, batch=4, trunk="finetune", trunk_lr=1e-2)
+    assert info_f["trunk"] == "frozen" and "trunk_lr" not in info_f
+    assert info_t["trunk"] == "finetune" and info_t["trunk_lr"] == 1e-2
+    assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())  # the encoder is untouched
+    # the same probe seed and batches: only the trained trunk makes the readings differ
+    assert not np.allclose(pred_f(a, b), pred_t(a, b))
+    with pytest.raises(ValueError, match="trunk 'pixels'"):
+        fp.fit(enc, eps[:2], eps[2:], 2, trunk="pixels")
+
+
 def test_bad_input_names_the_flag(tmp_path, capsys):
     for bad, said in ((["--updates", "0"], "--updates 0"), (["--eps", "2"], "--eps 2"),
-                      (["--encoder", str(tmp_path / "x")], "--encoder"), (["--test-seed", "830000001"], "overlap")):
+                      (["--encoder", str(tmp_path / "x")], "--encoder"), (["--test-seed", "830000001"], "overlap"),
+                      (["--trunk-lr", "0"], "--trunk-lr 0"), (["--trunks", "frozen", "frozen"], "each trunk once")):
         with pytest.raises(SystemExit) as e:
             fp.main(bad)
         assert e.value.code == 2 and said in capsys.readouterr().err
