@@ -125,6 +125,8 @@ def fit(encoder, train: list[dict], val: list[dict], updates: int, batch: int = 
                          f"{len(val)}")
     if trunk not in TRUNKS:
         raise ValueError(f"trunk {trunk!r}: allowed {', '.join(TRUNKS)}")
+    if not 0.0 < trunk_lr <= 1.0:
+        raise ValueError(f"trunk_lr {trunk_lr!r}: need 0 < trunk_lr <= 1")
     torch.manual_seed(seed)
     a, b, r = pairs(train)
     va, vb, vr = pairs(val)

@@ -49,6 +49,8 @@ def test_finetune_trains_a_copy_of_the_trunk_and_leaves_the_encoder_alone():
     assert not np.allclose(pred_f(a, b), pred_t(a, b))
     with pytest.raises(ValueError, match="trunk 'pixels'"):
         fp.fit(enc, eps[:2], eps[2:], 2, trunk="pixels")
+    with pytest.raises(ValueError, match="trunk_lr 0"):
+        fp.fit(enc, eps[:2], eps[2:], 2, trunk="finetune", trunk_lr=0.0)
 
 
 def test_bad_input_names_the_flag(tmp_path, capsys):
