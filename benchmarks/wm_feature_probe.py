@@ -232,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
            "train_episodes": len(train), "test_episodes": len(test), "test_transitions": len(a), "trunks": {}}
     for trunk in args.trunks:
         t1 = time.perf_counter()
-        _, info, predict = fit(encoder, train[:k], train[k:], args.updates, seed=args.seed, log=log, trunk=trunk,
-                               trunk_lr=args.trunk_lr)
+        try:
+            _, info, predict = fit(encoder, train[:k], train[k:], args.updates, seed=args.seed, log=log, trunk=trunk,
+                                   trunk_lr=args.trunk_lr)
+        except ValueError as e:  # a diverged fit; the trunks that finished are already written
+            print(f"error: trunk {trunk}: {e} (diverged? try a lower --trunk-lr)", file=sys.stderr)
+            return 1
         res["trunks"][trunk] = {"probe": info, "ceiling": ofs.step_measures(predict(a, b), r),
                                 "no_change": ofs.step_measures(predict(a, a), r),
                                 "fit_s": round(time.perf_counter() - t1, 1)}

@@ -60,3 +60,25 @@ def test_bad_input_names_the_flag(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             fp.main(bad)
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_diverged_fit_exits_1_naming_the_trunk_and_keeps_the_trunks_that_finished(tmp_path, monkeypatch, capsys):
+    import json
+
+    rng = np.random.default_rng(0)
+    fake = [{"frames": rng.integers(0, 255, (4, 64, 64, 3), dtype=np.uint8), "red": rng.normal(size=(4, 2)) * 0.01}
+            for _ in range(3)]
+    monkeypatch.setattr(fp, "collect", lambda *a, **k: fake)
+    real_fit = fp.fit
+
+    def fit(*a, trunk="frozen", **k):
+        if trunk == "finetune":
+            raise ValueError("no finite validation loss")
+        return real_fit(*a, trunk=trunk, **{**k, "batch": 4})
+
+    monkeypatch.setattr(fp, "fit", fit)
+    out = tmp_path / "r.json"
+    code = fp.main(["--train-episodes", "3", "--test-episodes", "3", "--updates", "1", "--trunks", "frozen",
+                    "finetune", "--out", str(out)])
+    assert code == 1 and "trunk finetune: no finite validation loss" in capsys.readouterr().err
+    assert list(json.loads(out.read_text())["trunks"]) == ["frozen"]
