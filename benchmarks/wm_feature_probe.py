@@ -81,11 +81,6 @@ def features(encoder, frames, grad: bool = False):
         return encoder.features(encoder.prepare(frames)).permute(0, 3, 1, 2).contiguous()
 
 
-def trunk_parameters(encoder) -> list:
-    """The parameters :meth:`SlotAutoencoder.features` uses (CNN, position embedding, feature MLP)."""
-    return [p for m in (encoder.cnn, encoder.enc_pos, encoder.enc_mlp) for p in m.parameters()]
-
-
 def make_probe(channels: int, hidden: int = 32):
     from torch import nn
 
@@ -135,7 +130,7 @@ def fit(encoder, train: list[dict], val: list[dict], updates: int, batch: int = 
     tuned = trunk == "finetune"
     if tuned:
         encoder = copy.deepcopy(encoder).train()
-        groups.append({"params": trunk_parameters(encoder), "lr": trunk_lr})
+        groups.append({"params": encoder.feature_parameters(), "lr": trunk_lr})
     opt = torch.optim.Adam(groups)
     rng = np.random.default_rng(seed)
     best, best_state, best_at = float("inf"), None, 0

@@ -237,6 +237,10 @@ class SlotAutoencoder(nn.Module):
         position embedding, MLP)."""
         return self.enc_mlp(self.enc_pos(self.cnn(x).permute(0, 2, 3, 1)))
 
+    def feature_parameters(self) -> list[nn.Parameter]:
+        """The parameters :meth:`features` uses (CNN, position embedding, feature MLP)."""
+        return [p for m in (self.cnn, self.enc_pos, self.enc_mlp) for p in m.parameters()]
+
     def _encode(self, x: torch.Tensor, init_slots: torch.Tensor | None, first: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``first``: the second pass of an episode's first frame (``iters`` rounds, not the

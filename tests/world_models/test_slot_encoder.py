@@ -53,6 +53,14 @@ def test_shapes(model):
     assert torch.is_tensor(model.encode(torch.from_numpy(frames(1))))
 
 
+def test_feature_parameters_are_exactly_those_the_feature_map_depends_on():
+    torch.manual_seed(0)
+    m = SlotAutoencoder(CFG)
+    m.features(m.prepare(frames(2))).sum().backward()
+    used = {id(p) for p in m.parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert {id(p) for p in m.feature_parameters()} == used
+
+
 def test_init_slots_replace_the_learned_init(model):
     x = frames(2)
     a, b = torch.randn(2, CFG.num_slots, CFG.slot_dim), torch.randn(2, CFG.num_slots, CFG.slot_dim)
