@@ -54,6 +54,9 @@ class SlotEncoderConfig:
     decoder_channels: int = 32  # channels of the broadcast decoder
     first_stride: int = 2  # stride of the first conv: the feature map is image_size / first_stride wide
     fg_weight: int = 10  # extra loss weight of pixels that stand out from their neighbourhood (0 = plain MSE)
+    # extra loss weight of pixels that changed since the window's previous frame (training with
+    # --seq-len > 1; 0 = none): reconstructing where things moved, a cube's small pushes included
+    motion_weight: int = 0
     # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
     # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
     carry_iters: int = 0
@@ -67,7 +70,7 @@ class SlotEncoderConfig:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000), "carry_iters": (0, 10), "first_stride": (1, 2)}
+                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "carry_iters": (0, 10), "first_stride": (1, 2)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
@@ -284,10 +287,13 @@ class SlotAutoencoder(nn.Module):
         return x if x.shape[-1] == r else F.interpolate(x, size=(r, r), mode="area")
 
     def loss(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None, *,
-             first: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+             first: bool = False, prev_frames: np.ndarray | torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reconstruction MSE of a batch of frames; returns (loss, slots (B, K, D)).
 
         ``first``: encode as at an episode reset (:meth:`encode_first`, no ``init_slots``).
+        ``prev_frames``: the same episodes' previous frames; with ``motion_weight`` > 0 the pixels that
+        changed since them weigh more (:func:`fg_weighted_mse`).
         """
         x = self.prepare(frames)
         if first:
@@ -295,17 +301,29 @@ class SlotAutoencoder(nn.Module):
         slots, _ = self._encode(x, init_slots, first=first)
         recon, _, _ = self.decode(slots)
         t = self.target(x)
-        return fg_weighted_mse(recon, t, self.cfg.fg_weight), slots
+        prev = None
+        if prev_frames is not None and self.cfg.motion_weight:
+            prev = self.target(self.prepare(prev_frames))
+        return fg_weighted_mse(recon, t, self.cfg.fg_weight, prev, self.cfg.motion_weight), slots
 
 
-def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float) -> torch.Tensor:
+def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
+                    prev: torch.Tensor | None = None, motion_weight: float = 0.0) -> torch.Tensor:
     """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
     MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from their
-    9x9 neighbourhood's mean get 1 + ``fg_weight`` times the weight; no labels are used (0 = plain MSE)."""
-    if not fg_weight:
+    9x9 neighbourhood's mean get ``fg_weight`` more weight; no labels are used (0 = plain MSE).
+
+    ``prev``: the previous frames' targets (same shape); pixels whose colour changed since then (the
+    same 0.15 threshold on the summed channel difference) get ``motion_weight`` more, on top."""
+    moving = prev is not None and bool(motion_weight)
+    if not fg_weight and not moving:
         return F.mse_loss(recon, target)
-    bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
-    w = 1.0 + fg_weight * ((target - bg).abs().sum(1, keepdim=True) > 0.15).float()
+    w = torch.ones_like(target[:, :1])
+    if fg_weight:
+        bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
+        w = w + fg_weight * ((target - bg).abs().sum(1, keepdim=True) > 0.15).float()
+    if moving:
+        w = w + motion_weight * ((target - prev).abs().sum(1, keepdim=True) > 0.15).float()
     return ((recon - target) ** 2 * w).mean() / w.mean()
 
 

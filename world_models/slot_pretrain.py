@@ -1,4 +1,4 @@
-"""Slot-encoder pretraining: random-policy frames from the object task, then offline autoencoder training.
+"""Slot-encoder pretraining: frames from the object task (random or object-play actions), then offline autoencoder training.
 
 Commands (run from the repository root)::
 
@@ -8,6 +8,9 @@ Commands (run from the repository root)::
         --eval-data runs/slots/data_eval.npz --out runs/slots/enc --steps 8000 --batch-size 8 --seq-len 4
     python -m world_models.slot_pretrain export --weights runs/slots/enc/weights_004000.pt \
         --data runs/slots/data_train.npz --eval-data runs/slots/data_eval.npz --out runs/slots/enc_4000
+
+``collect --policy play`` pushes randomly chosen cubes about (:class:`world_models.scripted.ObjectPlay`)
+instead of taking uniform random actions, which move a cube in few frames.
 
 ``--seq-len 4`` trains on windows of 4 consecutive frames with temporal initialisation, as the
 tracker runs at rollout time; with ``--seq-len 1`` (single frames) the slots are only ever trained
@@ -68,16 +71,26 @@ def data_hash(arrays: dict[str, np.ndarray]) -> str:
 
 # ---------------------------------------------------------------------- collection
 def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "push3", episode_len: int = 40,
-                   *, image_size: int = 64, progress: bool = True) -> dict:
-    """Roll out a uniform-random policy and save ``n_frames`` frames with segmentation; returns ``meta``."""
+                   *, image_size: int = 64, progress: bool = True, policy: str = "random", eps: float = 0.2,
+                   play_segment: float = 20.0) -> dict:
+    """Roll out a policy and save ``n_frames`` frames with segmentation; returns ``meta``.
+
+    ``policy``: ``"random"`` (uniform random actions) or ``"play"`` (:class:`world_models.scripted.ObjectPlay`
+    with ε = ``eps`` and mean segment ``play_segment``: cubes get pushed about, the goal is not read).
+    Both draw from the one generator seeded with ``seed``; a random-policy dataset is unchanged by
+    the option (same arrays, same ``data_hash``)."""
     from world_models.object_env import N_ACTIONS, ObjectTaskConfig, ObjectTaskEnv
+    from world_models.scripted import ObjectPlay
 
     if n_frames < 1 or episode_len < 2:
         raise ValueError(f"need n_frames >= 1 and episode_len >= 2, got {n_frames} and {episode_len}")
+    if policy not in ("random", "play"):
+        raise ValueError(f"policy={policy!r}: choose 'random' or 'play'")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cfg = ObjectTaskConfig(task=task, image_size=image_size, segmentation=True, max_steps=max(episode_len, 1))
     rng = np.random.default_rng(seed)
+    play = ObjectPlay(rng, eps, play_segment) if policy == "play" else None  # validates eps and play_segment
     s = image_size
     arrays = {"frames": np.zeros((n_frames, s, s, 3), np.uint8), "seg": np.zeros((n_frames, s, s), np.int16),
               "episode": np.zeros(n_frames, np.int32), "step": np.zeros(n_frames, np.int16),
@@ -88,6 +101,8 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
     try:
         while n < n_frames:
             obs, _ = env.reset(seed=int(rng.integers(2**31 - 1)))
+            if play is not None:  # a fresh player per episode: the scene's cubes change with each reset
+                play = ObjectPlay(rng, eps, play_segment)
             terminated = False
             for t in range(episode_len):
                 arrays["frames"][n], arrays["seg"][n] = obs["frame"], obs["seg"]
@@ -99,7 +114,7 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
                     print(f"collect: {n}/{n_frames} frames, {n / (time.monotonic() - t0):.0f} frames/s", flush=True)
                 if n == n_frames or t == episode_len - 1 or terminated:
                     break
-                action = int(rng.integers(N_ACTIONS))
+                action = int(rng.integers(N_ACTIONS)) if play is None else play.action(env)
                 obs, _, terminated, _, _ = env.step(action)  # success ends the episode after its frame
                 arrays["action"][n - 1] = action
             episode += 1
@@ -109,6 +124,7 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
             bar.close()
     meta = {"task": task, "seed": seed, "image_size": image_size, "episode_len": episode_len,
             "n_frames": n_frames, "n_episodes": episode, "data_hash": data_hash(arrays),
+            **({} if play is None else {"policy": "play", "eps": float(eps), "play_segment": float(play_segment)}),
             "collect_s": round(time.monotonic() - t0, 1)}
     tmp = out_path.with_name(out_path.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -270,7 +286,7 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, the first conv's stride
+    the tracking rounds (``carry_iters``), the loss's ``fg_weight`` and ``motion_weight``, the first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
     number of upsampling layers) may differ. Returns
@@ -299,7 +315,8 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "first_stride", "decoder_res", "broadcast_res")
+    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "first_stride", "decoder_res",
+            "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     if diff:
@@ -459,7 +476,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
         i0 = starts[rng.integers(len(starts), size=batch_size)]
         slots, loss = None, 0.0
         for j in range(seq_len):
-            loss_j, slots = model.loss(frames[i0 + j], slots, first=j == 0 and seq_len > 1)
+            prev = frames[i0 + j - 1] if j and config.motion_weight else None
+            loss_j, slots = model.loss(frames[i0 + j], slots, first=j == 0 and seq_len > 1, prev_frames=prev)
             loss = loss + loss_j / seq_len
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -516,13 +534,18 @@ def _config_from_args(preset: str, overrides: list[str]):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m world_models.slot_pretrain", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("collect", help="random-policy frames + segmentation into one .npz")
+    c = sub.add_parser("collect", help="frames + segmentation from a random or object-play policy into one .npz")
     c.add_argument("--frames", type=int, required=True, help="number of frames to save")
     c.add_argument("--seed", type=int, default=0, help="seeds the env resets and the random actions")
     c.add_argument("--out", required=True, help="output .npz path")
     c.add_argument("--task", default="push3", choices=("push3", "reach3"))
     c.add_argument("--episode-len", type=int, default=40, help="frames per episode (reset frame included)")
     c.add_argument("--image-size", type=int, default=64, help="frame side in pixels")
+    c.add_argument("--policy", default="random", choices=("random", "play"),
+                   help="uniform random actions, or object play (pushes randomly chosen cubes about; default random)")
+    c.add_argument("--eps", type=float, default=0.2, help="object play: share of uniform random actions (default 0.2)")
+    c.add_argument("--play-segment", type=float, default=20.0,
+                   help="object play: mean steps before a new cube and aim are drawn (default 20)")
     t = sub.add_parser("train", help="train the slot autoencoder (resumes from --out/train_state.pt)")
     t.add_argument("--data", required=True, help="training .npz from `collect`")
     t.add_argument("--eval-data", default=None, help="held-out .npz (another seed) for FG-ARI / identity")
@@ -556,7 +579,12 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(args.out)
             if out.suffix != ".npz" or out.is_dir():
                 raise ValueError(f"--out {args.out!r} must be a .npz file path")
-            meta = collect_frames(args.frames, args.seed, out, args.task, args.episode_len, image_size=args.image_size)
+            if not 0.0 <= args.eps <= 1.0:
+                raise ValueError(f"--eps {args.eps} is out of range; the share of random actions must be in [0, 1]")
+            if not (np.isfinite(args.play_segment) and args.play_segment >= 1.0):
+                raise ValueError(f"--play-segment {args.play_segment} is out of range; must be >= 1 step")
+            meta = collect_frames(args.frames, args.seed, out, args.task, args.episode_len, image_size=args.image_size,
+                                  policy=args.policy, eps=args.eps, play_segment=args.play_segment)
             print(json.dumps(meta))
             return 0
         if args.cmd == "export":
