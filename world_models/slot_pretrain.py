@@ -426,6 +426,9 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
                     ckpt_every=ckpt_every, eval_every=eval_every, log_every=log_every, eval_episodes=eval_episodes)
     if keep_every < 0:
         raise ValueError(f"keep_every={keep_every} is out of range; must be >= 0 (0: keep none)")
+    if config.motion_weight and seq_len < 2:
+        raise ValueError(f"slot_encoder.motion_weight={config.motion_weight} needs windows of frames (seq_len >= 2, "
+                         f"got {seq_len}): it weighs the pixels that changed since the window's previous frame")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     arrays, meta = load_dataset(data_path)
@@ -543,9 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--image-size", type=int, default=64, help="frame side in pixels")
     c.add_argument("--policy", default="random", choices=("random", "play"),
                    help="uniform random actions, or object play (pushes randomly chosen cubes about; default random)")
-    c.add_argument("--eps", type=float, default=0.2, help="object play: share of uniform random actions (default 0.2)")
-    c.add_argument("--play-segment", type=float, default=20.0,
-                   help="object play: mean steps before a new cube and aim are drawn (default 20)")
+    c.add_argument("--eps", type=float, default=None,
+                   help="with --policy play: share of uniform random actions (default 0.2)")
+    c.add_argument("--play-segment", type=float, default=None,
+                   help="with --policy play: mean steps before a new cube and aim are drawn (default 20)")
     t = sub.add_parser("train", help="train the slot autoencoder (resumes from --out/train_state.pt)")
     t.add_argument("--data", required=True, help="training .npz from `collect`")
     t.add_argument("--eval-data", default=None, help="held-out .npz (another seed) for FG-ARI / identity")
@@ -579,6 +583,11 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(args.out)
             if out.suffix != ".npz" or out.is_dir():
                 raise ValueError(f"--out {args.out!r} must be a .npz file path")
+            for flag, value in (("--eps", args.eps), ("--play-segment", args.play_segment)):
+                if value is not None and args.policy != "play":
+                    raise ValueError(f"{flag} {value} applies to object play only; add --policy play or drop it")
+            args.eps = 0.2 if args.eps is None else args.eps
+            args.play_segment = 20.0 if args.play_segment is None else args.play_segment
             if not 0.0 <= args.eps <= 1.0:
                 raise ValueError(f"--eps {args.eps} is out of range; the share of random actions must be in [0, 1]")
             if not (np.isfinite(args.play_segment) and args.play_segment >= 1.0):

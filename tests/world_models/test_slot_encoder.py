@@ -524,6 +524,31 @@ def test_training_with_motion_weight_weighs_the_windows_moving_pixels(tmp_path):
     a = torch.load(tmp_path / "a" / "train_state.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "b" / "train_state.pt", weights_only=True)["model"]
     assert any(not torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="motion_weight=10 needs windows"):
+        train_slot_encoder(dataclasses.replace(CFG, motion_weight=10), tmp_path / "train.npz", tmp_path / "c", 1,
+                           log=lambda s: None)
+
+
+def test_training_passes_each_frame_the_windows_previous_one(tmp_path, monkeypatch):
+    import dataclasses
+
+    tiny_dataset(tmp_path / "train.npz")
+    seen = []
+    real = SlotAutoencoder.loss
+
+    def spy(self, frames, init_slots=None, *, first=False, prev_frames=None):
+        seen.append((np.asarray(frames).copy(), None if prev_frames is None else np.asarray(prev_frames).copy()))
+        return real(self, frames, init_slots, first=first, prev_frames=prev_frames)
+
+    monkeypatch.setattr(SlotAutoencoder, "loss", spy)
+    train_slot_encoder(dataclasses.replace(CFG, motion_weight=10), tmp_path / "train.npz", tmp_path / "m", 2,
+                       batch_size=2, seq_len=3, log=lambda s: None)
+    assert len(seen) == 6  # 2 steps x windows of 3
+    for step in range(2):
+        window = seen[3 * step:3 * step + 3]
+        assert window[0][1] is None  # the window's first frame has no previous one
+        for j in (1, 2):
+            assert np.array_equal(window[j][1], window[j - 1][0])  # frame j's previous is frame j - 1
 
 
 def test_collect_with_object_play_moves_the_cubes(tmp_path, capsys):
@@ -547,3 +572,22 @@ def test_collect_with_object_play_moves_the_cubes(tmp_path, capsys):
     assert main(["collect", "--frames", "4", "--out", str(tmp_path / "y.npz"), "--policy", "play",
                  "--play-segment", "0.5"]) == 2
     assert "--play-segment 0.5" in capsys.readouterr().err
+    assert main(["collect", "--frames", "4", "--out", str(tmp_path / "y.npz"), "--eps", "0.3"]) == 2
+    assert "--eps 0.3 applies to object play only" in capsys.readouterr().err
+
+
+def test_collect_with_object_play_starts_a_fresh_player_each_episode(tmp_path, monkeypatch):
+    import world_models.scripted as scripted
+    from world_models.slot_pretrain import collect_frames
+
+    made = []
+    real = scripted.ObjectPlay
+
+    class Counting(real):
+        def __init__(self, *a, **k):
+            made.append(1)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(scripted, "ObjectPlay", Counting)
+    collect_frames(9, 3, tmp_path / "p.npz", episode_len=3, image_size=32, progress=False, policy="play")
+    assert len(made) == 1 + 3  # one to check the settings, then one per episode
