@@ -108,13 +108,15 @@ def register(subparsers) -> None:
     wm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override any setting (repeatable; default: none), e.g. --set planner.num_simulations=8")
     wm.set_defaults(func=_train_world_model)
-    se = add_subparser(models, "slot-encoder", "collect random-policy frames of an object task and train the "
+    se = add_subparser(models, "slot-encoder", "collect frames of an object task and train the "
                        "Slot Attention encoder the world models freeze (resumable)", """
   edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
   edge train slot-encoder --out runs/slots/v2 --steps 8000   # the shipped slots_push3_v2 (the world models' default)
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
   edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round
-  edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4""")
+  edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4
+  edge train slot-encoder --out runs/slots_play --policy play --init-from world_models/checkpoints/slots_push3_v2 \
+      --steps 2000 --lr 2e-4 --warmup-steps 100    # v2 fine-tuned on object-play frames""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "data_train.npz, data_eval.npz, train_state.pt")
     _add_frame_args(se)
@@ -133,7 +135,7 @@ def register(subparsers) -> None:
                     "manifest.json; same architecture, tracking rounds may differ); default: random init")
     se.set_defaults(func=_train_slot_encoder)
     pe = add_subparser(models, "pixel-encoder", "pretrain the pixel world model's CNN as an autoencoder on "
-                       "the slot encoder's random-policy frames (resumable)", """
+                       "frames collected as for the slot encoder (resumable)", """
   edge train pixel-encoder --out runs/pixels_ae --steps 6000      # frames as edge train slot-encoder collects them
   edge train pixel-encoder --out /tmp/px_tiny --frames 64 --eval-frames 32 --steps 2 --set channels=4 --set width=8
   edge train world-model --out runs/wm/px_ae_s0 --kind pixels --obs pixels --encoder runs/pixels_ae""")
@@ -330,25 +332,44 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
 
 
 def _add_frame_args(p: argparse.ArgumentParser) -> None:
-    """The random-policy frames an encoder is pretrained on (collected into --out by _collect_frames)."""
+    """The frames an encoder is pretrained on (collected into --out by _collect_frames)."""
     p.add_argument("--task", default="push3", choices=("push3", "reach3"), help="scene the frames come from")
-    p.add_argument("--frames", type=int, default=20000, help="training frames (random policy, seed --data-seed)")
-    p.add_argument("--eval-frames", type=int, default=1600, help="held-out frames (seed --data-seed + 1)")
+    p.add_argument("--frames", type=int, default=20000, help="training frames (seed --data-seed)")
+    p.add_argument("--eval-frames", type=int, default=1600,
+                   help="held-out frames (seed --data-seed + 1; always uniform random actions)")
     p.add_argument("--data-seed", type=int, default=1, help="seed of the training frames (held-out: +1)")
+    p.add_argument("--policy", default="random", choices=("random", "play"),
+                   help="actions of the training frames: uniform random, or object play (pushes randomly chosen "
+                        "cubes about, so cubes move in many more frames; default random)")
 
 
 def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int:
-    """Random-policy frames into ``out/data_train.npz`` and ``out/data_eval.npz`` unless there already
-    (the same seeds give the same frames, so the slot and pixel encoders can share a data hash)."""
+    """Frames into ``out/data_train.npz`` (``--policy``) and ``out/data_eval.npz`` (random actions) unless
+    there already (the same seeds give the same frames, so the slot and pixel encoders can share a data
+    hash); a file already there must have been collected with the settings asked for (EdgeError)."""
+    from edge.errors import EdgeError
     from world_models import slot_pretrain
 
-    for name, n, seed in (("data_train.npz", args.frames, args.data_seed),
-                          ("data_eval.npz", args.eval_frames, args.data_seed + 1)):
-        if not (out / name).is_file():
-            rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(out / name),
-                                     "--task", args.task, "--image-size", str(image_size)])
-            if rc:
-                return rc
+    for name, n, seed, policy in (("data_train.npz", args.frames, args.data_seed, args.policy),
+                                  ("data_eval.npz", args.eval_frames, args.data_seed + 1, "random")):
+        path = out / name
+        want = {"task": args.task, "seed": seed, "n_frames": n, "image_size": image_size, "policy": policy}
+        if path.is_file():
+            try:
+                meta = slot_pretrain.load_dataset(path, verify=False)[1]
+            except (ValueError, OSError) as err:
+                raise EdgeError(f"{path}: {err}; delete it or choose another --out") from None
+            have = {**meta, "policy": meta.get("policy", "random")}
+            diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+            if diff:
+                raise EdgeError(f"{path} was collected with other settings (there, asked for): {diff}; "
+                                "choose another --out, or delete the file to collect it again")
+            continue
+        rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(path),
+                                 "--task", args.task, "--image-size", str(image_size),
+                                 *(("--policy", "play") if policy == "play" else ())])
+        if rc:
+            return rc
     return 0
 
 

@@ -1,0 +1,39 @@
+"""`edge train slot-encoder` / `pixel-encoder`: the frames they collect (policy, reuse of files already there)."""
+
+import json
+
+import numpy as np
+
+from edge.cli import main
+
+
+def _meta(path) -> dict:
+    with np.load(path) as z:
+        return json.loads(str(z["meta"]))
+
+
+def test_slot_encoder_trains_on_object_play_frames_and_keeps_random_held_out_frames(tmp_path):
+    out = tmp_path / "se"
+    args = ["train", "slot-encoder", "--preset", "tiny", "--out", str(out), "--frames", "40", "--eval-frames", "20",
+            "--steps", "1", "--policy", "play"]
+    assert main(args) == 0
+    assert _meta(out / "data_train.npz")["policy"] == "play"
+    assert "policy" not in _meta(out / "data_eval.npz")  # held-out frames: uniform random actions
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["data_hash"] == _meta(out / "data_train.npz")["data_hash"]
+    assert main([*args[:-2], "--steps", "2", "--policy", "play"]) == 0  # the same settings: files reused, resumed
+    assert json.loads((out / "metrics.json").read_text())["step"] == 2
+
+
+def test_frames_already_there_with_other_settings_are_refused_by_name(tmp_path, capsys):
+    out = tmp_path / "se"
+    base = ["train", "slot-encoder", "--preset", "tiny", "--out", str(out), "--eval-frames", "20", "--steps", "1"]
+    assert main([*base, "--frames", "40"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--frames", "40", "--policy", "play"]) == 2
+    err = capsys.readouterr().err
+    assert "data_train.npz was collected with other settings" in err and "'policy': ('random', 'play')" in err
+    assert main([*base, "--frames", "48"]) == 2
+    assert "'n_frames': (40, 48)" in capsys.readouterr().err
+    assert main([*base, "--frames", "40", "--data-seed", "5"]) == 2
+    assert "'seed': (1, 5)" in capsys.readouterr().err
