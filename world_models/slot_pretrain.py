@@ -133,6 +133,17 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
     return meta
 
 
+def dataset_meta(path: str | Path) -> dict:
+    """The ``meta`` of a collected dataset, without reading (or verifying) its arrays."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no slot dataset at {path} (collect one with `slot_pretrain collect`)")
+    with np.load(path, allow_pickle=False) as z:
+        if "meta" not in z.files:
+            raise ValueError(f"{path} is not a slot dataset: no meta")
+        return json.loads(str(z["meta"]))
+
+
 def load_dataset(path: str | Path, verify: bool = True) -> tuple[dict[str, np.ndarray], dict]:
     """Arrays and ``meta`` of a collected dataset; ``verify`` recomputes ``data_hash``."""
     path = Path(path)

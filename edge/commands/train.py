@@ -347,6 +347,8 @@ def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int
     """Frames into ``out/data_train.npz`` (``--policy``) and ``out/data_eval.npz`` (random actions) unless
     there already (the same seeds give the same frames, so the slot and pixel encoders can share a data
     hash); a file already there must have been collected with the settings asked for (EdgeError)."""
+    import zipfile
+
     from edge.errors import EdgeError
     from world_models import slot_pretrain
 
@@ -356,9 +358,9 @@ def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int
         want = {"task": args.task, "seed": seed, "n_frames": n, "image_size": image_size, "policy": policy}
         if path.is_file():
             try:
-                meta = slot_pretrain.load_dataset(path, verify=False)[1]
-            except (ValueError, OSError) as err:
-                raise EdgeError(f"{path}: {err}; delete it or choose another --out") from None
+                meta = slot_pretrain.dataset_meta(path)  # the arrays are read (and verified) by training
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+                raise EdgeError(f"{path}: not a readable dataset ({err}); delete it or choose another --out") from None
             have = {**meta, "policy": meta.get("policy", "random")}
             diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
             if diff:
@@ -366,8 +368,7 @@ def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int
                                 "choose another --out, or delete the file to collect it again")
             continue
         rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(path),
-                                 "--task", args.task, "--image-size", str(image_size),
-                                 *(("--policy", "play") if policy == "play" else ())])
+                                 "--task", args.task, "--image-size", str(image_size), "--policy", policy])
         if rc:
             return rc
     return 0
