@@ -57,6 +57,11 @@ class SlotEncoderConfig:
     # extra loss weight of pixels that changed since the window's previous frame (training with
     # --seq-len > 1; 0 = none): reconstructing where things moved, a cube's small pushes included
     motion_weight: int = 0
+    # weight of an action-conditioned next-frame loss (training with --seq-len > 1; 0 = off): a small
+    # predictor (:class:`SlotPredictor`, not part of the encoder) maps a frame's slots and the action
+    # taken to the next frame's slots, which are decoded and compared with the next frame, so the
+    # slots must hold what decides where things go (the arm, the cubes it touches)
+    predict_weight: int = 0
     # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
     # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
     carry_iters: int = 0
@@ -70,7 +75,8 @@ class SlotEncoderConfig:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "carry_iters": (0, 10), "first_stride": (1, 2)}
+                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "predict_weight": (0, 1000),
+                  "carry_iters": (0, 10), "first_stride": (1, 2)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
@@ -325,6 +331,45 @@ def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
     if moving:
         w = w + motion_weight * ((target - prev).abs().sum(1, keepdim=True) > 0.15).float()
     return ((recon - target) ** 2 * w).mean() / w.mean()
+
+
+class SlotPredictor(nn.Module):
+    """Next slots from slots and an action, for the encoder's ``predict_weight`` training loss.
+
+    The action's embedding is added to every slot; one pre-norm transformer layer lets the slots see
+    each other (the arm pushes a cube); a linear map gives each slot's change, zero-initialised so
+    that training starts from predicting no change. (B, K, D), (B,) long -> (B, K, D)."""
+
+    def __init__(self, slot_dim: int, n_actions: int) -> None:
+        super().__init__()
+        heads = 4 if slot_dim % 4 == 0 else 1
+        self.action = nn.Embedding(n_actions, slot_dim)
+        self.mix = nn.TransformerEncoderLayer(slot_dim, heads, 2 * slot_dim, dropout=0.0, batch_first=True,
+                                              norm_first=True)
+        self.delta = nn.Linear(slot_dim, slot_dim)
+        nn.init.zeros_(self.delta.weight)
+        nn.init.zeros_(self.delta.bias)
+
+    def forward(self, slots: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        if actions.shape != slots.shape[:1]:
+            raise ValueError(f"actions must be (B,) = ({slots.shape[0]},), got {tuple(actions.shape)}")
+        h = self.mix(slots + self.action(actions.to(slots.device).long())[:, None, :])
+        return slots + self.delta(h)
+
+
+def next_frame_loss(model: SlotAutoencoder, predictor: SlotPredictor, slots: torch.Tensor,
+                    actions: np.ndarray | torch.Tensor, next_frames: np.ndarray | torch.Tensor,
+                    frames: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
+    """The action-conditioned next-frame loss: ``predictor``'s next slots from ``slots`` (B, K, D)
+    and ``actions`` (B,), decoded by ``model`` and compared with ``next_frames`` as the
+    reconstruction is (:func:`fg_weighted_mse`; with ``motion_weight`` the pixels that changed since
+    ``frames`` weigh more)."""
+    recon = model.decode(predictor(slots, torch.as_tensor(np.asarray(actions), device=slots.device)))[0]
+    t = model.target(model.prepare(next_frames))
+    prev = None
+    if frames is not None and model.cfg.motion_weight:
+        prev = model.target(model.prepare(frames))
+    return fg_weighted_mse(recon, t, model.cfg.fg_weight, prev, model.cfg.motion_weight)
 
 
 class SlotTracker:

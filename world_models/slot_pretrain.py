@@ -194,12 +194,14 @@ def _atomic_save(obj: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict) -> None:
+def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict,
+                      predictor=None) -> None:
     import torch
 
     _atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                   "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
-                  "settings": json.dumps(settings)}, path)
+                  "settings": json.dumps(settings),
+                  **({} if predictor is None else {"predictor": predictor.state_dict()})}, path)
 
 
 def _save_weights(path: Path, model, step: int, settings: dict, command: str) -> None:
@@ -264,8 +266,9 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
     return metrics
 
 
-def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator) -> int:
-    """Restore model, optimizer and RNGs from ``path``; returns its step. The settings must match."""
+def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator, predictor=None) -> int:
+    """Restore model, optimizer, RNGs (and the ``predict_weight`` predictor) from ``path``; returns its
+    step. The settings must match."""
     import torch
 
     state = torch.load(path, map_location=model.device, weights_only=True)
@@ -288,6 +291,8 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
         raise ValueError(f"{path} was trained with other settings (saved, now): {diff}; "
                          "use another --out or --no-resume")
     model.load_state_dict(state["model"])
+    if predictor is not None:
+        predictor.load_state_dict(state["predictor"])
     opt.load_state_dict(state["optimizer"])
     _set_rng_state(rng, state["numpy_rng"])
     torch.set_rng_state(state["torch_rng"].cpu())  # a GPU run's state was mapped onto its device
@@ -297,7 +302,8 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``), the loss's ``fg_weight`` and ``motion_weight``, the first conv's stride
+    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, ``motion_weight`` and ``predict_weight``, the
+    first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
     number of upsampling layers) may differ. Returns
@@ -326,8 +332,8 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "first_stride", "decoder_res",
-            "broadcast_res")
+    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "predict_weight", "first_stride",
+            "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     if diff:
@@ -419,6 +425,12 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     through the chain), the losses averaged. Without it the encoder only ever sees ``iters`` rounds
     from the learned init, and slots propagated over a long episode can drift.
 
+    With ``config.predict_weight`` > 0 (windows only) each frame after a window's first is also
+    predicted from the previous frame's slots and the action taken (:class:`SlotPredictor`, trained
+    alongside and kept in ``train_state.pt`` for resuming, not in the exported encoder), decoded, and
+    its loss against the frame, times ``predict_weight``, averaged over the window's transitions, is
+    added; the gradient reaches the encoder through the previous frame's slots.
+
     ``init_from`` starts a new run from another run's weights (fine-tuning, e.g. with fewer tracking
     rounds); the optimiser and the learning-rate schedule start afresh. It is part of the run's
     identity and is recorded in the manifest.
@@ -430,7 +442,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     """
     import torch
 
-    from world_models.slot_encoder import SlotAutoencoder, save_encoder
+    from world_models.slot_encoder import SlotAutoencoder, SlotPredictor, next_frame_loss, save_encoder
 
     _check_positive(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
                     half_life_steps=half_life_steps, grad_clip=grad_clip, seq_len=seq_len,
@@ -440,6 +452,9 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     if config.motion_weight and seq_len < 2:
         raise ValueError(f"slot_encoder.motion_weight={config.motion_weight} needs windows of frames (seq_len >= 2, "
                          f"got {seq_len}): it weighs the pixels that changed since the window's previous frame")
+    if config.predict_weight and seq_len < 2:
+        raise ValueError(f"slot_encoder.predict_weight={config.predict_weight} needs windows of frames (seq_len >= 2, "
+                         f"got {seq_len}): it predicts each next frame of a window from the slots and the action")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     arrays, meta = load_dataset(data_path)
@@ -450,11 +465,22 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     starts = window_starts(arrays["episode"], seq_len)
     if len(starts) == 0:
         raise ValueError(f"{data_path} has no window of {seq_len} consecutive frames")
+    if config.predict_weight:
+        from world_models.object_env import N_ACTIONS
+
+        acted = arrays["action"][starts[:, None] + np.arange(seq_len - 1)]
+        bad = acted[(acted < 0) | (acted >= N_ACTIONS)]
+        if bad.size:
+            raise ValueError(f"{data_path}: action {int(bad[0])} inside a window of {seq_len} frames, where "
+                             f"slot_encoder.predict_weight needs the action taken (0..{N_ACTIONS - 1}); recollect "
+                             "the frames with `collect`")
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = SlotAutoencoder(config)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    predictor = SlotPredictor(config.slot_dim, N_ACTIONS).to(model.device) if config.predict_weight else None
+    params = list(model.parameters()) + ([] if predictor is None else list(predictor.parameters()))
+    opt = torch.optim.Adam(params, lr=lr)
     arch = {k: v for k, v in dataclasses.asdict(config).items() if k != "device"}
     settings = {"config": arch, "data_hash": meta["data_hash"], "batch_size": batch_size,
                 "lr": lr, "warmup_steps": warmup_steps, "half_life_steps": half_life_steps,
@@ -466,7 +492,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     state_path, log_path = out / "train_state.pt", out / "log.jsonl"
     step = 0
     if resume and state_path.is_file():
-        step = _load_train_state(state_path, settings, model, opt, rng)
+        step = _load_train_state(state_path, settings, model, opt, rng, predictor)
         log(f"resumed from {state_path} at step {step}")
     else:
         if log_path.exists():
@@ -482,32 +508,38 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     command = command if command is not None else shlex.join([sys.executable, *sys.argv])
     model.train()
     frames = arrays["frames"]
-    t_last, loss_acc, n_acc = time.monotonic(), 0.0, 0
+    t_last, loss_acc, pred_acc, n_acc = time.monotonic(), 0.0, 0.0, 0
     metrics: dict[str, Any] = {}
     while step < steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, lr, warmup_steps, half_life_steps)
         i0 = starts[rng.integers(len(starts), size=batch_size)]
-        slots, loss = None, 0.0
+        slots, loss, pred_loss = None, 0.0, 0.0
         for j in range(seq_len):
             prev = frames[i0 + j - 1] if j and config.motion_weight else None
+            if j and predictor is not None:  # frame j predicted from frame j - 1's slots and the action taken
+                pred = next_frame_loss(model, predictor, slots, arrays["action"][i0 + j - 1], frames[i0 + j],
+                                       frames[i0 + j - 1])
+                loss = loss + config.predict_weight * pred / (seq_len - 1)
+                pred_loss += pred.item() / (seq_len - 1)
             loss_j, slots = model.loss(frames[i0 + j], slots, first=j == 0 and seq_len > 1, prev_frames=prev)
             loss = loss + loss_j / seq_len
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
         opt.step()
         step += 1
-        loss_acc, n_acc = loss_acc + loss.item(), n_acc + 1
+        loss_acc, pred_acc, n_acc = loss_acc + loss.item(), pred_acc + pred_loss, n_acc + 1
         if step % log_every == 0 or step == steps:
             now = time.monotonic()
             entry = {"step": step, "loss": loss_acc / n_acc, "lr": opt.param_groups[0]["lr"],
-                     "grad_norm": grad_norm, "step_s": (now - t_last) / n_acc}
+                     "grad_norm": grad_norm, "step_s": (now - t_last) / n_acc,
+                     **({"predict_loss": pred_acc / n_acc} if predictor is not None else {})}
             record(entry)
             log(f"step {step}/{steps} loss {entry['loss']:.5f} lr {entry['lr']:.2e} {entry['step_s']:.3f} s/step")
-            t_last, loss_acc, n_acc = now, 0.0, 0
+            t_last, loss_acc, pred_acc, n_acc = now, 0.0, 0.0, 0
         if step % ckpt_every == 0 or step == steps:
-            _save_train_state(state_path, model, opt, step, rng, settings)
+            _save_train_state(state_path, model, opt, step, rng, settings, predictor)
         if keep_every and step % keep_every == 0:
             _save_weights(out / f"weights_{step:06d}.pt", model, step, settings, command)
         if eval_arrays is not None and (step % eval_every == 0 or step == steps):

@@ -591,3 +591,87 @@ def test_collect_with_object_play_starts_a_fresh_player_each_episode(tmp_path, m
     monkeypatch.setattr(scripted, "ObjectPlay", Counting)
     collect_frames(9, 3, tmp_path / "p.npz", episode_len=3, image_size=32, progress=False, policy="play")
     assert len(made) == 1 + 3  # one to check the settings, then one per episode
+
+
+def test_slot_predictor_starts_from_no_change_and_reads_the_action():
+    from world_models.slot_encoder import SlotPredictor
+
+    torch.manual_seed(0)
+    pred = SlotPredictor(CFG.slot_dim, 8)
+    s = torch.randn(3, CFG.num_slots, CFG.slot_dim)
+    a = torch.tensor([0, 1, 7])
+    assert torch.equal(pred(s, a), s)  # zero-initialised change: training starts from "no change"
+    torch.nn.init.normal_(pred.delta.weight)
+    out0, out1 = pred(s, torch.zeros(3, dtype=torch.long)), pred(s, torch.ones(3, dtype=torch.long))
+    assert out0.shape == s.shape and not torch.allclose(out0, out1)  # the action moves the prediction
+    with pytest.raises(ValueError, match="actions must be"):
+        pred(s, torch.zeros(2, dtype=torch.long))
+
+
+def test_next_frame_loss_trains_the_encoder_through_the_previous_slots():
+    from world_models.slot_encoder import SlotPredictor, next_frame_loss
+
+    torch.manual_seed(0)
+    model, pred = SlotAutoencoder(CFG), SlotPredictor(CFG.slot_dim, 8)
+    x, y = frames(2, 1), frames(2, 2)
+    slots = model.encode(x)
+    loss = next_frame_loss(model, pred, slots, np.array([3, 4]), y, x)
+    loss.backward()
+    assert loss.item() > 0 and model.cnn[0].weight.grad.abs().sum() > 0  # reaches the CNN via the slots
+    assert pred.delta.weight.grad.abs().sum() > 0  # the zero-initialised change is what learns first
+    with torch.no_grad():  # the target is the next frame, not the current one
+        recon = model.decode(pred(slots, torch.tensor([3, 4])))[0]
+        from world_models.slot_encoder import fg_weighted_mse
+
+        assert torch.isclose(next_frame_loss(model, pred, slots, np.array([3, 4]), y),
+                             fg_weighted_mse(recon, model.target(model.prepare(y)), CFG.fg_weight))
+
+
+def test_training_with_predict_weight_resumes_exactly_and_exports_the_encoder_alone(tmp_path):
+    import dataclasses
+
+    tiny_dataset(tmp_path / "train.npz")
+    cfg = dataclasses.replace(CFG, predict_weight=2)
+    kw = dict(batch_size=2, seq_len=3, log_every=1, ckpt_every=2, warmup_steps=2, log=lambda s: None)
+    train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "plain", 2, **kw)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "a", 4, **kw)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "b", 2, **kw)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "b", 4, **kw)  # resumed at step 2
+    lp = [json.loads(line)["loss"] for line in (tmp_path / "plain" / "log.jsonl").read_text().splitlines()]
+    la = [json.loads(line)["loss"] for line in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    assert la[0] > lp[0]  # same init and batches; the prediction's loss is added
+    first = json.loads((tmp_path / "a" / "log.jsonl").read_text().splitlines()[0])
+    assert first["predict_loss"] > 0 and "predict_loss" not in json.loads(
+        (tmp_path / "plain" / "log.jsonl").read_text().splitlines()[0])
+    a = torch.load(tmp_path / "a" / "train_state.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "train_state.pt", weights_only=True)
+    for part in ("model", "predictor"):
+        assert a[part].keys() == b[part].keys()
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part])  # the predictor came back too
+    assert any(v.abs().sum() > 0 for k, v in a["predictor"].items() if k.startswith("delta"))  # it trained
+    enc, manifest = load_encoder(tmp_path / "a")
+    assert manifest["config"]["predict_weight"] == 2
+    assert not any(k.startswith(("action", "mix", "delta")) for k in enc.state_dict())
+    with pytest.raises(ValueError, match="predict_weight=2 needs windows"):
+        train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "c", 1, log=lambda s: None)
+    with pytest.raises(ValueError, match="predict_weight=-1"):
+        SlotEncoderConfig.tiny(predict_weight=-1)
+
+
+def test_training_with_predict_weight_refuses_windows_without_actions(tmp_path):
+    import dataclasses
+
+    tiny_dataset(tmp_path / "train.npz")
+    d = dict(np.load(tmp_path / "train.npz"))
+    d["action"][3] = -1  # a frame inside an episode with no action recorded
+    meta = json.loads(str(d.pop("meta")))
+    d.pop("meta", None)
+    meta["data_hash"] = data_hash(d)
+    np.savez_compressed(tmp_path / "bad.npz", **d, meta=np.array(json.dumps(meta)))
+    with pytest.raises(ValueError, match=r"bad.npz: action -1 inside a window"):
+        train_slot_encoder(dataclasses.replace(CFG, predict_weight=1), tmp_path / "bad.npz", tmp_path / "x", 1,
+                           seq_len=2, log=lambda s: None)
+    # the same data trains without the prediction, and from weights trained without it
+    train_slot_encoder(CFG, tmp_path / "bad.npz", tmp_path / "y", 1, seq_len=2, log=lambda s: None)
+    train_slot_encoder(dataclasses.replace(CFG, predict_weight=1), tmp_path / "train.npz", tmp_path / "z", 1,
+                       seq_len=2, init_from=tmp_path / "y", log=lambda s: None)
