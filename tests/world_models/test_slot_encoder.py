@@ -675,3 +675,36 @@ def test_training_with_predict_weight_refuses_windows_without_actions(tmp_path):
     train_slot_encoder(CFG, tmp_path / "bad.npz", tmp_path / "y", 1, seq_len=2, log=lambda s: None)
     train_slot_encoder(dataclasses.replace(CFG, predict_weight=1), tmp_path / "train.npz", tmp_path / "z", 1,
                        seq_len=2, init_from=tmp_path / "y", log=lambda s: None)
+
+
+def test_training_predicts_each_windows_next_frame_from_the_action_taken_there(tmp_path, monkeypatch):
+    """Actions as collect records them (action[i] leads from frame i to i + 1, -1 on an episode's
+    last frame): frame j of a window is predicted with action[i0 + j - 1] and scored against frame j."""
+    import dataclasses
+
+    import world_models.slot_encoder as se
+
+    tiny_dataset(tmp_path / "t.npz")
+    d = dict(np.load(tmp_path / "t.npz"))
+    meta = json.loads(str(d.pop("meta")))
+    n = len(d["episode"])
+    d["action"] = (np.arange(n) % 8).astype(np.int8)
+    d["action"][d["step"] == d["step"].max()] = -1  # nothing acted after an episode's last frame
+    meta["data_hash"] = data_hash(d)
+    np.savez_compressed(tmp_path / "train.npz", **d, meta=np.array(json.dumps(meta)))
+    seen, real = [], se.next_frame_loss
+
+    def spy(model, predictor, slots, actions, next_frames, frames=None):
+        seen.append((np.asarray(actions).copy(), np.asarray(next_frames).copy(), np.asarray(frames).copy()))
+        return real(model, predictor, slots, actions, next_frames, frames)
+
+    monkeypatch.setattr(se, "next_frame_loss", spy)
+    train_slot_encoder(dataclasses.replace(CFG, predict_weight=1), tmp_path / "train.npz", tmp_path / "p", 3,
+                       batch_size=4, seq_len=3, log=lambda s: None)
+    assert len(seen) == 6  # 3 steps x 2 transitions per window of 3
+    frames_all = d["frames"]
+    for actions, nxt, cur in seen:
+        idx = [int(np.flatnonzero((frames_all == f).all(axis=(1, 2, 3)))[0]) for f in nxt]
+        assert np.array_equal(actions, d["action"][np.array(idx) - 1])  # the action taken on the frame before
+        assert (actions >= 0).all() and np.array_equal(cur, frames_all[np.array(idx) - 1])
+        assert (d["episode"][np.array(idx)] == d["episode"][np.array(idx) - 1]).all()  # never across episodes
