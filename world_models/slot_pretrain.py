@@ -306,7 +306,9 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
-    number of upsampling layers) may differ. Returns
+    number of upsampling layers) may differ; and ``num_slots`` may grow: the learned initialisation
+    of the slots there is kept for the first slots, the new ones start from the new run's own
+    initialisation (:func:`load_into`; every other weight is shared by all slots). Returns
     (state_dict, provenance); any other file is refused by name (ValueError)."""
     import torch
 
@@ -336,13 +338,34 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
             "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
+    there_slots = cfg.get("num_slots", defaults["num_slots"])
+    if set(diff) == {"num_slots"} and there_slots < config.num_slots:
+        diff = {}
+        info["grown_slots"] = [there_slots, config.num_slots]
     if diff:
         raise ValueError(f"--init-from {str(path)!r} has another architecture (there, here): {diff}")
     try:
-        SlotAutoencoder(config).load_state_dict(weights)
+        load_into(SlotAutoencoder(config), weights)
     except RuntimeError as err:
         raise ValueError(f"--init-from {str(path)!r}: its weights do not fit this encoder: {err}") from None
     return weights, info
+
+
+def load_into(model, weights: dict) -> None:
+    """``model.load_state_dict(weights)``, where ``weights`` may come from an encoder with fewer slots
+    (:func:`load_init_weights`): its learned slot initialisation fills the first rows, the model keeps
+    its own for the rest."""
+    import torch
+
+    key = "slot_attention.init_slots"
+    own = model.state_dict()[key]
+    if key in weights and weights[key].ndim == 2 and weights[key].shape[0] < own.shape[0] \
+            and weights[key].shape[1:] == own.shape[1:]:
+        grown = own.detach().clone()
+        grown[:weights[key].shape[0]] = weights[key].to(grown.device)
+        weights = {**weights, key: grown}
+    with torch.no_grad():
+        model.load_state_dict(weights)
 
 
 def episode_index(episode: np.ndarray, max_episodes: int) -> np.ndarray:
@@ -498,7 +521,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
         if log_path.exists():
             log_path.unlink()
         if init_info is not None:
-            model.load_state_dict(init_weights)
+            load_into(model, init_weights)
             log(f"initialised from {init_info['path']} (step {init_info['step']})")
 
     def record(entry: dict) -> None:

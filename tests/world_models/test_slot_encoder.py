@@ -708,3 +708,38 @@ def test_training_predicts_each_windows_next_frame_from_the_action_taken_there(t
         assert np.array_equal(actions, d["action"][np.array(idx) - 1])  # the action taken on the frame before
         assert (actions >= 0).all() and np.array_equal(cur, frames_all[np.array(idx) - 1])
         assert (d["episode"][np.array(idx)] == d["episode"][np.array(idx) - 1]).all()  # never across episodes
+
+
+def test_init_from_an_encoder_with_fewer_slots_keeps_its_slots_and_adds_fresh_ones(tmp_path):
+    from world_models.slot_pretrain import load_init_weights, load_into
+
+    tiny_dataset(tmp_path / "train.npz")
+    kw = {"warmup_steps": 2, "log_every": 1, "log": lambda s: None, "batch_size": 4}
+    src = tmp_path / "src"
+    train_slot_encoder(CFG, tmp_path / "train.npz", src, 2, seed=0, **kw)
+    ref = torch.load(src / "train_state.pt", weights_only=True)["model"]
+    more = SlotEncoderConfig.tiny(num_slots=CFG.num_slots + 1)
+    weights, info = load_init_weights(src, more)
+    assert info["grown_slots"] == [CFG.num_slots, CFG.num_slots + 1]
+    torch.manual_seed(7)
+    model = SlotAutoencoder(more)
+    own = model.slot_attention.init_slots.detach().clone()
+    load_into(model, weights)
+    got = model.state_dict()
+    key = "slot_attention.init_slots"
+    assert torch.equal(got[key][:CFG.num_slots], ref[key]) and torch.equal(got[key][-1], own[-1])
+    assert all(torch.equal(got[k], ref[k]) for k in ref if k != key)  # every other weight is shared by all slots
+    assert model.encode(frames(2)).shape == (2, CFG.num_slots + 1, CFG.slot_dim)
+    # a run started from it: lr 1e-12, so one step leaves it where it began (the source's + seed-0 fresh rows)
+    ft = tmp_path / "ft"
+    train_slot_encoder(more, tmp_path / "train.npz", ft, 1, seed=0, lr=1e-12, init_from=src, **kw)
+    ran = torch.load(ft / "train_state.pt", weights_only=True)["model"]
+    torch.manual_seed(0)
+    fresh_row = SlotAutoencoder(more).slot_attention.init_slots[-1].detach()
+    assert torch.allclose(ran[key][:CFG.num_slots], ref[key], atol=1e-6)
+    assert torch.allclose(ran[key][-1], fresh_row, atol=1e-6)
+    assert json.loads((ft / "manifest.json").read_text())["init_from"]["grown_slots"] == [4, 5]
+    with pytest.raises(ValueError, match="another architecture.*num_slots"):  # fewer slots: refused
+        load_init_weights(src, SlotEncoderConfig.tiny(num_slots=CFG.num_slots - 1))
+    with pytest.raises(ValueError, match="another architecture"):  # more slots and another width: refused
+        load_init_weights(src, SlotEncoderConfig.tiny(num_slots=CFG.num_slots + 1, slot_dim=CFG.slot_dim * 2))
