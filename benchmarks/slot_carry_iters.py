@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seeds of the held-out episodes (one set of --frames each; pooled with bootstrap intervals "
                          "over episodes)")
     ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
+    ap.add_argument("--pair-encoders", action="store_true",
+                    help="also each encoder against every one listed before it: per-episode differences on the same "
+                         "episodes, rounds and prior, 95 %% bootstrap intervals (`paired_encoders` in the JSON)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
     args = ap.parse_args(argv)
     for flag, values in (("--seed", args.seed), ("--encoders", args.encoders), ("--carry-iters", args.carry_iters),
@@ -136,12 +139,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"paired {enc} carry_iters {c} carry_prior {prior:g} - {args.carry_prior[0]:g}: " + "  ".join(
             f"{k} {entry[k]['mean_difference']:+.3f} [{entry[k]['ci95'][0]:+.3f}, {entry[k]['ci95'][1]:+.3f}]"
             for k in metrics if k in entry), flush=True)
+    paired_encoders = []  # encoder j against encoder i < j, same rounds, prior and episodes
+    for j, enc in enumerate(args.encoders if args.pair_encoders else []):
+        for ref_enc in args.encoders[:j]:
+            for c, prior in [(c, b) for c in args.carry_iters for b in args.carry_prior]:
+                a, ref = per_ep[(enc, c, prior)], per_ep[(ref_enc, c, prior)]
+                entry = {"encoder": enc, "reference_encoder": ref_enc, "carry_iters": c, "carry_prior": prior}
+                for k in a:
+                    d = np.asarray(a[k], float) - np.asarray(ref[k], float)
+                    d = d[np.isfinite(d)]
+                    if not len(d):
+                        continue
+                    boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
+                    entry[k] = {"mean_difference": float(d.mean()), "ci95": [float(np.percentile(boots, 2.5)),
+                                                                              float(np.percentile(boots, 97.5))],
+                                "episodes": len(d)}
+                paired_encoders.append(entry)
+                print(f"paired {enc} - {ref_enc} carry_iters {c} carry_prior {prior:g}: " + "  ".join(
+                    f"{k} {entry[k]['mean_difference']:+.3f} [{entry[k]['ci95'][0]:+.3f}, {entry[k]['ci95'][1]:+.3f}]"
+                    for k in a if k in entry), flush=True)
     out = {"benchmark": "slot_carry_iters", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "heldout": heldout,
            "targets": {"fg_ari": 0.8, "identity_rate": 0.95},
            "pooled_note": "mean over episodes of all seeds, 95 % bootstrap interval over episodes",
            "pooled": pooled, "paired_note": "per-episode difference against the first --carry-prior, 95 % "
-           "bootstrap interval over episodes", "paired": paired, "results": results}
+           "bootstrap interval over episodes", "paired": paired,
+           **({"paired_encoders_note": "per-episode difference, encoder minus reference_encoder (listed before it), "
+               "95 % bootstrap interval over episodes", "paired_encoders": paired_encoders}
+              if args.pair_encoders else {}),
+           "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")

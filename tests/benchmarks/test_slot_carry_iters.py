@@ -31,3 +31,24 @@ def test_prior_is_paired_with_the_first_listed_on_the_same_episodes(tmp_path):
     want = sum(a - b for a, b in zip(per[2.0], per[0.0])) / 2
     assert pair["identity_rate_attn"]["episodes"] == 2
     assert pair["identity_rate_attn"]["mean_difference"] == pytest.approx(want)
+
+
+def test_pair_encoders_differences_each_encoder_against_those_listed_before_it(tmp_path):
+    import json
+
+    out = tmp_path / "r.json"
+    other = "world_models/checkpoints/slots_push3"
+    assert sci.main(["--encoders", ENCODER, other, "--carry-iters", "1", "--frames", "80", "--episodes", "2",
+                     "--seed", "11", "--pair-encoders", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    (pair,) = res["paired_encoders"]
+    assert pair["encoder"] == other and pair["reference_encoder"] == ENCODER
+    per = {r["path"]: r["per_episode"]["fg_ari_attn"] for r in res["results"]}
+    want = sum(a - b for a, b in zip(per[other], per[ENCODER])) / 2
+    assert pair["fg_ari_attn"]["episodes"] == 2
+    assert pair["fg_ari_attn"]["mean_difference"] == pytest.approx(want)
+    lo, hi = pair["fg_ari_attn"]["ci95"]
+    assert lo <= want <= hi
+    assert sci.main(["--encoders", ENCODER, "--carry-iters", "1", "--frames", "80", "--episodes", "2",
+                     "--seed", "11", "--out", str(out)]) == 0
+    assert "paired_encoders" not in json.loads(out.read_text())  # only when asked for
