@@ -7,8 +7,12 @@ that depends on how much of it the camera sees and how often its owner changes b
 
 ``--data`` is a frame file from ``python -m world_models.slot_pretrain collect`` (uniform-random
 policy, 40-frame episodes, with segmentation); the episodes are tracked as at run time (the first
-frame encoded twice, every later frame from the previous frame's slots). Writes JSON (machine,
-command, versions).
+frame encoded twice, every later frame from the previous frame's slots). Per robot-size bin it also
+gives the share of the robot's cells (at the encoder's reconstruction resolution) that the
+reconstruction loss weighs as foreground (``slot_encoder.foreground_mask``), overall and split by
+whether the robot's main slot holds it. ``--picture PNG`` draws frames with 200–400 robot pixels:
+the frame, each pixel's slot (the argmax of the attention masks; the robot's main slot in magenta,
+slot 0 in grey) and the robot's segmentation. Writes JSON (machine, command, versions).
 """
 
 from __future__ import annotations
@@ -27,8 +31,35 @@ from edge.telemetry import machine_info
 ROBOT_BINS = ((1, 50), (50, 100), (100, 200), (200, 400), (400, 100_000))  # visible robot pixels at 64²
 
 
-def summarise(seg: np.ndarray, masks: np.ndarray) -> dict:
-    """The report (see the module docstring) from seg (E, T, H, W) and masks (E, T, K, h, w)."""
+def robot_foreground(frames: np.ndarray, seg: np.ndarray, res: int) -> np.ndarray:
+    """(E, T): the share of the robot's cells at ``res``² (the cells more than half robot) that the
+    reconstruction loss weighs as foreground; NaN where no cell is. frames (E, T, S, S, 3) uint8,
+    seg (E, T, S, S)."""
+    import torch
+    import torch.nn.functional as F
+
+    from sim.backends.base import SEG_ROBOT
+    from world_models.slot_encoder import foreground_mask
+
+    e, t = seg.shape[:2]
+    x = torch.as_tensor(frames.reshape(e * t, *frames.shape[2:])).permute(0, 3, 1, 2).float() / 255.0
+    target = F.interpolate(x, size=(res, res), mode="area") if x.shape[-1] != res else x
+    robot = torch.as_tensor((seg.reshape(e * t, 1, *seg.shape[2:]) == SEG_ROBOT).astype(np.float32))
+    cells = (F.interpolate(robot, size=(res, res), mode="area") > 0.5)[:, 0]
+    fg = foreground_mask(target)[:, 0]
+    n = cells.sum((1, 2)).numpy()
+    share = np.where(n > 0, (fg & cells).sum((1, 2)).numpy() / np.maximum(n, 1), np.nan)
+    return share.reshape(e, t)
+
+
+def _mean(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return round(float(x.mean()), 3) if len(x) else None
+
+
+def summarise(seg: np.ndarray, masks: np.ndarray, fg_share: np.ndarray | None = None) -> dict:
+    """The report (see the module docstring) from seg (E, T, H, W) and masks (E, T, K, h, w);
+    ``fg_share`` (E, T) from :func:`robot_foreground` adds the loss-foreground columns."""
     from sim.backends.base import SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
     from world_models.slot_metrics import owner_shares
 
@@ -61,9 +92,49 @@ def summarise(seg: np.ndarray, masks: np.ndarray) -> dict:
         for lo, hi in ROBOT_BINS:
             sel = (pixels >= lo) & (pixels < hi)
             if sel.any():
-                rows.append({"pixels": [lo, hi], "frames": int(sel.sum()),
-                             "share_of_frames_owned_by_another_slot": round(float(np.mean(owner[sel] != main)), 3)})
+                row = {"pixels": [lo, hi], "frames": int(sel.sum()),
+                       "share_of_frames_owned_by_another_slot": round(float(np.mean(owner[sel] != main)), 3)}
+                if fg_share is not None:
+                    row["robot_cells_in_loss_foreground"] = _mean(fg_share[sel])
+                    row["robot_cells_in_loss_foreground_main_slot_owns"] = _mean(fg_share[sel & (owner == main)])
+                    row["robot_cells_in_loss_foreground_another_owns"] = _mean(fg_share[sel & (owner != main)])
+                rows.append(row)
         out["robot_by_visible_pixels"] = {"main_slot": main, "bins": rows}
+    return out
+
+
+def draw(path: str, frames: np.ndarray, seg: np.ndarray, masks: np.ndarray, main_slot: int | None,
+         rows: int = 4, scale: int = 4) -> dict:
+    """Write the ``--picture`` PNG: up to ``rows`` frames with 200-400 robot pixels, evenly spaced
+    among them; each row the frame, each pixel's slot and the robot's mask. Returns where they are
+    from (episode and step indices into the tracked episodes)."""
+    import matplotlib.image
+
+    from sim.backends.base import SEG_ROBOT
+
+    pixels = (seg == SEG_ROBOT).sum((-1, -2))
+    e_i, t_i = np.nonzero((pixels >= 200) & (pixels < 400))
+    pick = np.linspace(0, len(e_i) - 1, min(rows, len(e_i))).round().astype(int) if len(e_i) else []
+    k, s = masks.shape[2], frames.shape[2]
+    palette = np.array([[200, 200, 200], [230, 25, 75], [60, 180, 75], [0, 130, 200], [255, 225, 25], [245, 130, 48],
+                        [70, 240, 240], [0, 0, 128], [128, 128, 0], [170, 110, 40]], np.uint8)
+    colours = np.stack([palette[i % len(palette)] for i in range(k)])
+    if main_slot is not None and 0 < main_slot < k:
+        colours[main_slot] = (255, 0, 255)
+    tiles = []
+    for j in pick:
+        e, t = int(e_i[j]), int(t_i[j])
+        owner = masks[e, t].argmax(0)
+        up = s // owner.shape[-1]
+        owners = np.kron(colours[owner], np.ones((up, up, 1), np.uint8))
+        robot = np.repeat(((seg[e, t] == SEG_ROBOT) * 255).astype(np.uint8)[..., None], 3, -1)
+        tiles.append(np.concatenate([frames[e, t], owners, robot], 1))
+    out = {"path": path, "frames": [[int(e_i[j]), int(t_i[j])] for j in pick]}
+    if not tiles:
+        return {**out, "note": "no frame with 200-400 robot pixels; nothing drawn"}
+    img = np.concatenate(tiles, 0)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    matplotlib.image.imsave(path, np.kron(img, np.ones((scale, scale, 1), np.uint8)))
     return out
 
 
@@ -75,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--carry-iters", type=int, default=1,
                     help="tracking rounds (1..10); overrides the encoder's own (1 is what the world models use)")
     ap.add_argument("--out", default="benchmarks/results/slot_owners.json")
+    ap.add_argument("--picture", default=None, metavar="PNG",
+                    help="also draw up to 4 frames with 200-400 robot pixels: frame, owner slots, robot mask")
     args = ap.parse_args(argv)
+    if args.picture is not None and Path(args.picture).suffix.lower() != ".png":
+        ap.error(f"--picture {args.picture}: must be a .png path")
     if args.episodes < 1:
         ap.error(f"--episodes {args.episodes}: must be >= 1")
     if not 1 <= args.carry_iters <= 10:
@@ -101,17 +176,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     idx = episode_index(arrays["episode"], args.episodes)
     masks = track_masks(model, arrays["frames"][idx], decode=False)[0]
+    seg = arrays["seg"][idx].astype(np.int32)
+    fg_share = robot_foreground(arrays["frames"][idx], seg, model.cfg.decoder_res)
     res = {"benchmark": "slot_owners", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "encoder": args.encoder, "encoder_sha256": manifest.get("sha256"),
            "carry_iters": args.carry_iters, "data": args.data, "data_hash": meta.get("data_hash"),
            "episodes": len(idx), "frames_per_episode": int(idx.shape[1]),
-           **summarise(arrays["seg"][idx].astype(np.int32), masks)}
+           **summarise(seg, masks, fg_share)}
+    if args.picture is not None:
+        res["picture"] = draw(args.picture, arrays["frames"][idx], seg, masks,
+                              res.get("robot_by_visible_pixels", {}).get("main_slot"))
     for name, o in res["objects"].items():
         print(f"{name}: share per slot {o['mean_share_per_slot']}, frames owned {o['frames_owned_per_slot']}, "
               f"owner changes {o['owner_changes']} of {o['transitions']}")
     for row in res.get("robot_by_visible_pixels", {}).get("bins", []):
+        fg = row.get("robot_cells_in_loss_foreground")
         print(f"robot pixels {row['pixels']}: {row['frames']} frames, owned by another slot than its main one in "
-              f"{row['share_of_frames_owned_by_another_slot']:.0%}")
+              f"{row['share_of_frames_owned_by_another_slot']:.0%}"
+              + ("" if fg is None else f"; robot cells in the loss foreground {fg:.0%} (main slot owns: "
+                 f"{row['robot_cells_in_loss_foreground_main_slot_owns']}, another: "
+                 f"{row['robot_cells_in_loss_foreground_another_owns']})"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -313,6 +313,15 @@ class SlotAutoencoder(nn.Module):
         return fg_weighted_mse(recon, t, self.cfg.fg_weight, prev, self.cfg.motion_weight), slots
 
 
+def foreground_mask(target: torch.Tensor) -> torch.Tensor:
+    """(B, 3, H, W) in [0, 1] -> (B, 1, H, W) bool: the pixels the reconstruction loss weighs as
+    foreground, those whose colour differs from their 9x9 neighbourhood's mean by more than 0.15
+    (summed over channels). Inside an object much larger than the window the neighbourhood is the
+    object itself, so its interior is not foreground."""
+    bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
+    return (target - bg).abs().sum(1, keepdim=True) > 0.15
+
+
 def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
                     prev: torch.Tensor | None = None, motion_weight: float = 0.0) -> torch.Tensor:
     """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
@@ -326,8 +335,7 @@ def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
         return F.mse_loss(recon, target)
     w = torch.ones_like(target[:, :1])
     if fg_weight:
-        bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
-        w = w + fg_weight * ((target - bg).abs().sum(1, keepdim=True) > 0.15).float()
+        w = w + fg_weight * foreground_mask(target).float()
     if moving:
         w = w + motion_weight * ((target - prev).abs().sum(1, keepdim=True) > 0.15).float()
     return ((recon - target) ** 2 * w).mean() / w.mean()

@@ -66,3 +66,41 @@ def test_main_on_a_tiny_encoder_and_bad_input(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             so.main(["--encoder", str(tmp_path / "enc"), "--data", str(tmp_path / "d.npz"), *bad])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_robot_foreground_counts_the_loss_foreground_cells_of_the_robot():
+    frames = np.full((1, 2, 32, 32, 3), 120, np.uint8)
+    seg = np.full((1, 2, 32, 32), SEG_TABLE)
+    frames[0, 0, 4:8, 4:8] = 250  # a small bright robot: all of it stands out from its neighbourhood
+    seg[0, 0, 4:8, 4:8] = SEG_ROBOT
+    frames[0, 1, 2:30, 2:30] = 250  # a robot much larger than the 9x9 window: its interior does not
+    seg[0, 1, 2:30, 2:30] = SEG_ROBOT
+    share = so.robot_foreground(frames, seg, 32)
+    assert share[0, 0] == 1.0 and 0.0 < share[0, 1] < 0.5
+    seg[0, 0] = SEG_TABLE
+    assert np.isnan(so.robot_foreground(frames, seg, 32)[0, 0])  # no robot cell
+    fg = np.array([[0.2, 0.6, 1.0]])  # the summary's split by owner (the scene's robot: slot 1, 1, then 0)
+    seg3, masks = _scene()
+    row = so.summarise(seg3, masks, fg)["robot_by_visible_pixels"]["bins"][0]
+    assert row["robot_cells_in_loss_foreground"] == pytest.approx(0.6)
+    assert row["robot_cells_in_loss_foreground_main_slot_owns"] == pytest.approx(0.4)
+    assert row["robot_cells_in_loss_foreground_another_owns"] == pytest.approx(1.0)
+
+
+def test_picture_draws_the_frames_with_200_to_400_robot_pixels(tmp_path):
+    import matplotlib.image
+
+    seg = np.full((1, 3, 64, 64), SEG_TABLE)
+    seg[0, 1, :16, :16] = SEG_ROBOT  # 256 robot pixels: drawn
+    seg[0, 2, :4, :4] = SEG_ROBOT  # 16: not
+    frames = np.zeros((1, 3, 64, 64, 3), np.uint8)
+    masks = np.zeros((1, 3, 3, 32, 32))
+    masks[0, :, 2] = 1.0  # slot 2 everywhere
+    info = so.draw(str(tmp_path / "p.png"), frames, seg, masks, main_slot=2, scale=1)
+    assert info["frames"] == [[0, 1]]
+    img = matplotlib.image.imread(tmp_path / "p.png")
+    assert img.shape[:2] == (64, 192)
+    np.testing.assert_allclose(img[0, 64, :3], [1.0, 0.0, 1.0])  # the main slot in magenta
+    np.testing.assert_allclose(img[0, 128, :3], [1.0, 1.0, 1.0])  # the robot's mask
+    assert "note" in so.draw(str(tmp_path / "q.png"), frames[:, 2:], seg[:, 2:], masks[:, 2:], 2)
+    assert not (tmp_path / "q.png").exists()
