@@ -52,9 +52,11 @@ def robot_foreground(frames: np.ndarray, seg: np.ndarray, res: int) -> np.ndarra
     return share.reshape(e, t)
 
 
-def _mean(x: np.ndarray) -> float | None:
+def _mean(x: np.ndarray) -> dict:
+    """Mean of the finite values and how many there are (a frame without a robot cell at the
+    reconstruction resolution has none)."""
     x = x[np.isfinite(x)]
-    return round(float(x.mean()), 3) if len(x) else None
+    return {"mean": round(float(x.mean()), 3) if len(x) else None, "frames": int(len(x))}
 
 
 def summarise(seg: np.ndarray, masks: np.ndarray, fg_share: np.ndarray | None = None) -> dict:
@@ -95,9 +97,9 @@ def summarise(seg: np.ndarray, masks: np.ndarray, fg_share: np.ndarray | None = 
                 row = {"pixels": [lo, hi], "frames": int(sel.sum()),
                        "share_of_frames_owned_by_another_slot": round(float(np.mean(owner[sel] != main)), 3)}
                 if fg_share is not None:
-                    row["robot_cells_in_loss_foreground"] = _mean(fg_share[sel])
-                    row["robot_cells_in_loss_foreground_main_slot_owns"] = _mean(fg_share[sel & (owner == main)])
-                    row["robot_cells_in_loss_foreground_another_owns"] = _mean(fg_share[sel & (owner != main)])
+                    row["robot_cells_in_loss_foreground"] = {
+                        "all": _mean(fg_share[sel]), "main_slot_owns": _mean(fg_share[sel & (owner == main)]),
+                        "another_owns": _mean(fg_share[sel & (owner != main)])}
                 rows.append(row)
         out["robot_by_visible_pixels"] = {"main_slot": main, "bins": rows}
     return out
@@ -119,7 +121,7 @@ def draw(path: str, frames: np.ndarray, seg: np.ndarray, masks: np.ndarray, main
     palette = np.array([[200, 200, 200], [230, 25, 75], [60, 180, 75], [0, 130, 200], [255, 225, 25], [245, 130, 48],
                         [70, 240, 240], [0, 0, 128], [128, 128, 0], [170, 110, 40]], np.uint8)
     colours = np.stack([palette[i % len(palette)] for i in range(k)])
-    if main_slot is not None and 0 < main_slot < k:
+    if main_slot is not None and 0 <= main_slot < k:
         colours[main_slot] = (255, 0, 255)
     tiles = []
     for j in pick:
@@ -149,8 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--picture", default=None, metavar="PNG",
                     help="also draw up to 4 frames with 200-400 robot pixels: frame, owner slots, robot mask")
     args = ap.parse_args(argv)
-    if args.picture is not None and Path(args.picture).suffix.lower() != ".png":
-        ap.error(f"--picture {args.picture}: must be a .png path")
+    if args.picture is not None:
+        pic = Path(args.picture)
+        if pic.suffix.lower() != ".png" or pic.is_dir():
+            ap.error(f"--picture {args.picture}: must be a .png file path")
+        if any(p.exists() and not p.is_dir() for p in pic.parents):
+            ap.error(f"--picture {args.picture}: a folder on its path is a file")
     if args.episodes < 1:
         ap.error(f"--episodes {args.episodes}: must be >= 1")
     if not 1 <= args.carry_iters <= 10:
@@ -193,9 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         fg = row.get("robot_cells_in_loss_foreground")
         print(f"robot pixels {row['pixels']}: {row['frames']} frames, owned by another slot than its main one in "
               f"{row['share_of_frames_owned_by_another_slot']:.0%}"
-              + ("" if fg is None else f"; robot cells in the loss foreground {fg:.0%} (main slot owns: "
-                 f"{row['robot_cells_in_loss_foreground_main_slot_owns']}, another: "
-                 f"{row['robot_cells_in_loss_foreground_another_owns']})"))
+              + ("" if fg is None else "; robot cells in the loss foreground " + ", ".join(
+                  f"{k} {v['mean']} ({v['frames']} frames)" for k, v in fg.items())))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

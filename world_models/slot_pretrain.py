@@ -339,8 +339,8 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     there_slots = cfg.get("num_slots", defaults["num_slots"])
-    if set(diff) == {"num_slots"} and there_slots < config.num_slots:
-        diff = {}
+    if there_slots < config.num_slots:  # more slots: allowed (load_into); only the other keys must match
+        diff.pop("num_slots")
         info["grown_slots"] = [there_slots, config.num_slots]
     if diff:
         raise ValueError(f"--init-from {str(path)!r} has another architecture (there, here): {diff}")

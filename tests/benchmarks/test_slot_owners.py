@@ -81,10 +81,22 @@ def test_robot_foreground_counts_the_loss_foreground_cells_of_the_robot():
     assert np.isnan(so.robot_foreground(frames, seg, 32)[0, 0])  # no robot cell
     fg = np.array([[0.2, 0.6, 1.0]])  # the summary's split by owner (the scene's robot: slot 1, 1, then 0)
     seg3, masks = _scene()
-    row = so.summarise(seg3, masks, fg)["robot_by_visible_pixels"]["bins"][0]
-    assert row["robot_cells_in_loss_foreground"] == pytest.approx(0.6)
-    assert row["robot_cells_in_loss_foreground_main_slot_owns"] == pytest.approx(0.4)
-    assert row["robot_cells_in_loss_foreground_another_owns"] == pytest.approx(1.0)
+    fg[0, 0] = np.nan  # a frame without a robot cell at the loss's resolution is left out, and counted
+    row = so.summarise(seg3, masks, fg)["robot_by_visible_pixels"]["bins"][0]["robot_cells_in_loss_foreground"]
+    assert row["all"] == {"mean": pytest.approx(0.8), "frames": 2}
+    assert row["main_slot_owns"] == {"mean": pytest.approx(0.6), "frames": 1}
+    assert row["another_owns"] == {"mean": pytest.approx(1.0), "frames": 1}
+
+
+def test_robot_foreground_downsamples_the_robot_to_the_loss_resolution():
+    frames = np.full((1, 2, 64, 64, 3), 120, np.uint8)
+    seg = np.full((1, 2, 64, 64), SEG_TABLE)
+    seg[0, 0, 10:30, 20] = SEG_ROBOT  # one pixel wide: no 2x2 cell is more than half robot
+    frames[0, 0, 10:30, 20] = 250
+    seg[0, 1, 8:16, 8:16] = SEG_ROBOT  # 8x8 aligned: 4x4 cells at 32²
+    frames[0, 1, 8:16, 8:16] = 250
+    share = so.robot_foreground(frames, seg, 32)
+    assert np.isnan(share[0, 0]) and share[0, 1] == 1.0
 
 
 def test_picture_draws_the_frames_with_200_to_400_robot_pixels(tmp_path):
@@ -104,3 +116,27 @@ def test_picture_draws_the_frames_with_200_to_400_robot_pixels(tmp_path):
     np.testing.assert_allclose(img[0, 128, :3], [1.0, 1.0, 1.0])  # the robot's mask
     assert "note" in so.draw(str(tmp_path / "q.png"), frames[:, 2:], seg[:, 2:], masks[:, 2:], 2)
     assert not (tmp_path / "q.png").exists()
+    masks[0, :, 2], masks[0, :, 0] = 0.0, 1.0
+    so.draw(str(tmp_path / "z.png"), frames, seg, masks, main_slot=0, scale=1)  # the table's slot is the main one
+    np.testing.assert_allclose(matplotlib.image.imread(tmp_path / "z.png")[0, 64, :3], [1.0, 0.0, 1.0])
+
+
+def test_main_draws_the_picture_and_refuses_bad_picture_paths(tmp_path, capsys):
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder
+    from world_models.slot_pretrain import collect_frames
+
+    save_encoder(SlotAutoencoder(SlotEncoderConfig(num_slots=3, slot_dim=8, cnn_channels=4, cnn_channels_wide=8,
+                                                   mlp_hidden=8, decoder_channels=4)), tmp_path / "enc")
+    collect_frames(8, 5, tmp_path / "d.npz", episode_len=4, progress=False)
+    base = ["--encoder", str(tmp_path / "enc"), "--data", str(tmp_path / "d.npz"), "--out", str(tmp_path / "o.json")]
+    assert so.main([*base, "--picture", str(tmp_path / "pics" / "p.png")]) == 0
+    res = json.loads((tmp_path / "o.json").read_text())
+    assert res["picture"]["path"].endswith("p.png")  # drawn, or a note that no frame had 200-400 robot pixels
+    assert (tmp_path / "pics" / "p.png").exists() == ("note" not in res["picture"])
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir.png").mkdir()
+    for bad, said in ((str(tmp_path / "p.jpg"), "must be a .png"), (str(tmp_path / "adir.png"), "must be a .png"),
+                      (str(tmp_path / "afile" / "p.png"), "is a file")):
+        with pytest.raises(SystemExit) as e:
+            so.main([*base, "--picture", bad])
+        assert e.value.code == 2 and said in capsys.readouterr().err

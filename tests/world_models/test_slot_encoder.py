@@ -741,5 +741,11 @@ def test_init_from_an_encoder_with_fewer_slots_keeps_its_slots_and_adds_fresh_on
     assert json.loads((ft / "manifest.json").read_text())["init_from"]["grown_slots"] == [4, 5]
     with pytest.raises(ValueError, match="another architecture.*num_slots"):  # fewer slots: refused
         load_init_weights(src, SlotEncoderConfig.tiny(num_slots=CFG.num_slots - 1))
-    with pytest.raises(ValueError, match="another architecture"):  # more slots and another width: refused
+    with pytest.raises(ValueError, match="another architecture") as err:  # more slots and another width: refused
         load_init_weights(src, SlotEncoderConfig.tiny(num_slots=CFG.num_slots + 1, slot_dim=CFG.slot_dim * 2))
+    assert "slot_dim" in str(err.value) and "num_slots" not in str(err.value)  # names what must match
+    # a grown run resumes (the grown initialisation is in its own state), and a manifest is a source too
+    train_slot_encoder(more, tmp_path / "train.npz", ft, 2, seed=0, lr=1e-12, init_from=src, **kw)
+    assert torch.load(ft / "train_state.pt", weights_only=True)["step"] == 2
+    assert load_init_weights(src / "manifest.json", SlotEncoderConfig.tiny(num_slots=6, carry_iters=1))[1][
+        "grown_slots"] == [4, 6]
