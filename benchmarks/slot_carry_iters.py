@@ -44,6 +44,22 @@ def load_any(path: str):
                    "data_hash": manifest.get("data_hash"), "sha256": manifest.get("sha256")}
 
 
+def paired_differences(metrics: dict[str, list], ref: dict[str, list], rng: np.random.Generator) -> dict:
+    """Per metric, the per-episode differences ``metrics`` − ``ref`` (the same episodes in the same
+    order; an episode where either is NaN is left out): their mean, a 95 % bootstrap interval over
+    episodes (2,000 resamples from ``rng``) and the number of episodes."""
+    out = {}
+    for k in metrics:
+        d = np.asarray(metrics[k], float) - np.asarray(ref[k], float)
+        d = d[np.isfinite(d)]
+        if not len(d):
+            continue
+        boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
+        out[k] = {"mean_difference": float(d.mean()),
+                  "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))], "episodes": len(d)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--encoders", nargs="+", required=True, help="encoder directories or train_state.pt files")
@@ -125,16 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         ref = per_ep.get((enc, c, args.carry_prior[0]))
         if prior == args.carry_prior[0] or ref is None:
             continue
-        entry = {"encoder": enc, "carry_iters": c, "carry_prior": prior, "reference_carry_prior": args.carry_prior[0]}
-        for k in metrics:
-            d = np.asarray(metrics[k], float) - np.asarray(ref[k], float)
-            d = d[np.isfinite(d)]
-            if not len(d):
-                continue
-            boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
-            entry[k] = {"mean_difference": float(d.mean()), "ci95": [float(np.percentile(boots, 2.5)),
-                                                                      float(np.percentile(boots, 97.5))],
-                        "episodes": len(d)}
+        entry = {"encoder": enc, "carry_iters": c, "carry_prior": prior, "reference_carry_prior": args.carry_prior[0],
+                 **paired_differences(metrics, ref, rng)}
         paired.append(entry)
         print(f"paired {enc} carry_iters {c} carry_prior {prior:g} - {args.carry_prior[0]:g}: " + "  ".join(
             f"{k} {entry[k]['mean_difference']:+.3f} [{entry[k]['ci95'][0]:+.3f}, {entry[k]['ci95'][1]:+.3f}]"
@@ -144,16 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         for ref_enc in args.encoders[:j]:
             for c, prior in [(c, b) for c in args.carry_iters for b in args.carry_prior]:
                 a, ref = per_ep[(enc, c, prior)], per_ep[(ref_enc, c, prior)]
-                entry = {"encoder": enc, "reference_encoder": ref_enc, "carry_iters": c, "carry_prior": prior}
-                for k in a:
-                    d = np.asarray(a[k], float) - np.asarray(ref[k], float)
-                    d = d[np.isfinite(d)]
-                    if not len(d):
-                        continue
-                    boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
-                    entry[k] = {"mean_difference": float(d.mean()), "ci95": [float(np.percentile(boots, 2.5)),
-                                                                              float(np.percentile(boots, 97.5))],
-                                "episodes": len(d)}
+                entry = {"encoder": enc, "reference_encoder": ref_enc, "carry_iters": c, "carry_prior": prior,
+                         **paired_differences(a, ref, rng)}
                 paired_encoders.append(entry)
                 print(f"paired {enc} - {ref_enc} carry_iters {c} carry_prior {prior:g}: " + "  ".join(
                     f"{k} {entry[k]['mean_difference']:+.3f} [{entry[k]['ci95'][0]:+.3f}, {entry[k]['ci95'][1]:+.3f}]"
