@@ -62,6 +62,10 @@ class SlotEncoderConfig:
     # taken to the next frame's slots, which are decoded and compared with the next frame, so the
     # slots must hold what decides where things go (the arm, the cubes it touches)
     predict_weight: int = 0
+    # weight of a slot-space prediction loss (training with --seq-len > 1; 0 = off): the same
+    # predictor's next slots against the next frame's slots as encoded, by cosine, with the target
+    # held fixed (stop-gradient, as SimSiam / SPR-style objectives do)
+    latent_weight: int = 0
     # slot-attention rounds for a frame whose slots start from the previous frame's (tracking);
     # 0 = ``iters``. An episode's first frame always gets ``iters`` (twice: encode_first).
     carry_iters: int = 0
@@ -75,7 +79,7 @@ class SlotEncoderConfig:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "predict_weight": (0, 1000),
+                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "predict_weight": (0, 1000), "latent_weight": (0, 1000),
                   "carry_iters": (0, 10), "first_stride": (1, 2)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
@@ -378,6 +382,12 @@ def next_frame_loss(model: SlotAutoencoder, predictor: SlotPredictor, slots: tor
     if frames is not None and model.cfg.motion_weight:
         prev = model.target(model.prepare(frames))
     return fg_weighted_mse(recon, t, model.cfg.fg_weight, prev, model.cfg.motion_weight)
+
+
+def slot_prediction_loss(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over episodes and slots of 1 − cos(predicted slot, target slot), (B, K, D) each; the
+    target is detached (no gradient reaches it), so the loss cannot be lowered by moving it."""
+    return (1.0 - F.cosine_similarity(predicted, target.detach(), dim=-1)).mean()
 
 
 class SlotTracker:

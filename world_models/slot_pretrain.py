@@ -334,8 +334,8 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "predict_weight", "first_stride",
-            "decoder_res", "broadcast_res")
+    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "predict_weight", "latent_weight",
+            "first_stride", "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
     there_slots = cfg.get("num_slots", defaults["num_slots"])
@@ -452,7 +452,9 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     predicted from the previous frame's slots and the action taken (:class:`SlotPredictor`, trained
     alongside and kept in ``train_state.pt`` for resuming, not in the exported encoder), decoded, and
     its loss against the frame, times ``predict_weight``, averaged over the window's transitions, is
-    added; the gradient reaches the encoder through the previous frame's slots.
+    added; the gradient reaches the encoder through the previous frame's slots. ``config.latent_weight``
+    > 0 adds the same predictor's next slots scored against the next frame's slots as encoded
+    (:func:`slot_prediction_loss`, the target detached), times ``latent_weight``, averaged the same way.
 
     ``init_from`` starts a new run from another run's weights (fine-tuning, e.g. with fewer tracking
     rounds); the optimiser and the learning-rate schedule start afresh. It is part of the run's
@@ -465,7 +467,13 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     """
     import torch
 
-    from world_models.slot_encoder import SlotAutoencoder, SlotPredictor, next_frame_loss, save_encoder
+    from world_models.slot_encoder import (
+        SlotAutoencoder,
+        SlotPredictor,
+        next_frame_loss,
+        save_encoder,
+        slot_prediction_loss,
+    )
 
     _check_positive(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps,
                     half_life_steps=half_life_steps, grad_clip=grad_clip, seq_len=seq_len,
@@ -475,9 +483,11 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     if config.motion_weight and seq_len < 2:
         raise ValueError(f"slot_encoder.motion_weight={config.motion_weight} needs windows of frames (seq_len >= 2, "
                          f"got {seq_len}): it weighs the pixels that changed since the window's previous frame")
-    if config.predict_weight and seq_len < 2:
-        raise ValueError(f"slot_encoder.predict_weight={config.predict_weight} needs windows of frames (seq_len >= 2, "
-                         f"got {seq_len}): it predicts each next frame of a window from the slots and the action")
+    for key in ("predict_weight", "latent_weight"):
+        if getattr(config, key) and seq_len < 2:
+            raise ValueError(f"slot_encoder.{key}={getattr(config, key)} needs windows of frames (seq_len >= 2, "
+                             f"got {seq_len}): it predicts each next frame of a window from the slots and the action")
+    predicting = bool(config.predict_weight or config.latent_weight)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     arrays, meta = load_dataset(data_path)
@@ -488,20 +498,20 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     starts = window_starts(arrays["episode"], seq_len)
     if len(starts) == 0:
         raise ValueError(f"{data_path} has no window of {seq_len} consecutive frames")
-    if config.predict_weight:
+    if predicting:
         from world_models.object_env import N_ACTIONS
 
         acted = arrays["action"][starts[:, None] + np.arange(seq_len - 1)]
         bad = acted[(acted < 0) | (acted >= N_ACTIONS)]
         if bad.size:
             raise ValueError(f"{data_path}: action {int(bad[0])} inside a window of {seq_len} frames, where "
-                             f"slot_encoder.predict_weight needs the action taken (0..{N_ACTIONS - 1}); recollect "
+                             f"slot_encoder's predictor needs the action taken (0..{N_ACTIONS - 1}); recollect "
                              "the frames with `collect`")
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = SlotAutoencoder(config)
-    predictor = SlotPredictor(config.slot_dim, N_ACTIONS).to(model.device) if config.predict_weight else None
+    predictor = SlotPredictor(config.slot_dim, N_ACTIONS).to(model.device) if predicting else None
     params = list(model.parameters()) + ([] if predictor is None else list(predictor.parameters()))
     opt = torch.optim.Adam(params, lr=lr)
     arch = {k: v for k, v in dataclasses.asdict(config).items() if k != "device"}
@@ -531,36 +541,43 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     command = command if command is not None else shlex.join([sys.executable, *sys.argv])
     model.train()
     frames = arrays["frames"]
-    t_last, loss_acc, pred_acc, n_acc = time.monotonic(), 0.0, 0.0, 0
+    t_last, loss_acc, pred_acc, lat_acc, n_acc = time.monotonic(), 0.0, 0.0, 0.0, 0
     metrics: dict[str, Any] = {}
     while step < steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, lr, warmup_steps, half_life_steps)
         i0 = starts[rng.integers(len(starts), size=batch_size)]
-        slots, loss, pred_loss = None, 0.0, 0.0
+        slots, loss, pred_loss, lat_loss = None, 0.0, 0.0, 0.0
         for j in range(seq_len):
             prev = frames[i0 + j - 1] if j and config.motion_weight else None
-            if j and predictor is not None:  # frame j predicted from frame j - 1's slots and the action taken
+            if j and config.predict_weight:  # frame j predicted from frame j - 1's slots and the action taken
                 pred = next_frame_loss(model, predictor, slots, arrays["action"][i0 + j - 1], frames[i0 + j],
                                        frames[i0 + j - 1])
                 loss = loss + config.predict_weight * pred / (seq_len - 1)
                 pred_loss += pred.item() / (seq_len - 1)
+            prev_slots = slots
             loss_j, slots = model.loss(frames[i0 + j], slots, first=j == 0 and seq_len > 1, prev_frames=prev)
             loss = loss + loss_j / seq_len
+            if j and config.latent_weight:  # frame j's slots predicted from frame j - 1's and the action taken
+                actions = torch.as_tensor(arrays["action"][i0 + j - 1], device=model.device)
+                lat = slot_prediction_loss(predictor(prev_slots, actions), slots)
+                loss = loss + config.latent_weight * lat / (seq_len - 1)
+                lat_loss += lat.item() / (seq_len - 1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
         opt.step()
         step += 1
-        loss_acc, pred_acc, n_acc = loss_acc + loss.item(), pred_acc + pred_loss, n_acc + 1
+        loss_acc, pred_acc, lat_acc, n_acc = loss_acc + loss.item(), pred_acc + pred_loss, lat_acc + lat_loss, n_acc + 1
         if step % log_every == 0 or step == steps:
             now = time.monotonic()
             entry = {"step": step, "loss": loss_acc / n_acc, "lr": opt.param_groups[0]["lr"],
                      "grad_norm": grad_norm, "step_s": (now - t_last) / n_acc,
-                     **({"predict_loss": pred_acc / n_acc} if predictor is not None else {})}
+                     **({"predict_loss": pred_acc / n_acc} if config.predict_weight else {}),
+                     **({"latent_loss": lat_acc / n_acc} if config.latent_weight else {})}
             record(entry)
             log(f"step {step}/{steps} loss {entry['loss']:.5f} lr {entry['lr']:.2e} {entry['step_s']:.3f} s/step")
-            t_last, loss_acc, pred_acc, n_acc = now, 0.0, 0.0, 0
+            t_last, loss_acc, pred_acc, lat_acc, n_acc = now, 0.0, 0.0, 0.0, 0
         if step % ckpt_every == 0 or step == steps:
             _save_train_state(state_path, model, opt, step, rng, settings, predictor)
         if keep_every and step % keep_every == 0:

@@ -749,3 +749,49 @@ def test_init_from_an_encoder_with_fewer_slots_keeps_its_slots_and_adds_fresh_on
     assert torch.load(ft / "train_state.pt", weights_only=True)["step"] == 2
     assert load_init_weights(src / "manifest.json", SlotEncoderConfig.tiny(num_slots=6, carry_iters=1))[1][
         "grown_slots"] == [4, 6]
+
+
+def test_slot_prediction_loss_is_a_cosine_with_the_target_held_fixed():
+    from world_models.slot_encoder import slot_prediction_loss
+
+    x = torch.randn(2, 3, 8)
+    assert slot_prediction_loss(x, 2.0 * x).item() == pytest.approx(0.0, abs=1e-6)  # scale does not matter
+    assert slot_prediction_loss(x, -x).item() == pytest.approx(2.0, abs=1e-6)
+    p, t = torch.randn(2, 3, 8, requires_grad=True), torch.randn(2, 3, 8, requires_grad=True)
+    slot_prediction_loss(p, t).backward()
+    assert p.grad.abs().sum() > 0 and t.grad is None  # no gradient reaches the target
+
+
+def test_training_with_latent_weight_predicts_the_next_slots_and_resumes_exactly(tmp_path, monkeypatch):
+    import dataclasses
+
+    import world_models.slot_encoder as se
+
+    tiny_dataset(tmp_path / "train.npz")
+    cfg = dataclasses.replace(CFG, latent_weight=3)
+    kw = dict(batch_size=2, seq_len=3, log_every=1, ckpt_every=2, warmup_steps=2, log=lambda s: None)
+    train_slot_encoder(CFG, tmp_path / "train.npz", tmp_path / "plain", 2, **kw)
+    calls, real = [], se.slot_prediction_loss
+
+    def spy(predicted, target):
+        calls.append((predicted.detach().clone(), target.detach().clone()))
+        return real(predicted, target)
+
+    monkeypatch.setattr(se, "slot_prediction_loss", spy)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "a", 4, **kw)
+    assert len(calls) == 8  # 4 steps x 2 transitions per window of 3
+    monkeypatch.setattr(se, "slot_prediction_loss", real)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "b", 2, **kw)
+    train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "b", 4, **kw)  # resumed at step 2
+    a = torch.load(tmp_path / "a" / "train_state.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "train_state.pt", weights_only=True)
+    for part in ("model", "predictor"):
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part])
+    log = [json.loads(line) for line in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    plain = [json.loads(line) for line in (tmp_path / "plain" / "log.jsonl").read_text().splitlines()]
+    assert log[0]["latent_loss"] > 0 and "predict_loss" not in log[0] and "latent_loss" not in plain[0]
+    assert log[0]["loss"] == pytest.approx(plain[0]["loss"] + 3 * log[0]["latent_loss"], rel=1e-5)
+    enc, manifest = load_encoder(tmp_path / "a")
+    assert manifest["config"]["latent_weight"] == 3 and not any(k.startswith("delta") for k in enc.state_dict())
+    with pytest.raises(ValueError, match="latent_weight=3 needs windows"):
+        train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "c", 1, log=lambda s: None)
