@@ -346,7 +346,8 @@ def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
 
 
 class SlotPredictor(nn.Module):
-    """Next slots from slots and an action, for the encoder's ``predict_weight`` training loss.
+    """Next slots from slots and an action, for the encoder's ``predict_weight`` and ``latent_weight``
+    training losses.
 
     The action's embedding is added to every slot; one pre-norm transformer layer lets the slots see
     each other (the arm pushes a cube); a linear map gives each slot's change, zero-initialised so

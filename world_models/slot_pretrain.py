@@ -267,8 +267,8 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
 
 
 def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator, predictor=None) -> int:
-    """Restore model, optimizer, RNGs (and the ``predict_weight`` predictor) from ``path``; returns its
-    step. The settings must match."""
+    """Restore model, optimizer, RNGs (and the predictor of ``predict_weight`` / ``latent_weight``) from
+    ``path``; returns its step. The settings must match."""
     import torch
 
     state = torch.load(path, map_location=model.device, weights_only=True)
@@ -302,8 +302,8 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, ``motion_weight`` and ``predict_weight``, the
-    first conv's stride
+    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, ``motion_weight``, ``predict_weight`` and
+    ``latent_weight``, the first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
     number of upsampling layers) may differ; and ``num_slots`` may grow: the learned initialisation
@@ -486,7 +486,8 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     for key in ("predict_weight", "latent_weight"):
         if getattr(config, key) and seq_len < 2:
             raise ValueError(f"slot_encoder.{key}={getattr(config, key)} needs windows of frames (seq_len >= 2, "
-                             f"got {seq_len}): it predicts each next frame of a window from the slots and the action")
+                             f"got {seq_len}): it predicts each next frame's slots of a window from the previous "
+                             "ones and the action")
     predicting = bool(config.predict_weight or config.latent_weight)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -795,3 +795,49 @@ def test_training_with_latent_weight_predicts_the_next_slots_and_resumes_exactly
     assert manifest["config"]["latent_weight"] == 3 and not any(k.startswith("delta") for k in enc.state_dict())
     with pytest.raises(ValueError, match="latent_weight=3 needs windows"):
         train_slot_encoder(cfg, tmp_path / "train.npz", tmp_path / "c", 1, log=lambda s: None)
+
+
+def test_latent_loss_predicts_frame_js_slots_from_frame_j_minus_1s_and_the_action_taken_there(tmp_path, monkeypatch):
+    """On data with actions as collect records them, each transition of a window scores the
+    predictor on (frame j − 1's slots, action[j − 1]) against frame j's slots as encoded."""
+    import dataclasses
+
+    import world_models.slot_encoder as se
+
+    tiny_dataset(tmp_path / "t.npz")
+    d = dict(np.load(tmp_path / "t.npz"))
+    meta = json.loads(str(d.pop("meta")))
+    d["action"] = (np.arange(len(d["episode"])) % 8).astype(np.int8)
+    d["action"][d["step"] == d["step"].max()] = -1
+    meta["data_hash"] = data_hash(d)
+    np.savez_compressed(tmp_path / "train.npz", **d, meta=np.array(json.dumps(meta)))
+    encoded, predicted, scored = [], [], []
+    real_loss, real_fwd, real_lat = SlotAutoencoder.loss, se.SlotPredictor.forward, se.slot_prediction_loss
+
+    def loss_spy(self, frames, init_slots=None, *, first=False, prev_frames=None):
+        out = real_loss(self, frames, init_slots, first=first, prev_frames=prev_frames)
+        encoded.append((np.asarray(frames).copy(), out[1].detach().clone()))
+        return out
+
+    def fwd_spy(self, slots, actions):
+        predicted.append((slots.detach().clone(), actions.detach().cpu().numpy().copy()))
+        return real_fwd(self, slots, actions)
+
+    def lat_spy(pred, target):
+        scored.append(target.detach().clone())
+        return real_lat(pred, target)
+
+    monkeypatch.setattr(SlotAutoencoder, "loss", loss_spy)
+    monkeypatch.setattr(se.SlotPredictor, "forward", fwd_spy)
+    monkeypatch.setattr(se, "slot_prediction_loss", lat_spy)
+    train_slot_encoder(dataclasses.replace(CFG, latent_weight=1), tmp_path / "train.npz", tmp_path / "l", 2,
+                       batch_size=3, seq_len=3, log=lambda s: None)
+    assert len(encoded) == 6 and len(predicted) == 4 and len(scored) == 4
+    for step in range(2):
+        window = encoded[3 * step:3 * step + 3]
+        for j in (1, 2):
+            slots_in, actions = predicted[2 * step + j - 1]
+            assert torch.equal(slots_in, window[j - 1][1])  # the predictor reads frame j − 1's slots
+            assert torch.equal(scored[2 * step + j - 1], window[j][1])  # and is scored against frame j's
+            idx = [int(np.flatnonzero((d["frames"] == f).all(axis=(1, 2, 3)))[0]) for f in window[j][0]]
+            assert np.array_equal(actions, d["action"][np.array(idx) - 1])  # the action taken on frame j − 1
