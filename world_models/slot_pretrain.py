@@ -355,8 +355,6 @@ def load_into(model, weights: dict) -> None:
     """``model.load_state_dict(weights)``, where ``weights`` may come from an encoder with fewer slots
     (:func:`load_init_weights`): its learned slot initialisation fills the first rows, the model keeps
     its own for the rest."""
-    import torch
-
     key = "slot_attention.init_slots"
     own = model.state_dict()[key]
     if key in weights and weights[key].ndim == 2 and weights[key].shape[0] < own.shape[0] \
@@ -364,8 +362,7 @@ def load_into(model, weights: dict) -> None:
         grown = own.detach().clone()
         grown[:weights[key].shape[0]] = weights[key].to(grown.device)
         weights = {**weights, key: grown}
-    with torch.no_grad():
-        model.load_state_dict(weights)
+    model.load_state_dict(weights)  # copies under no_grad itself
 
 
 def episode_index(episode: np.ndarray, max_episodes: int) -> np.ndarray:
