@@ -9,7 +9,8 @@ that depends on how much of it the camera sees and how often its owner changes b
 policy, 40-frame episodes, with segmentation); the episodes are tracked as at run time (the first
 frame encoded twice, every later frame from the previous frame's slots). Per robot-size bin it also
 gives the share of the robot's cells (at the encoder's reconstruction resolution) that the
-reconstruction loss weighs as foreground (``slot_encoder.foreground_mask``), overall and split by
+reconstruction loss weighs as foreground (``slot_encoder.foreground_mask`` with the encoder's
+``fg_window`` and ``fg_threshold``), overall and split by
 whether the robot's main slot holds it. ``--picture PNG`` draws frames with 200–400 robot pixels:
 the frame, each pixel's slot (the argmax of the attention masks; the robot's main slot in magenta,
 slot 0 in grey) and the robot's segmentation. Writes JSON (machine, command, versions).
@@ -31,10 +32,15 @@ from edge.telemetry import machine_info
 ROBOT_BINS = ((1, 50), (50, 100), (100, 200), (200, 400), (400, 100_000))  # visible robot pixels at 64²
 
 
-def robot_foreground(frames: np.ndarray, seg: np.ndarray, res: int) -> np.ndarray:
-    """(E, T): the share of the robot's cells at ``res``² (the cells more than half robot) that the
-    reconstruction loss weighs as foreground; NaN where no cell is. frames (E, T, S, S, 3) uint8,
-    seg (E, T, S, S)."""
+def cells_foreground(frames: np.ndarray, seg: np.ndarray, res: int, window: int = 9,
+                     ids: tuple[int, ...] | None = None, threshold: float = 0.15,
+                     moving: bool = False) -> np.ndarray:
+    """(E, T): the share of an object's cells at ``res``² (the cells more than half that object) that
+    the reconstruction loss weighs as foreground (``slot_encoder.foreground_mask`` with ``window`` and
+    ``threshold``); NaN where no cell is. ``ids``: the segmentation ids that make the object (default:
+    the robot). ``moving``: instead, the share whose colour changed since the episode's previous
+    frame by more than ``threshold`` (what ``motion_weight`` weighs; NaN on first frames).
+    frames (E, T, S, S, 3) uint8, seg (E, T, S, S)."""
     import torch
     import torch.nn.functional as F
 
@@ -44,12 +50,26 @@ def robot_foreground(frames: np.ndarray, seg: np.ndarray, res: int) -> np.ndarra
     e, t = seg.shape[:2]
     x = torch.as_tensor(frames.reshape(e * t, *frames.shape[2:])).permute(0, 3, 1, 2).float() / 255.0
     target = F.interpolate(x, size=(res, res), mode="area") if x.shape[-1] != res else x
-    robot = torch.as_tensor((seg.reshape(e * t, 1, *seg.shape[2:]) == SEG_ROBOT).astype(np.float32))
-    cells = (F.interpolate(robot, size=(res, res), mode="area") > 0.5)[:, 0]
-    fg = foreground_mask(target)[:, 0]
+    obj = np.isin(seg.reshape(e * t, 1, *seg.shape[2:]), ids or (SEG_ROBOT,)).astype(np.float32)
+    cells = (F.interpolate(torch.as_tensor(obj), size=(res, res), mode="area") > 0.5)[:, 0]
+    if moving:
+        diff = target.view(e, t, *target.shape[1:])
+        changed = torch.zeros(e, t, *target.shape[2:], dtype=torch.bool)
+        changed[:, 1:] = (diff[:, 1:] - diff[:, :-1]).abs().sum(2) > threshold
+        fg = changed.view(e * t, *target.shape[2:])
+        cells = cells.view(e, t, *cells.shape[1:]).clone()
+        cells[:, 0] = False  # no previous frame
+        cells = cells.view(e * t, *cells.shape[2:])
+    else:
+        fg = foreground_mask(target, window, threshold)[:, 0]
     n = cells.sum((1, 2)).numpy()
     share = np.where(n > 0, (fg & cells).sum((1, 2)).numpy() / np.maximum(n, 1), np.nan)
     return share.reshape(e, t)
+
+
+def robot_foreground(frames: np.ndarray, seg: np.ndarray, res: int, window: int = 9) -> np.ndarray:
+    """(E, T): :func:`cells_foreground` of the robot."""
+    return cells_foreground(frames, seg, res, window)
 
 
 def _mean(x: np.ndarray) -> dict:
@@ -183,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     idx = episode_index(arrays["episode"], args.episodes)
     masks = track_masks(model, arrays["frames"][idx], decode=False)[0]
     seg = arrays["seg"][idx].astype(np.int32)
-    fg_share = robot_foreground(arrays["frames"][idx], seg, model.cfg.decoder_res)
+    fg_share = cells_foreground(arrays["frames"][idx], seg, model.cfg.decoder_res, model.cfg.fg_window,
+                                threshold=model.cfg.fg_threshold)
     res = {"benchmark": "slot_owners", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "encoder": args.encoder, "encoder_sha256": manifest.get("sha256"),
            "carry_iters": args.carry_iters, "data": args.data, "data_hash": meta.get("data_hash"),

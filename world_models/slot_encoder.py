@@ -54,6 +54,12 @@ class SlotEncoderConfig:
     decoder_channels: int = 32  # channels of the broadcast decoder
     first_stride: int = 2  # stride of the first conv: the feature map is image_size / first_stride wide
     fg_weight: int = 10  # extra loss weight of pixels that stand out from their neighbourhood (0 = plain MSE)
+    # side, in cells of the reconstruction target, of the neighbourhood a pixel is compared with for
+    # ``fg_weight`` (odd): inside an object wider than about half of it the pixels are not foreground
+    fg_window: int = 9
+    # colour difference from that neighbourhood's mean (summed over channels, frames in [0, 1]) above
+    # which a pixel is foreground
+    fg_threshold: float = 0.15
     # extra loss weight of pixels that changed since the window's previous frame (training with
     # --seq-len > 1; 0 = none): reconstructing where things moved, a cube's small pushes included
     motion_weight: int = 0
@@ -79,7 +85,7 @@ class SlotEncoderConfig:
         ranges = {"num_slots": (1, 32), "slot_dim": (4, 1024), "iters": (1, 10), "image_size": (16, 256),
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
-                  "fg_weight": (0, 1000), "motion_weight": (0, 1000), "predict_weight": (0, 1000), "latent_weight": (0, 1000),
+                  "fg_weight": (0, 1000), "fg_window": (3, 63), "motion_weight": (0, 1000), "predict_weight": (0, 1000), "latent_weight": (0, 1000),
                   "carry_iters": (0, 10), "first_stride": (1, 2)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
@@ -88,6 +94,11 @@ class SlotEncoderConfig:
         if isinstance(self.carry_prior, bool) or not isinstance(self.carry_prior, (int, float)) \
                 or not 0.0 <= float(self.carry_prior) <= 10.0:
             raise ValueError(f"slot_encoder.carry_prior={self.carry_prior!r} is out of range; allowed numbers [0, 10]")
+        if isinstance(self.fg_threshold, bool) or not isinstance(self.fg_threshold, (int, float)) \
+                or not 0.0 < float(self.fg_threshold) < 3.0:
+            raise ValueError(f"slot_encoder.fg_threshold={self.fg_threshold!r} is out of range; allowed numbers (0, 3)")
+        if self.fg_window % 2 == 0:
+            raise ValueError(f"slot_encoder.fg_window={self.fg_window} must be odd (a window centred on its pixel)")
         if self.image_size % self.first_stride:
             raise ValueError(f"slot_encoder.image_size={self.image_size} must be a multiple of first_stride="
                              f"{self.first_stride}")
@@ -314,23 +325,31 @@ class SlotAutoencoder(nn.Module):
         prev = None
         if prev_frames is not None and self.cfg.motion_weight:
             prev = self.target(self.prepare(prev_frames))
-        return fg_weighted_mse(recon, t, self.cfg.fg_weight, prev, self.cfg.motion_weight), slots
+        return fg_weighted_mse(recon, t, self.cfg.fg_weight, prev, self.cfg.motion_weight,
+                               self.cfg.fg_window, self.cfg.fg_threshold), slots
 
 
-def foreground_mask(target: torch.Tensor) -> torch.Tensor:
+def foreground_mask(target: torch.Tensor, window: int = 9, threshold: float = 0.15) -> torch.Tensor:
     """(B, 3, H, W) in [0, 1] -> (B, 1, H, W) bool: the pixels the reconstruction loss weighs as
-    foreground, those whose colour differs from their 9x9 neighbourhood's mean by more than 0.15
-    (summed over channels). Inside an object much larger than the window the neighbourhood is the
-    object itself, so its interior is not foreground."""
-    bg = F.avg_pool2d(target, 9, stride=1, padding=4, count_include_pad=False)
-    return (target - bg).abs().sum(1, keepdim=True) > 0.15
+    foreground, those whose colour differs from the mean of their ``window`` x ``window``
+    neighbourhood (odd; cut at the border) by more than ``threshold`` (summed over channels; the
+    loss uses 0.15). Inside an object
+    much larger than the window the neighbourhood is the object itself, so its interior is not
+    foreground."""
+    if window < 1 or window % 2 == 0:
+        raise ValueError(f"foreground_mask: window={window} must be a positive odd number")
+    bg = F.avg_pool2d(target, window, stride=1, padding=window // 2, count_include_pad=False)
+    return (target - bg).abs().sum(1, keepdim=True) > threshold
 
 
 def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
-                    prev: torch.Tensor | None = None, motion_weight: float = 0.0) -> torch.Tensor:
+                    prev: torch.Tensor | None = None, motion_weight: float = 0.0, fg_window: int = 9,
+                    fg_threshold: float = 0.15) -> torch.Tensor:
     """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
-    MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from their
-    9x9 neighbourhood's mean get ``fg_weight`` more weight; no labels are used (0 = plain MSE).
+    MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from the
+    mean of their ``fg_window`` x ``fg_window`` neighbourhood by more than ``fg_threshold``
+    (:func:`foreground_mask`) get
+    ``fg_weight`` more weight; no labels are used (0 = plain MSE).
 
     ``prev``: the previous frames' targets (same shape); pixels whose colour changed since then (the
     same 0.15 threshold on the summed channel difference) get ``motion_weight`` more, on top."""
@@ -339,7 +358,7 @@ def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
         return F.mse_loss(recon, target)
     w = torch.ones_like(target[:, :1])
     if fg_weight:
-        w = w + fg_weight * foreground_mask(target).float()
+        w = w + fg_weight * foreground_mask(target, fg_window, fg_threshold).float()
     if moving:
         w = w + motion_weight * ((target - prev).abs().sum(1, keepdim=True) > 0.15).float()
     return ((recon - target) ** 2 * w).mean() / w.mean()
@@ -382,7 +401,8 @@ def next_frame_loss(model: SlotAutoencoder, predictor: SlotPredictor, slots: tor
     prev = None
     if frames is not None and model.cfg.motion_weight:
         prev = model.target(model.prepare(frames))
-    return fg_weighted_mse(recon, t, model.cfg.fg_weight, prev, model.cfg.motion_weight)
+    return fg_weighted_mse(recon, t, model.cfg.fg_weight, prev, model.cfg.motion_weight, model.cfg.fg_window,
+                           model.cfg.fg_threshold)
 
 
 def slot_prediction_loss(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -302,7 +302,7 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
 def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     """Weights to start a run from: a run directory (its ``train_state.pt``, else its encoder), a
     ``train_state.pt`` or an encoder's ``manifest.json``. The architecture must match ``config``; only
-    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, ``motion_weight``, ``predict_weight`` and
+    the tracking rounds (``carry_iters``), the loss's ``fg_weight``, ``fg_window``, ``fg_threshold``, ``motion_weight``, ``predict_weight`` and
     ``latent_weight``, the first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
@@ -334,7 +334,7 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         raise ValueError(f"--init-from {str(path)!r}: {src} is not a slot-encoder run or encoder "
                          f"({type(err).__name__}: {err})") from None
     defaults = {f.name: f.default for f in dataclasses.fields(SlotEncoderConfig)}
-    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "motion_weight", "predict_weight", "latent_weight",
+    skip = ("device", "carry_iters", "carry_prior", "fg_weight", "fg_window", "fg_threshold", "motion_weight", "predict_weight", "latent_weight",
             "first_stride", "decoder_res", "broadcast_res")
     diff = {k: (cfg.get(k, defaults.get(k)), v) for k, v in dataclasses.asdict(config).items()
             if k not in skip and cfg.get(k, defaults.get(k)) != v}
@@ -609,9 +609,10 @@ def _config_from_args(preset: str, overrides: list[str]):
                              "where the encoder is used (load_encoder(..., carry_prior=...), "
                              "benchmarks/slot_carry_iters.py --carry-prior)")
         try:
-            values[key] = value if key == "device" else int(value)
+            values[key] = value if key == "device" else float(value) if key == "fg_threshold" else int(value)
         except ValueError:
-            raise ValueError(f"--set {item!r}: {key} takes a whole number") from None
+            kind = "a number" if key == "fg_threshold" else "a whole number"
+            raise ValueError(f"--set {item!r}: {key} takes {kind}") from None
     return SlotEncoderConfig.preset(preset, **values)
 
 

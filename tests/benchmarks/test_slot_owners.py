@@ -140,3 +140,19 @@ def test_main_draws_the_picture_and_refuses_bad_picture_paths(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             so.main([*base, "--picture", bad])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_cells_foreground_window_threshold_and_moving_cells():
+    frames = np.full((1, 3, 32, 32, 3), 120, np.uint8)
+    seg = np.full((1, 3, 32, 32), SEG_TABLE)
+    for t, x0 in enumerate((4, 4, 8)):  # a 12x12 robot that stays, then moves 4 cells right
+        frames[0, t, 8:20, x0:x0 + 12] = 150
+        seg[0, t, 8:20, x0:x0 + 12] = SEG_ROBOT
+    narrow = so.cells_foreground(frames, seg, 32)  # the loss's 9x9 window: its interior is not foreground
+    wide = so.cells_foreground(frames, seg, 32, window=31)  # the neighbourhood is mostly table
+    assert (0.3 < narrow).all() and (narrow < 1.0).all() and (wide == 1.0).all()
+    moving = so.cells_foreground(frames, seg, 32, threshold=0.1, moving=True)
+    assert np.isnan(moving[0, 0]) and moving[0, 1] == 0.0  # no previous frame; nothing changed
+    assert moving[0, 2] == pytest.approx(4 * 12 / (12 * 12))  # the 4 columns it moved into
+    table = so.cells_foreground(frames, seg, 32, ids=(SEG_TABLE,))
+    assert (table < 0.5).all()

@@ -841,3 +841,50 @@ def test_latent_loss_predicts_frame_js_slots_from_frame_j_minus_1s_and_the_actio
             assert torch.equal(scored[2 * step + j - 1], window[j][1])  # and is scored against frame j's
             idx = [int(np.flatnonzero((d["frames"] == f).all(axis=(1, 2, 3)))[0]) for f in window[j][0]]
             assert np.array_equal(actions, d["action"][np.array(idx) - 1])  # the action taken on frame j − 1
+
+
+def test_foreground_window_and_threshold_decide_what_the_loss_weighs():
+    from world_models.slot_encoder import SlotEncoderConfig, fg_weighted_mse, foreground_mask
+
+    t = torch.full((1, 3, 32, 32), 0.5)
+    t[0, :, 4:24, 4:24] = 0.65  # a large square, 0.45 from the background summed over channels
+    centre = (0, 0, 14, 14)
+    assert not foreground_mask(t)[centre]  # inside, the 9x9 neighbourhood is the square itself
+    assert foreground_mask(t, window=31)[centre]  # the wide window's mean is mostly background
+    assert not foreground_mask(t, window=31, threshold=0.3)[centre]  # ... unless the threshold is higher
+    assert foreground_mask(t)[0, 0, 4, 14] and not foreground_mask(t)[0, 0, 30, 30]  # edge yes, table no
+    recon = t.clone()
+    recon[0, :, 14, 14] += 0.1  # wrong only at the centre: weighs 11 only with the wide window
+    base = fg_weighted_mse(recon, t, 10)
+    wide = fg_weighted_mse(recon, t, 10, fg_window=31)
+    assert wide > base
+    for window, threshold in ((9, 0.15), (31, 0.15), (31, 0.3)):  # weight 1 + 10 on the mask's pixels
+        w = 1 + 10 * foreground_mask(t, window, threshold).float()
+        want = ((recon - t) ** 2 * w).mean() / w.mean()
+        assert torch.isclose(fg_weighted_mse(recon, t, 10, fg_window=window, fg_threshold=threshold), want)
+    for bad, said in (({"fg_window": 8}, "fg_window=8 must be odd"), ({"fg_window": 65}, "fg_window=65"),
+                      ({"fg_threshold": 0}, "fg_threshold=0"), ({"fg_threshold": True}, "fg_threshold=True")):
+        with pytest.raises(ValueError, match=said):
+            SlotEncoderConfig(**bad)
+    with pytest.raises(ValueError, match="window=4"):
+        foreground_mask(t, window=4)
+
+
+def test_encoder_loss_uses_its_foreground_settings_and_set_parses_them():
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig
+    from world_models.slot_pretrain import _config_from_args
+
+    cfg = _config_from_args("tiny", ["fg_window=15", "fg_threshold=0.05"])
+    assert cfg.fg_window == 15 and cfg.fg_threshold == 0.05
+    with pytest.raises(ValueError, match="fg_threshold takes a number"):
+        _config_from_args("tiny", ["fg_threshold=low"])
+    torch.manual_seed(0)
+    model = SlotAutoencoder(SlotEncoderConfig.tiny())
+    frames = np.full((2, 32, 32, 3), 120, np.uint8)
+    frames[:, 4:28, 4:28] = 160  # a large faint square
+    torch.manual_seed(1)
+    base = model.loss(frames, first=True)[0]
+    wide = SlotAutoencoder(SlotEncoderConfig.tiny(fg_window=15, fg_threshold=0.05))
+    wide.load_state_dict(model.state_dict())
+    torch.manual_seed(1)
+    assert not torch.isclose(wide.loss(frames, first=True)[0], base)
