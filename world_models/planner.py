@@ -75,10 +75,14 @@ class History:
 
 
 class Planner:
-    """Acts by tree search with a :class:`TokenWorldModel` (batched over environments)."""
+    """Acts by tree search with a :class:`TokenWorldModel` (batched over environments).
 
-    def __init__(self, model: TokenWorldModel, cfg: PlannerConfig) -> None:
-        self.model, self.cfg = model, cfg
+    ``expand``: another implementation of the model's search pass (z, actions, valid) -> (policy
+    logits, value logits, child states, child reward logits), e.g. the ONNX Runtime graph of
+    :class:`world_models.onnx_search.OrtExpand`; default: the torch model."""
+
+    def __init__(self, model: TokenWorldModel, cfg: PlannerConfig, expand=None) -> None:
+        self.model, self.cfg, self.expand = model, cfg, expand
 
     def to_z(self, states: np.ndarray | torch.Tensor) -> torch.Tensor:
         """(B, W, ...) stored states -> (B, W, N, Dz) model states (pixels: encoded frames)."""
@@ -91,11 +95,15 @@ class Planner:
     @torch.no_grad()
     def _expand(self, z: torch.Tensor, a: torch.Tensor, v: torch.Tensor) -> tuple[np.ndarray, np.ndarray, dict]:
         """One pass: the last block's prior and value, and its children's states and rewards."""
-        out = self.model(z, a, v, heads="last", branch=True)
-        value = self.model.support.decode(out["value_logits"][:, -1]).numpy().astype(np.float64)
-        prior = out["policy_logits"][:, -1].numpy().astype(np.float64)
-        emb = {"z": z, "a": a, "v": v, "child_z": out["branch_next_z"],
-               "child_r": self.model.support.decode(out["branch_reward_logits"])}
+        if self.expand is None:
+            out = self.model(z, a, v, heads="last", branch=True)
+            pol, val = out["policy_logits"][:, -1], out["value_logits"][:, -1]
+            child_z, child_r = out["branch_next_z"], out["branch_reward_logits"]
+        else:
+            pol, val, child_z, child_r = self.expand(z, a, v)
+        value = self.model.support.decode(val).numpy().astype(np.float64)
+        prior = pol.numpy().astype(np.float64)
+        emb = {"z": z, "a": a, "v": v, "child_z": child_z, "child_r": self.model.support.decode(child_r)}
         return prior, value, emb
 
     @torch.no_grad()

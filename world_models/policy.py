@@ -6,6 +6,10 @@ the slots join the last ``context`` (slots, action) blocks, and a tree search wi
 ``--plan-simulations`` simulations picks one of the 8 push directions; the chunk is that one move
 as an ``ee_delta`` action ``[dx, dy, 0, 0, 1]`` (2 cm), which then goes through the same action
 queue and safety layer as the VLA's. The decision time is the query latency the runtime records.
+``edge run`` runs the search's model passes as an ONNX graph on onnxruntime by default
+(``--plan-backend onnxruntime``; :mod:`world_models.onnx_search`, exported once per model into the
+edge cache and checked against torch; this class's default is ``backend="torch"``); the slot
+encoder stays on torch.
 
 The checkpoint directory holds ``model.pt`` + ``manifest.json`` from ``edge train world-model``
 (the manifest's sha256 is checked on load) and names its slot encoder, also verified.
@@ -23,6 +27,7 @@ import numpy as np
 from edge.errors import EdgeError
 
 SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "comet_push3"
+PLAN_BACKENDS = ("torch", "onnxruntime")  # what runs the search's model passes
 STEP_M = 0.02
 
 
@@ -53,12 +58,15 @@ class WorldModelPolicy:
 
     action_layout = "ee_delta"
 
-    def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True) -> None:
+    def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
+                 backend: str = "torch", ort_threads: int = 1) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
         from world_models.planner import History, Planner
 
+        if backend not in PLAN_BACKENDS:
+            raise EdgeError(f"--plan-backend {backend!r}: choose one of {PLAN_BACKENDS}")
         cfg, model, manifest = load_world_model(path, verify=verify)
         if cfg.obs == "oracle":
             raise EdgeError(f"{path}: an oracle-slot world model needs privileged object states; the runtime "
@@ -79,7 +87,14 @@ class WorldModelPolicy:
             enc = load_encoder(enc_path, cfg.encoder_carry_iters)
         self.cfg, self.model, self.manifest = cfg, model, manifest
         pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner
-        self.planner = Planner(model, pcfg)
+        expand = None
+        if backend == "onnxruntime":  # one intra-op thread by default: the graph is small
+            from world_models.onnx_search import OrtExpand, ensure_expand_export
+
+            window = pcfg.context + 1
+            expand = OrtExpand(ensure_expand_export(model, window), window, ort_threads)
+        self.backend = backend
+        self.planner = Planner(model, pcfg, expand)
         self.observer = Observer.for_run(cfg, 1, enc)
         self._History = History
         self.hist: Any = None
@@ -91,6 +106,7 @@ class WorldModelPolicy:
         self.chunk_len, self.action_dim = 1, 5
         self.control_rate_hz = self.spec.control_rate_hz
         self.decision_ms: list[float] = []
+        self.search_ms: list[float] = []  # the tree search's share of each decision
         self._last_action: int | None = None
         self._warm_up()
 
@@ -100,6 +116,7 @@ class WorldModelPolicy:
         self.encode({"front": np.zeros((*self.spec.image_hw, 3), np.uint8)})
         self.reset()
         self.decision_ms.clear()
+        self.search_ms.clear()
 
     def reset(self, obs: Any = None) -> None:
         self.hist, self._last_action = None, None
@@ -107,6 +124,8 @@ class WorldModelPolicy:
     def describe(self) -> dict:
         return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
+                "plan_backend": self.backend, "backend_name": self.backend,
+                **({"plan_ort_threads": self.planner.expand.threads} if self.planner.expand is not None else {}),
                 "model_sha256": (self.manifest.get("files") or {}).get("model.pt")}
 
     def encode(self, obs: Any) -> int:
@@ -120,11 +139,23 @@ class WorldModelPolicy:
             self.hist.reset(0, state)
         else:
             self.hist.push(0, int(self._last_action), state)
+        t1 = time.perf_counter()
         out = self.planner.plan(self.hist, self.rng, explore=False)
         a = int(out.action[0])
         self._last_action = a
-        self.decision_ms.append((time.perf_counter() - t0) * 1e3)
+        t2 = time.perf_counter()
+        self.search_ms.append((t2 - t1) * 1e3)
+        self.decision_ms.append((t2 - t0) * 1e3)
         return a
+
+    def set_executed(self, action: int) -> None:
+        """The move executed after the last decision, where it was not the policy's own (the history
+        the next decision sees records it); e.g. two planners fed the same frames in lockstep."""
+        if self.hist is None:
+            raise EdgeError("set_executed before the first decision of an episode")
+        if not 0 <= int(action) < self.model.cfg.num_actions:
+            raise EdgeError(f"set_executed({action}): actions are 0..{self.model.cfg.num_actions - 1}")
+        self._last_action = int(action)
 
     def sample(self, features: int, noise: np.ndarray, num_steps: int) -> np.ndarray:
         ang = int(features) * np.pi / 4
@@ -132,9 +163,11 @@ class WorldModelPolicy:
 
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
-    """Registry factory: ``--world-model DIR`` ('' = the shipped push3 model), ``--plan-simulations``."""
+    """Registry factory: ``--world-model DIR`` ('' = the shipped push3 model), ``--plan-simulations``,
+    ``--plan-backend``."""
     path = cfg.policy.comet.world_model or str(SHIPPED)
     if cfg.scene.task != "push":
         raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.scene.task})")
     return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
-                            seed=int(cfg.run.seed), verify=cfg.policy.verify)
+                            seed=int(cfg.run.seed), verify=cfg.policy.verify,
+                            backend=cfg.policy.comet.plan_backend)

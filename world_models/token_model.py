@@ -262,7 +262,8 @@ class TokenWorldModel(nn.Module):
             mask = _branch_mask(mask, T, per, n, A)
             key_ok = torch.cat([key_ok, torch.ones(b, A * n_act, dtype=torch.bool, device=z.device)], 1)
         m = mask.unsqueeze(0) & key_ok.unsqueeze(1)
-        m = m | torch.eye(m.shape[-1], dtype=torch.bool, device=z.device).unsqueeze(0)
+        # (a float identity compared with 0: ONNX Runtime has no boolean EyeLike for the exported graph)
+        m = m | (torch.eye(m.shape[-1], device=z.device) > 0).unsqueeze(0)
         for blk in self.blocks:
             x = blk(x, m.unsqueeze(1))
         x = self.ln_f(x)

@@ -105,6 +105,9 @@ def register(sub) -> None:
                    help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--plan-simulations", type=int, default=0,
                    help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
+    p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
+                   help="--policy comet: what runs the search's model passes (default onnxruntime: an ONNX "
+                        "graph exported once per model into the edge cache and checked against torch)")
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
                    help="virtual: deterministic, one period per tick, inference latency charged by "
@@ -258,9 +261,9 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
-    if (args.world_model or args.plan_simulations) and not planner:
-        raise EdgeError("--world-model / --plan-simulations configure --policy comet; add --policy comet "
-                        "or drop them")
+    if (args.world_model or args.plan_simulations or args.plan_backend) and not planner:
+        raise EdgeError("--world-model / --plan-simulations / --plan-backend configure --policy comet; add "
+                        "--policy comet or drop them")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     query_mode = args.query_mode or ("sync" if planner else "async")
@@ -294,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
+                        plan_backend=args.plan_backend or "onnxruntime",
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
                         clock=args.clock, device=args.device,
                         episodes=args.episodes, seed=args.seed, **settings)

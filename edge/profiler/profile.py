@@ -81,7 +81,16 @@ def make_arm(spec: str, backend: str) -> Arm:
 
 
 def arm_of_session(session: dict[str, Any]) -> Arm:
-    """The arm a run directory's ``meta.json`` session describes (for ``--runs``)."""
+    """The arm a run directory's ``meta.json`` session describes (for ``--runs``). A world-model
+    planner's run (``--policy comet``) is ``comet[:SIMULATIONS]`` on its search's backend
+    (``plan_backend``; torch for runs made before it was recorded); another non-VLA policy is
+    labelled by its name."""
+    policy = str(session.get("policy", "vla"))
+    if policy == "comet":
+        sims = session.get("plan_simulations") or 0
+        return Arm(f"comet:{sims}" if sims else "comet", str(session.get("plan_backend") or "torch"))
+    if policy not in ("vla", "auto"):
+        return Arm(policy, str(session.get("backend", "?")))
     sched = session.get("scheduler", "fixed")
     if sched == "fixed":
         label = f"fixed:{session.get('num_steps')}x{session.get('execute')}"

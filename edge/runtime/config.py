@@ -95,6 +95,9 @@ class CometPolicyConfig:
     world_model: str = cfg("", "world-model checkpoint dir ('' = the shipped push3 model)")
     plan_simulations: int = cfg(0, "tree-search simulations per decision (0 = the model's own)",
                                 range=(0, 10000))
+    plan_backend: str = cfg("onnxruntime", "what runs the search's model passes: onnxruntime (an ONNX graph "
+                                           "exported once per model into the edge cache) or torch",
+                            choices=("torch", "onnxruntime"))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -265,6 +268,7 @@ SHORTCUTS: dict[str, str] = {
     "max_steps": "scene.max_steps",
     "policy": "policy.name", "checkpoint": "policy.checkpoint", "verify": "policy.verify",
     "world_model": "policy.comet.world_model", "plan_simulations": "policy.comet.plan_simulations",
+    "plan_backend": "policy.comet.plan_backend",
     "backend": "backend.name",
     "scheduler": "scheduler.kind", "num_steps": "scheduler.{kind}.num_steps",
     "execute": "scheduler.{kind}.execute", "adapter": "scheduler.eqrl.adapter",
@@ -381,8 +385,13 @@ def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:
     written before the sections) its flat ``session``."""
     nested = meta.get("config")
     if isinstance(nested, dict):
+        comet = (nested.get("policy") or {}).get("comet")
+        if isinstance(comet, dict) and "plan_backend" not in comet:  # before plan_backend: torch ran
+            nested = {**nested, "policy": {**nested["policy"], "comet": {**comet, "plan_backend": "torch"}}}
         return from_dict(RuntimeConfig, nested)
-    return RuntimeConfig.of(**(meta.get("session") or {}))
+    session = dict(meta.get("session") or {})
+    session.setdefault("plan_backend", "torch")  # such runs' planner ran on torch
+    return RuntimeConfig.of(**session)
 
 
 def dump_yaml(config: RuntimeConfig) -> str:

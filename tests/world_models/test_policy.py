@@ -30,6 +30,7 @@ def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path
     meta = json.loads((out / "meta.json").read_text())
     assert meta["session"]["execution"] == "sync" and meta["session"]["policy"] == "comet"
     assert meta["policy"]["kind"] == "world_model" and meta["policy"]["simulations"] == 3
+    assert meta["policy"]["plan_backend"] == "onnxruntime"  # edge run's default
     queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
     assert len(queries) >= 2 and all(q["K"] == 1 and q["C"] == 1 for q in queries)
     assert all(q["latency_s"] > 0 for q in queries)  # the decision time is the charged latency
@@ -38,8 +39,52 @@ def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path
     assert moves and all(abs((m[0] ** 2 + m[1] ** 2) ** 0.5 - 0.02) < 1e-6 and m[4] == 1.0 for m in moves)
 
 
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_plan_backend_decides_what_runs_the_search(backend, slot_world_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--plan-backend", backend,
+               "--set", "max_steps=8"])
+    assert rc == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["policy"]["plan_backend"] == backend and meta["session"]["plan_backend"] == backend
+    queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    assert queries and all(q["backend"] == backend for q in queries)
+    exports = list((tmp_path / "cache" / "onnx").glob("wm-*")) if (tmp_path / "cache" / "onnx").is_dir() else []
+    if backend == "torch":
+        assert not exports
+    else:
+        (export,) = exports  # exported once, into the edge cache
+        assert json.loads((export / "metadata.json").read_text())["parity_max_abs"] <= 1e-4
+
+
+def test_set_executed_records_another_move(slot_world_model):
+    import numpy as np
+
+    from edge.errors import EdgeError
+    from world_models.policy import WorldModelPolicy
+
+    pol = WorldModelPolicy(slot_world_model, simulations=2)
+    with pytest.raises(EdgeError, match="before the first decision"):
+        pol.set_executed(0)
+    frame = {"front": np.zeros((*pol.spec.image_hw, 3), np.uint8)}
+    a = pol.encode(frame)
+    pol.set_executed((a + 1) % 8)
+    with pytest.raises(EdgeError, match=r"set_executed\(8\)"):
+        pol.set_executed(8)
+    pol.encode(frame)
+    assert pol.hist.actions[0, -2] == (a + 1) % 8  # the history holds the move set, not the decision
+    assert len(pol.search_ms) == len(pol.decision_ms) == 2 and min(pol.search_ms) > 0
+    with pytest.raises(EdgeError, match="--plan-backend 'gpu'"):
+        WorldModelPolicy(slot_world_model, backend="gpu")
+    with pytest.raises(EdgeError, match="--plan-backend 'gpu'"):  # checked before anything is loaded
+        WorldModelPolicy(slot_world_model.parent / "missing", backend="gpu")
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--policy", "comet", "--task", "push", "--query-mode", "async"], "--query-mode sync"),
+    (["--plan-backend", "onnxruntime"], "--policy comet"),
     (["--policy", "comet", "--task", "stack"], "--task push"),
     (["--world-model", "x"], "--policy comet"),
     (["--policy", "comet", "--task", "push", "--world-model", "/nonexistent/wm"], "no world model"),

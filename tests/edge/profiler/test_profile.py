@@ -111,6 +111,19 @@ def test_scheduler_specs():
             parse_scheduler(bad)
 
 
+def test_re_read_arms_name_the_policy_and_the_planners_backend():
+    from edge.profiler.profile import arm_of_session
+
+    vla = {"policy": "vla", "scheduler": "fixed", "num_steps": 1, "execute": 1, "backend": "onnxruntime"}
+    comet = {**vla, "policy": "comet", "plan_simulations": 0, "plan_backend": "onnxruntime"}
+    assert arm_of_session(vla).name == "fixed:1x1 / onnxruntime"
+    assert arm_of_session(comet).name == "comet / onnxruntime"  # not the VLA's fixed:1x1 and backend
+    assert arm_of_session({**comet, "plan_simulations": 64, "plan_backend": "torch"}).name == "comet:64 / torch"
+    old = {k: v for k, v in comet.items() if k != "plan_backend"}  # recorded before the planner had backends
+    assert arm_of_session(old).name == "comet / torch"
+    assert arm_of_session({**vla, "policy": "expert"}).label == "expert"
+
+
 def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
     assert main(["profile", "--device", "orin-mega", "--out", str(tmp_path / "x")]) == 2
     assert "orin-mega" in capsys.readouterr().err

@@ -141,3 +141,14 @@ def test_loop_os_settings_reach_the_control_loop():
     assert RuntimeConfig().loop.timer_slack_ns == 1
     with pytest.raises(ConfigError, match="timer_slack_ns"):
         RuntimeConfig.of(**{"loop.timer_slack_ns": -1})
+
+
+def test_runs_recorded_before_plan_backend_resume_on_torch():
+    from edge.runtime.config import RuntimeConfig, config_from_meta, to_dict
+
+    nested = to_dict(RuntimeConfig.of(policy="comet", task="push"))
+    del nested["policy"]["comet"]["plan_backend"]  # meta.json written before the key existed
+    assert config_from_meta({"config": nested}).policy.comet.plan_backend == "torch"
+    assert config_from_meta({"session": {"policy": "comet", "task": "push"}}).policy.comet.plan_backend == "torch"
+    now = to_dict(RuntimeConfig.of(policy="comet", task="push"))  # recorded: kept as it was
+    assert config_from_meta({"config": now}).policy.comet.plan_backend == "onnxruntime"

@@ -1,0 +1,28 @@
+"""benchmarks/wm_plan_latency.py: torch vs onnxruntime search passes on the same frames."""
+
+import json
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("wm_plan_latency")
+
+
+def test_both_backends_decide_on_the_same_frames(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
+    assert bench.main(["--simulations", "2", "--episodes", "1", "--steps", "3", "--out", str(out),
+                       "--no-progress"]) == 0
+    res = json.loads(out.read_text())
+    (row,) = res["budgets"]
+    assert row["decisions"] == 3 and 0.0 <= row["same_move"] <= 1.0
+    for b in ("torch", "onnxruntime"):
+        assert row[b]["decision"]["n"] == 3 and row[b]["search"]["n"] == 3 and row[b]["search"]["p50_ms"] > 0
+    assert row["onnxruntime_export"]["parity_max_abs"] <= 1e-4 and row["decision_p50_ratio_torch_over_ort"] > 0
+    assert res["model_kind"] == "comet" and res["versions"]["onnxruntime"] and res["onnxruntime_threads"] == 1
+    for bad, said in ((["--simulations", "0"], "--simulations 0"), (["--steps", "1"], "--steps 1"),
+                      (["--world-model", str(tmp_path / "none")], "--world-model")):
+        with pytest.raises(SystemExit) as e:
+            bench.main([*bad, "--out", str(out)])
+        assert e.value.code == 2 and said in capsys.readouterr().err

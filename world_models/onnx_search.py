@@ -1,0 +1,275 @@
+"""The search's model pass on ONNX Runtime: the planner's ``expand`` (one pass over a node's window
+gives its policy prior and value, and every child's state and reward) as one ONNX graph.
+
+Graph ``expand.onnx`` (batch dynamic, window fixed at export)::
+
+    z (B, W, N, Dz) float32, actions (B, W) int64, valid (B, W) bool
+        ->  policy_logits (B, A), value_logits (B, S), child_z (B, A, N, Dz), child_reward_logits (B, A, S)
+
+exactly :meth:`TokenWorldModel.forward` with ``heads="last", branch=True`` (the last block's policy and
+value logits, the branch outputs). The supports are decoded outside the graph, as with torch. At export
+the graph must pass ``onnx.checker`` and agree with torch to ``tolerance`` (max abs over every output, on
+random windows with 0 to W - 1 padded blocks, at batch 1 and 5), else it is refused.
+
+:func:`ensure_expand_export` exports once per model and window into the edge cache
+(``<cache>/onnx/wm-<model digest>-<EXPORTER_ID>-w<W>/``, the cache of :func:`edge.export.cache_root`;
+the digest covers the model's config, the traced code and the weights), checked before every reuse
+(the graph's sha256 in ``metadata.json``, and agreement with torch at batch 1); a cache that cannot be
+written gives a temporary export. torch and onnxruntime are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge.errors import EdgeError
+
+log = logging.getLogger(__name__)
+
+GRAPH_FILE = "expand.onnx"
+METADATA_FILE = "metadata.json"
+EXPORT_FORMAT = "edge-wm-expand-onnx"
+EXPORT_VERSION = 1
+OPSET = 17
+PARITY_TOLERANCE = 1e-4
+EXPORTER_ID = f"wm-export-v{EXPORT_VERSION}-opset{OPSET}"
+INPUTS = ("z", "actions", "valid")
+OUTPUTS = ("policy_logits", "value_logits", "child_z", "child_reward_logits")
+
+
+def model_digest(model) -> str:
+    """sha256 over what the graph is made from: the model's config (head counts change the graph, not
+    the weights), the source of :mod:`world_models.token_model` (the forward pass traced) and the
+    weights (names, dtypes, shapes and bytes, in state-dict order)."""
+    import dataclasses
+
+    from world_models import token_model
+
+    h = hashlib.sha256()
+    h.update(json.dumps(dataclasses.asdict(model.cfg), sort_keys=True).encode())
+    h.update(Path(token_model.__file__).read_bytes())
+    for name, t in model.state_dict().items():
+        a = t.detach().cpu().contiguous().numpy()
+        h.update(f"{name}|{a.dtype}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    from edge.digest import sha256_file
+
+    return sha256_file(path)
+
+
+def _graph_module(model):
+    import torch
+
+    class ExpandGraph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, z, actions, valid):
+            out = self.model(z, actions, valid, heads="last", branch=True)
+            return (out["policy_logits"][:, -1], out["value_logits"][:, -1], out["branch_next_z"],
+                    out["branch_reward_logits"])
+
+    return ExpandGraph().eval()
+
+
+def example_window(model, window: int, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs of the graph's shapes: states ~ N(0, 1), random actions, and row i's oldest
+    i mod ``window`` blocks padded (invalid), as acting histories are early in an episode (row 0 full,
+    row ``window`` - 1 all but the current block padded)."""
+    rng = np.random.default_rng(seed)
+    c = model.cfg
+    valid = np.ones((batch, window), bool)
+    for i in range(batch):
+        valid[i, : i % window] = False
+    return {"z": rng.standard_normal((batch, window, c.tokens, c.state_dim)).astype(np.float32),
+            "actions": rng.integers(0, c.num_actions, (batch, window)).astype(np.int64), "valid": valid}
+
+
+def parity(model, graph: Path, window: int, batches: tuple[int, ...] = (1, 5)) -> float:
+    """Max abs difference between torch (eval mode; the model's mode is restored) and onnxruntime over
+    every output, on :func:`example_window` inputs at each batch size."""
+    import torch
+
+    sess = _session(graph, 1)
+    was_training = model.training
+    mod = _graph_module(model)
+    worst = 0.0
+    try:
+        for seed, batch in enumerate(batches):
+            feeds = example_window(model, window, batch, seed)
+            with torch.no_grad():
+                want = mod(*(torch.as_tensor(feeds[k]) for k in INPUTS))
+            got = sess.run(list(OUTPUTS), feeds)
+            worst = max(worst, *(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want)))
+    finally:
+        model.train(was_training)
+    return worst
+
+
+def export_expand(model, window: int, out_dir: str | Path, tolerance: float = PARITY_TOLERANCE) -> dict[str, Any]:
+    """Write ``expand.onnx`` + ``metadata.json`` for ``model`` and windows of ``window`` blocks into
+    ``out_dir``; returns the metadata. EdgeError if the graph fails the checker or disagrees with torch
+    by more than ``tolerance``."""
+    import warnings
+
+    import onnx
+    import torch
+
+    if not 1 <= window <= model.cfg.max_blocks:
+        raise EdgeError(f"window={window}: the model reads 1..{model.cfg.max_blocks} blocks (max_blocks)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    graph = out / GRAPH_FILE
+    was_training = model.training
+    model.eval()
+    try:
+        feeds = example_window(model, window, 1)
+        args = tuple(torch.as_tensor(feeds[k]) for k in INPUTS)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shapes are fixed but the batch
+                torch.onnx.export(_graph_module(model), args, str(graph), dynamo=False, input_names=list(INPUTS),
+                                  output_names=list(OUTPUTS),
+                                  dynamic_axes={k: {0: "batch"} for k in INPUTS + OUTPUTS},
+                                  opset_version=OPSET, do_constant_folding=True)
+            onnx.checker.check_model(str(graph), full_check=True)
+            err = parity(model, graph, window)
+        except EdgeError:
+            raise
+        except Exception as e:  # the exporter's, onnx's and onnxruntime's errors have no common base
+            raise EdgeError(f"exporting the world model's search pass to ONNX failed ({type(e).__name__}: {e}); "
+                            "use the torch search (--plan-backend torch)") from None
+    finally:
+        model.train(was_training)
+    if not err <= tolerance:
+        raise EdgeError(f"exported {graph}: onnxruntime differs from torch by {err:.3g} (max abs), over the "
+                        f"tolerance {tolerance:g}; use the torch search (--plan-backend torch)")
+    import onnxruntime
+
+    meta = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exporter": EXPORTER_ID, "opset": OPSET,
+            "window": window, "model_digest": model_digest(model), "inputs": list(INPUTS),
+            "outputs": list(OUTPUTS), "parity_max_abs": err, "tolerance": tolerance,
+            "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
+            "files": {GRAPH_FILE: _sha256_file(graph)}}
+    tmp = out / (METADATA_FILE + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=1) + "\n")
+    os.replace(tmp, out / METADATA_FILE)
+    return meta
+
+
+def _valid(export_dir: Path, digest: str, window: int) -> bool:
+    """A cached export is used only if complete, of this format and exporter, made from these weights
+    for this window, and its graph still matches its recorded sha256."""
+    try:
+        meta = json.loads((export_dir / METADATA_FILE).read_text())
+        return (meta.get("format") == EXPORT_FORMAT and meta.get("exporter") == EXPORTER_ID
+                and meta.get("model_digest") == digest and meta.get("window") == window
+                and _sha256_file(export_dir / GRAPH_FILE) == meta["files"][GRAPH_FILE])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _reusable(export_dir: Path, model, digest: str, window: int) -> bool:
+    """:func:`_valid`, and the graph still agrees with torch at batch 1 (milliseconds; catches what the
+    key cannot, e.g. another onnxruntime)."""
+    if not _valid(export_dir, digest, window):
+        return False
+    try:
+        return parity(model, export_dir / GRAPH_FILE, window, (1,)) <= PARITY_TOLERANCE
+    except Exception:  # noqa: BLE001 - a graph this onnxruntime cannot run is not reusable
+        return False
+
+
+def ensure_expand_export(model, window: int) -> Path:
+    """The export directory for ``model``'s weights and ``window``: made once in the cache, verified
+    before every reuse (a stale or damaged one is replaced); a temporary one where the cache cannot be
+    written."""
+    from edge.export import cache_root
+
+    digest = model_digest(model)
+    final = cache_root() / "onnx" / f"wm-{digest}-{EXPORTER_ID}-w{window}"
+    if _reusable(final, model, digest, window):
+        return final
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".wm-{digest[:12]}-", dir=final.parent))
+    except OSError as err:
+        work = Path(tempfile.mkdtemp(prefix="edge-wm-onnx-"))
+        log.warning("cannot write the export cache %s (%s); exporting the world model to %s (not kept)",
+                    final.parent, err.strerror, work)
+        export_expand(model, window, work)
+        return work
+    log.info("exporting the world model's search pass to ONNX in %s (first use)", final)
+    try:
+        export_expand(model, window, work)
+        if final.exists():
+            if _reusable(final, model, digest, window):  # another process just made it
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.replace(work, final)
+        except OSError:
+            if _reusable(final, model, digest, window):
+                return final
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not _valid(final, digest, window):
+        raise EdgeError(f"{final}: the fresh world-model export does not verify; delete it and retry")
+    return final
+
+
+def _session(graph: Path, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(graph), opts, providers=["CPUExecutionProvider"])
+
+
+class OrtExpand:
+    """The planner's model pass on onnxruntime (CPU): called with torch tensors (z, actions, valid),
+    returns torch tensors (policy logits, value logits, child states, child reward logits) that view
+    onnxruntime's outputs."""
+
+    def __init__(self, export_dir: str | Path, window: int, threads: int = 1) -> None:
+        d = Path(export_dir)
+        try:
+            meta = json.loads((d / METADATA_FILE).read_text())
+        except (OSError, ValueError) as e:
+            raise EdgeError(f"{d}: not a world-model search export ({e}); make one with "
+                            "world_models.onnx_search.ensure_expand_export, or use --plan-backend torch") from None
+        if meta.get("window") != window:
+            raise EdgeError(f"{d}: exported for windows of {meta.get('window')} blocks, the planner uses {window}; "
+                            "export for this window (ensure_expand_export(model, window))")
+        self.export_dir, self.window, self.meta, self.threads = d, window, meta, threads
+        try:
+            self.session = _session(d / GRAPH_FILE, threads)
+        except Exception as e:  # noqa: BLE001 - onnxruntime's errors have no common base
+            raise EdgeError(f"{d / GRAPH_FILE}: onnxruntime cannot load it ({type(e).__name__}: {e}); delete "
+                            f"{d} to export again, or use --plan-backend torch") from None
+
+    def __call__(self, z, actions, valid):
+        import torch
+
+        feeds = {"z": np.ascontiguousarray(z.numpy(), np.float32),
+                 "actions": np.ascontiguousarray(actions.numpy(), np.int64),
+                 "valid": np.ascontiguousarray(valid.numpy(), bool)}
+        return tuple(torch.from_numpy(o) for o in self.session.run(list(OUTPUTS), feeds))
