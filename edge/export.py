@@ -310,33 +310,43 @@ def ensure_export(checkpoint: str | Path, verify: bool = True) -> Path:
         verify_checkpoint(ckpt)
     digest = sha256_file(ckpt)
     final = cache_root() / "onnx" / f"{digest}-{EXPORTER_ID}"
-    if _valid_export(final, digest):
+    return export_into_cache(final, lambda d: _valid_export(d, digest),
+                             lambda d: export_onnx(ckpt, d, verify=False),  # verified above when asked to
+                             f"{ckpt} to ONNX", "edge-vla-onnx-")
+
+
+def export_into_cache(final: Path, valid: Any, make: Any, what: str, tmp_prefix: str) -> Path:
+    """``final`` if ``valid(final)``; else ``make(dir)`` into a fresh folder beside it, renamed to
+    ``final`` (a stale or broken ``final`` is replaced; if another process has just made a valid one,
+    it is used). If the cache cannot be written, ``make`` writes into a temporary folder (named
+    ``tmp_prefix``…), which is returned and not kept. ``what`` names the export in the log."""
+    if valid(final):
         return final
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=final.parent))
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name[:12]}-", dir=final.parent))
     except OSError as err:
-        work = Path(tempfile.mkdtemp(prefix="edge-vla-onnx-"))
-        log.warning("cannot write the export cache %s (%s); exporting %s to %s (not kept)",
-                    final.parent, err.strerror, ckpt, work)
-        export_onnx(ckpt, work, verify=False)  # verified above when asked to
+        work = Path(tempfile.mkdtemp(prefix=tmp_prefix))
+        log.warning("cannot write the export cache %s (%s); exporting %s in %s (not kept)",
+                    final.parent, err.strerror, what, work)
+        make(work)
         return work
-    log.info("exporting %s to ONNX in %s (first use by onnxruntime)", ckpt, final)
+    log.info("exporting %s in %s (first use)", what, final)
     try:
-        export_onnx(ckpt, work, verify=False)
+        make(work)
         if final.exists():  # stale or broken (another process may have just finished: use it then)
-            if _valid_export(final, digest):
+            if valid(final):
                 return final
             shutil.rmtree(final, ignore_errors=True)
         try:
             os.replace(work, final)
         except OSError:  # lost a race to a concurrent export: keep the winner if it verifies
-            if _valid_export(final, digest):
+            if valid(final):
                 return final
             raise
     finally:
         shutil.rmtree(work, ignore_errors=True)  # gone after a successful rename
-    if not _valid_export(final, digest):
+    if not valid(final):
         raise VerificationError(f"{final}: the fresh ONNX export does not verify; delete "
                                 f"{final.parent} and retry")
     return final

@@ -22,18 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edge.errors import EdgeError
-
-log = logging.getLogger(__name__)
 
 GRAPH_FILE = "expand.onnx"
 METADATA_FILE = "metadata.json"
@@ -196,42 +191,16 @@ def _reusable(export_dir: Path, model, digest: str, window: int) -> bool:
 
 
 def ensure_expand_export(model, window: int) -> Path:
-    """The export directory for ``model``'s weights and ``window``: made once in the cache, verified
-    before every reuse (a stale or damaged one is replaced); a temporary one where the cache cannot be
-    written."""
-    from edge.export import cache_root
+    """The export directory for ``model`` and ``window``: made once in the cache, checked before every
+    reuse (a stale or damaged one is made again); a temporary one where the cache cannot be written
+    (:func:`edge.export.export_into_cache`)."""
+    from edge.export import cache_root, export_into_cache
 
     digest = model_digest(model)
     final = cache_root() / "onnx" / f"wm-{digest}-{EXPORTER_ID}-w{window}"
-    if _reusable(final, model, digest, window):
-        return final
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".wm-{digest[:12]}-", dir=final.parent))
-    except OSError as err:
-        work = Path(tempfile.mkdtemp(prefix="edge-wm-onnx-"))
-        log.warning("cannot write the export cache %s (%s); exporting the world model to %s (not kept)",
-                    final.parent, err.strerror, work)
-        export_expand(model, window, work)
-        return work
-    log.info("exporting the world model's search pass to ONNX in %s (first use)", final)
-    try:
-        export_expand(model, window, work)
-        if final.exists():
-            if _reusable(final, model, digest, window):  # another process just made it
-                return final
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(work, final)
-        except OSError:
-            if _reusable(final, model, digest, window):
-                return final
-            raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if not _valid(final, digest, window):
-        raise EdgeError(f"{final}: the fresh world-model export does not verify; delete it and retry")
-    return final
+    return export_into_cache(final, lambda d: _reusable(d, model, digest, window),
+                             lambda d: export_expand(model, window, d), "the world model's search pass to ONNX",
+                             "edge-wm-onnx-")
 
 
 def _session(graph: Path, threads: int):

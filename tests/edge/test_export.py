@@ -144,3 +144,31 @@ def test_scene_memory_model_exports_a_locator_and_both_backends_agree(tmp_path):
     assert np.abs(tb.encode(moved) - tb.encode(inputs)).max() > 1e-4
     with pytest.raises(EdgeError, match="missing \\['scene'\\]"):
         ob.encode({k: v for k, v in inputs.items() if k != "scene"})
+
+
+def test_export_into_cache_reuses_replaces_and_falls_back(tmp_path, monkeypatch):
+    from edge.export import export_into_cache
+    from edge.vla.verify import VerificationError
+
+    made = []
+
+    def make(d):
+        made.append(d)
+        (d / "graph").write_text("ok")
+
+    def valid(d):
+        return (d / "graph").is_file() and (d / "graph").read_text() == "ok"
+
+    final = tmp_path / "cache" / "onnx" / "abc"
+    assert export_into_cache(final, valid, make, "x", "edge-test-") == final and len(made) == 1
+    assert export_into_cache(final, valid, make, "x", "edge-test-") == final and len(made) == 1  # reused
+    (final / "graph").write_text("stale")
+    assert export_into_cache(final, valid, make, "x", "edge-test-") == final and len(made) == 2  # replaced
+    assert valid(final) and not [p for p in final.parent.iterdir() if p.name.startswith(".")]  # no leftovers
+    with pytest.raises(VerificationError, match="does not verify"):
+        export_into_cache(tmp_path / "c2" / "d", lambda d: False, make, "x", "edge-test-")
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # the cache's parent is a file: it cannot be written
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    out = export_into_cache(blocked / "onnx" / "abc", valid, make, "x", "edge-test-")
+    assert out.name.startswith("edge-test-") and valid(out)
