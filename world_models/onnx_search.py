@@ -168,8 +168,8 @@ def export_expand(model, window: int, out_dir: str | Path, tolerance: float = PA
 
 
 def _valid(export_dir: Path, digest: str, window: int) -> bool:
-    """A cached export is used only if complete, of this format and exporter, made from these weights
-    for this window, and its graph still matches its recorded sha256."""
+    """A cached export is used only if complete, of this format and exporter, made from this model
+    (``digest``: :func:`model_digest`) for this window, and its graph still matches its recorded sha256."""
     try:
         meta = json.loads((export_dir / METADATA_FILE).read_text())
         return (meta.get("format") == EXPORT_FORMAT and meta.get("exporter") == EXPORTER_ID

@@ -333,9 +333,8 @@ def foreground_mask(target: torch.Tensor, window: int = 9, threshold: float = 0.
     """(B, 3, H, W) in [0, 1] -> (B, 1, H, W) bool: the pixels the reconstruction loss weighs as
     foreground, those whose colour differs from the mean of their ``window`` x ``window``
     neighbourhood (odd; cut at the border) by more than ``threshold`` (summed over channels; the
-    loss uses 0.15). Inside an object
-    much larger than the window the neighbourhood is the object itself, so its interior is not
-    foreground."""
+    loss uses 0.15). Inside an object much larger than the window the neighbourhood is the object
+    itself, so its interior is not foreground."""
     if window < 1 or window % 2 == 0:
         raise ValueError(f"foreground_mask: window={window} must be a positive odd number")
     bg = F.avg_pool2d(target, window, stride=1, padding=window // 2, count_include_pad=False)
@@ -348,8 +347,7 @@ def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
     """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
     MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from the
     mean of their ``fg_window`` x ``fg_window`` neighbourhood by more than ``fg_threshold``
-    (:func:`foreground_mask`) get
-    ``fg_weight`` more weight; no labels are used (0 = plain MSE).
+    (:func:`foreground_mask`) get ``fg_weight`` more weight; no labels are used (0 = plain MSE).
 
     ``prev``: the previous frames' targets (same shape); pixels whose colour changed since then (the
     same 0.15 threshold on the summed channel difference) get ``motion_weight`` more, on top."""
