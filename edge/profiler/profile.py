@@ -70,13 +70,23 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         return {"scheduler": "dvac", "num_steps": int(arg or 3)}
     if kind == "eqrl":
         return {"scheduler": "eqrl", "adapter": arg}
-    raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K] or eqrl[:ADAPTER_DIR]")
+    if kind == "comet":  # the world-model planner: one move per decision, sync
+        if arg and not arg.isdigit():
+            raise EdgeError(f"scheduler {spec!r}: write comet or comet:N (tree-search simulations per decision)")
+        return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
+                "plan_simulations": int(arg or 0)}
+    raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR] or comet[:N]")
 
 
 def make_arm(spec: str, backend: str) -> Arm:
     """An arm from a scheduler spec, labelled canonically (``fixed`` -> ``fixed:10x8``, ``dvac`` ->
-    ``dvac:3``) so that re-read run directories (``--runs``) get the same label."""
+    ``dvac:3``) so that re-read run directories (``--runs``) get the same label. For ``comet[:N]``
+    the backend is the planner's (``plan_backend``: torch or onnxruntime)."""
     overrides = parse_scheduler(spec)
+    if overrides.get("policy") == "comet":
+        if backend not in ("torch", "onnxruntime"):
+            raise EdgeError(f"--backends {backend!r}: a comet arm's search runs on torch or onnxruntime")
+        overrides["plan_backend"] = backend
     return Arm(arm_of_session(overrides).label, backend, overrides)
 
 
@@ -263,7 +273,11 @@ def _reference_name(arms: Sequence[Arm], reference: str | None) -> str:
 
 
 def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, str | None]:
-    """The checkpoint's counted work (one checkpoint per profile), or (None, why not)."""
+    """The checkpoint's counted work (one checkpoint per profile), or (None, why not). Only the VLA's
+    work is counted: runs of another policy (the world-model planner, the expert) get no projection."""
+    others = sorted({str(r.meta.get("session", {}).get("policy", "vla")) for r in runs} - {"vla", "auto"})
+    if others:
+        return None, f"runs of policy {', '.join(others)}: the device model counts the VLA's work only"
     ckpts = {r.meta.get("session", {}).get("checkpoint") for r in runs}
     if len(ckpts) != 1:
         return None, f"runs use several checkpoints ({sorted(map(str, ckpts))}): no single cost profile"

@@ -1,6 +1,7 @@
 """edge profile: summary.json recomputed from the run records, --runs re-reading, arm specs."""
 
 import json
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -129,3 +130,35 @@ def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
     assert "orin-mega" in capsys.readouterr().err
     assert main(["profile", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "y")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_comet_arms_run_paired_on_both_planner_backends(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    assert parse_scheduler("comet:3") == {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
+                                          "plan_simulations": 3}
+    arm = make_arm("comet:3", "onnxruntime")
+    assert arm.name == "comet:3 / onnxruntime" and arm.session["plan_backend"] == "onnxruntime"
+    with pytest.raises(EdgeError, match="torch or onnxruntime"):
+        make_arm("comet", "tensorrt")
+    with pytest.raises(EdgeError, match="comet:N"):
+        parse_scheduler("comet:x")
+    out = tmp_path / "p"
+    assert main(["profile", "--schedulers", "comet:3", "--backends", "torch,onnxruntime", "--task", "push",
+                 "--episodes", "1", "--max-steps", "6", "--no-calibrate", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    torch_arm, ort_arm = summary["arms"]
+    assert (torch_arm["name"], ort_arm["name"]) == ("comet:3 / torch", "comet:3 / onnxruntime")
+    for a, backend in ((torch_arm, "torch"), (ort_arm, "onnxruntime")):
+        (run,) = a["runs"]
+        meta = json.loads((Path(run) / "meta.json").read_text())
+        assert meta["session"]["policy"] == "comet" and meta["session"]["plan_backend"] == backend
+        assert a["queries"] == 6  # no charged latency: a decision every tick, the same ticks for both
+    assert summary["device_table"] == [] and any("VLA's work only" in n for n in summary["notes"])
+
+
+def test_comet_arms_need_push_and_sync(tmp_path, capsys):
+    assert main(["profile", "--schedulers", "comet", "--task", "stack", "--out", str(tmp_path / "a")]) == 2
+    assert "--task push" in capsys.readouterr().err
+    assert main(["profile", "--schedulers", "comet", "--task", "push", "--query-mode", "async",
+                 "--out", str(tmp_path / "b")]) == 2
+    assert "--query-mode sync" in capsys.readouterr().err
