@@ -2,7 +2,9 @@
 projected on-device cost, every number recomputable from the run records.
 
 An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10x8), ``dvac`` /
-``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint). Each arm runs its episodes through
+``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint), ``comet`` / ``comet:N`` (the world-model
+planner with N simulations on the push task; its backend is the search's, torch or onnxruntime, and
+no device cost is projected for it). Each arm runs its episodes through
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
 arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
 
