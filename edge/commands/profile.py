@@ -23,8 +23,8 @@ def register(sub) -> None:
     p.add_argument("--no-verify", action="store_true", help="skip the checkpoint's sha256 check")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
-                        "world-model planner with N simulations, --task push) (default fixed:10x8,fixed:2x8; with "
-                        "--runs: every arm found)")
+                        "world-model planner with N simulations, --task push; comet = the model's own number, "
+                        "labelled apart from comet:16) (default fixed:10x8,fixed:2x8; with --runs: every arm found)")
     p.add_argument("--backends", default=None,
                    help="comma-separated: torch, onnxruntime, tensorrt (default onnxruntime); for comet arms, "
                         "what runs the search's model passes (torch or onnxruntime)")
@@ -91,12 +91,15 @@ def run(args) -> int:
         specs = [x.strip() for x in (args.schedulers or "fixed:10x8,fixed:2x8").split(",") if x.strip()]
         backends = [b.strip() for b in (args.backends or "onnxruntime").split(",") if b.strip()]
         arms = [make_arm(spec, b) for spec in specs for b in backends]
-        if any(a.session.get("policy") == "comet" for a in arms):
+        if args.runs is None and any(a.session.get("policy") == "comet" for a in arms):  # running them
             if args.task != "push":
                 raise EdgeError(f"--task {args.task}: comet arms plan pushes; profile them with --task push")
             if args.query_mode != "sync":
                 raise EdgeError("--query-mode async: comet arms need each decision executed before the next; "
                                 "use --query-mode sync")
+            if args.latency in ("device", "per_step"):
+                raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the "
+                                "planner's; comet arms take --latency constant or measured")
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
                        seed=args.seed, execution=args.query_mode, latency=args.latency, latency_ms=args.latency_ms,
                        latency_device=args.latency_device,

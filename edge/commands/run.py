@@ -272,6 +272,9 @@ def run(args: argparse.Namespace) -> int:
                         "saw and needs each decision executed before the next; use --query-mode sync")
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
+    if planner and args.latency in ("device", "per_step"):
+        raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the planner's; "
+                        "--policy comet takes --latency measured (the default) or constant")
     ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT) if custom else _checkpoint(args)
     expert = args.policy == "expert"  # given, or the fallback without a checkpoint
     # the expert charges no latency by default, so a bare --latency-ms is its constant latency

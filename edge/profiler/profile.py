@@ -75,6 +75,9 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
     if kind == "comet":  # the world-model planner: one move per decision, sync
         if arg and not arg.isdigit():
             raise EdgeError(f"scheduler {spec!r}: write comet or comet:N (tree-search simulations per decision)")
+        if int(arg or 0) > 10000:
+            raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision (comet:N, N in 0..10000; "
+                            "0 = the model's own)")
         return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
                 "plan_simulations": int(arg or 0)}
     raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR] or comet[:N]")
@@ -87,7 +90,9 @@ def make_arm(spec: str, backend: str) -> Arm:
     overrides = parse_scheduler(spec)
     if overrides.get("policy") == "comet":
         if backend not in ("torch", "onnxruntime"):
-            raise EdgeError(f"--backends {backend!r}: a comet arm's search runs on torch or onnxruntime")
+            raise EdgeError(f"--backends {backend!r}: a comet arm's search runs on torch or onnxruntime; drop "
+                            f"{backend} from --backends, or profile the comet arms in a separate edge profile and "
+                            "combine the run directories with --runs")
         overrides["plan_backend"] = backend
     return Arm(arm_of_session(overrides).label, backend, overrides)
 
@@ -248,8 +253,10 @@ def group_runs(dirs: Sequence[Path]) -> tuple[list[Arm], dict[str, list[RunData]
 # ------------------------------------------------------------------------------------ the profile
 def summarize_profile(arms: Sequence[Arm], grouped: dict[str, list[RunData]], devices: Sequence[str],
                       reference: str | None = None, profile: Any = None,
-                      host_parts_ms: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
-    """summary.json's content: per arm :func:`arm_stats` + comparison + projections + breakdown."""
+                      host_parts_ms: dict[str, dict[str, float]] | None = None,
+                      costed: set[str] | None = None) -> dict[str, Any]:
+    """summary.json's content: per arm :func:`arm_stats` + comparison + projections + breakdown
+    (the last two only for the arms named in ``costed``; default: every arm)."""
     if not arms:
         raise EdgeError("nothing to profile: no arms")
     ref_name = _reference_name(arms, reference)
@@ -259,8 +266,9 @@ def summarize_profile(arms: Sequence[Arm], grouped: dict[str, list[RunData]], de
         s = stats[a.name]
         row = {"label": a.label, "backend": a.backend, "name": a.name,
                "runs": [str(r.run_dir) for r in grouped[a.name]], **s, **compare(s, stats[ref_name])}
-        row["projected"] = project(s, profile, devices) if profile is not None else {}
-        row["host_breakdown"] = host_breakdown(s, (host_parts_ms or {}).get(a.backend))
+        costed_arm = costed is None or a.name in costed
+        row["projected"] = project(s, profile, devices) if profile is not None and costed_arm else {}
+        row["host_breakdown"] = host_breakdown(s, (host_parts_ms or {}).get(a.backend)) if costed_arm else None
         rows.append(row)
     return {"reference": ref_name, "devices": list(devices), "arms": rows}
 
@@ -274,10 +282,18 @@ def _reference_name(arms: Sequence[Arm], reference: str | None) -> str:
     raise EdgeError(f"--reference {reference!r} is none of the arms: {', '.join(a.name for a in arms)}")
 
 
+def is_vla_run(run: RunData) -> bool:
+    """Whether the run's policy is the VLA (the only one whose work the device model counts)."""
+    return str(run.meta.get("session", {}).get("policy", "vla")) in ("vla", "auto")
+
+
 def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, str | None]:
     """The checkpoint's counted work (one checkpoint per profile), or (None, why not). Only the VLA's
-    work is counted: runs of another policy (the world-model planner, the expert) get no projection."""
-    others = sorted({str(r.meta.get("session", {}).get("policy", "vla")) for r in runs} - {"vla", "auto"})
+    work is counted: pass the VLA arms' runs (runs of another policy, e.g. the world-model planner,
+    get no projection)."""
+    if not runs:
+        return None, "no VLA arm (the device model counts the VLA's work only)"
+    others = sorted({str(r.meta.get("session", {}).get("policy", "vla")) for r in runs if not is_vla_run(r)})
     if others:
         return None, f"runs of policy {', '.join(others)}: the device model counts the VLA's work only"
     ckpts = {r.meta.get("session", {}).get("checkpoint") for r in runs}
@@ -325,8 +341,9 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
                              "steps_ms": p["steps_ms_per_action"], "locator_ms": p["locator_ms_per_action"]})
     if rows:
         pngs["cost_breakdown"] = plots.cost_breakdown(rows, out / "cost_breakdown.png")
-    if devices and any(a["projected"] for a in arms):
-        pngs["device_projection"] = plots.device_projection(plot_arms, devices, out / "device_projection.png")
+    if devices and any(a["projected"] for a in arms):  # the arms with a projection (the VLA's)
+        pngs["device_projection"] = plots.device_projection([a for a in plot_arms if a["projected"]], devices,
+                                                            out / "device_projection.png")
 
     doc = Document(summary.get("title", "Inference profile"))
     cfg = summary.get("config", {})
@@ -352,7 +369,7 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
         doc.h("Projected on-device cost per executed action")
         doc.table(["arm"] + [f"{d} ms" for d in devices] + [f"{d} mJ" for d in devices],
                   [[a["name"]] + [a["projected"][d]["ms_per_action"] for d in devices]
-                   + [a["projected"][d]["mj_per_action"] for d in devices] for a in arms])
+                   + [a["projected"][d]["mj_per_action"] for d in devices] for a in arms if a["projected"]])
         doc.img(pngs["device_projection"], "projected inference time and energy per executed action (log scale)")
     if "cost_breakdown" in pngs:
         doc.h("Cost breakdown")
@@ -427,18 +444,26 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
         dirs = run_arms(pc, arms, runs_dir or out / "runs", workers, shard_episodes, progress)
         grouped = {name: [read_run(d) for d in ds] for name, ds in dirs.items()}
     all_runs = [r for rs in grouped.values() for r in rs]
-    cost, why = cost_profile_of(all_runs, verify=pc.verify)
+    vla_arms = {a.name for a in arms if all(is_vla_run(r) for r in grouped[a.name])}
+    cost, why = cost_profile_of([r for n in vla_arms for r in grouped[n]], verify=pc.verify)
     notes = [] if cost is not None else [f"No device projection: {why}."]
+    if cost is not None and len(vla_arms) < len(arms):
+        notes.append("Device projections and host breakdowns are for the VLA arms only: the device model "
+                     "counts the VLA's work.")
+    if len(vla_arms) < len(arms):
+        notes.append("For world-model planner arms (comet) NFE counts decisions, one per query, not the "
+                     "search's model passes (simulations + 1 per decision).")
     host_parts: dict[str, dict[str, float]] = {}
     ckpt = all_runs[0].meta.get("session", {}).get("checkpoint")
     if calibrate and cost is not None:
         from edge.profiler.calibrate import measure_parts
 
-        for backend in sorted({a.backend for a in arms}):
+        for backend in sorted({a.backend for a in arms if a.name in vla_arms}):
             m = measure_parts(ckpt, backend=backend, reps=20, ks=(), verify=pc.verify)
             host_parts[backend] = {k: 1e3 * v["p50_s"] for k, v in m.items()
                                    if isinstance(v, dict) and "p50_s" in v}
-    summary = summarize_profile(arms, grouped, devices if cost is not None else (), reference, cost, host_parts)
+    summary = summarize_profile(arms, grouped, devices if cost is not None else (), reference, cost, host_parts,
+                                vla_arms)
     session = all_runs[0].meta.get("session", {})
     summary.update({
         "title": f"Inference profile: {', '.join(a.name for a in arms)}",
@@ -459,4 +484,8 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
             "less than its rating). Nothing was run on those devices."],
         "wall_s": round(time.perf_counter() - t0, 1),
     })
-    return write_profile(out, summary, load_grid(grid))
+    grid_data = load_grid(grid)
+    if grid_data is not None and grid_data.get("task", pc.task) != session.get("task"):
+        grid_data = None  # the K x C grid of another task is no context for these arms
+        summary["grid"] = None
+    return write_profile(out, summary, grid_data)

@@ -154,11 +154,41 @@ def test_comet_arms_run_paired_on_both_planner_backends(tmp_path, monkeypatch):
         assert meta["session"]["policy"] == "comet" and meta["session"]["plan_backend"] == backend
         assert a["queries"] == 6  # no charged latency: a decision every tick, the same ticks for both
     assert summary["device_table"] == [] and any("VLA's work only" in n for n in summary["notes"])
+    assert summary["grid"] is None  # the shipped K x C grid is the stack task's: no context for push
+    again = tmp_path / "q"  # re-read: the same arms by name, whatever --task says
+    assert main(["profile", "--runs", str(out / "runs"), "--schedulers", "comet:3", "--backends", "onnxruntime",
+                 "--no-calibrate", "--out", str(again)]) == 0
+    (arm,) = json.loads((again / "summary.json").read_text())["arms"]
+    assert arm["name"] == "comet:3 / onnxruntime" and arm["queries"] == 6
 
 
-def test_comet_arms_need_push_and_sync(tmp_path, capsys):
-    assert main(["profile", "--schedulers", "comet", "--task", "stack", "--out", str(tmp_path / "a")]) == 2
-    assert "--task push" in capsys.readouterr().err
-    assert main(["profile", "--schedulers", "comet", "--task", "push", "--query-mode", "async",
-                 "--out", str(tmp_path / "b")]) == 2
-    assert "--query-mode sync" in capsys.readouterr().err
+def test_mixed_vla_and_planner_arms_keep_the_vla_arms_projection(profiled, tmp_path, monkeypatch):
+    from edge.profiler.profile import profile
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    vla_out, _ = profiled
+    pc = ProfileConfig(task="push", episodes=1, max_steps=4)
+    profile(pc, [make_arm("comet:2", "torch")], tmp_path / "c", ["orin-nano"], calibrate=False, progress=False)
+    both = tmp_path / "both"  # re-read together: the VLA arms keep their projection, the planner gets none
+    profile(ProfileConfig(), None, both, ["orin-nano"], runs=[vla_out / "runs", tmp_path / "c" / "runs"],
+            calibrate=False, progress=False)
+    arms = {a["name"]: a for a in json.loads((both / "summary.json").read_text())["arms"]}
+    assert arms["fixed:2x4 / torch"]["projected"]["orin-nano"]["ms_per_action"] > 0
+    assert arms["comet:2 / torch"]["projected"] == {} and arms["comet:2 / torch"]["host_breakdown"] is None
+    projected = (both / "report.md").read_text().split("## Projected on-device cost")[1].split("\n## ")[0]
+    assert "fixed:2x4 / torch" in projected and "comet" not in projected
+
+
+def test_comet_arms_need_push_sync_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
+    # a VLA arm listed first would run before the comet arm's own checks: refused up front, nothing written
+    for extra, said in ((["--task", "stack"], "comet arms plan pushes"),
+                        (["--task", "push", "--query-mode", "async"], "comet arms need each decision"),
+                        (["--task", "push", "--latency", "device"], "--latency device: charges the VLA")):
+        out = tmp_path / "x"
+        assert main(["profile", "--schedulers", "fixed:1x1,comet", *extra, "--out", str(out)]) == 2
+        assert said in capsys.readouterr().err and not out.exists()
+    with pytest.raises(EdgeError, match="at most 10000"):
+        parse_scheduler("comet:20000")
+    assert main(["run", "--policy", "comet", "--task", "push", "--latency", "per_step",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--latency per_step" in capsys.readouterr().err
