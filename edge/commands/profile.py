@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
     p.add_argument("--checkpoint", default="", metavar="CKPT", help="VLA checkpoint (default: the shipped stack model)")
     p.add_argument("--no-verify", action="store_true", help="skip the checkpoint's sha256 check")
+    p.add_argument("--world-model", default="", metavar="DIR",
+                   help="comet arms: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
                         "world-model planner with N simulations, --task push; comet = the model's own number, "
@@ -100,7 +102,10 @@ def run(args) -> int:
             if args.latency in ("device", "per_step"):
                 raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the "
                                 "planner's; comet arms take --latency constant or measured")
+    if args.world_model and not any(a.session.get("policy") == "comet" for a in arms or ()):
+        raise EdgeError("--world-model configures comet arms; add --schedulers comet[:N] or drop it")
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
+                       world_model=args.world_model,
                        seed=args.seed, execution=args.query_mode, latency=args.latency, latency_ms=args.latency_ms,
                        latency_device=args.latency_device,
                        noise_temperature=args.noise_temperature, max_steps=args.max_steps,

@@ -158,6 +158,7 @@ class ProfileConfig:
     max_steps: int = 0
     video_episodes: int = 0
     verify: bool = True
+    world_model: str = ""  # comet arms: the world-model checkpoint ('' = the shipped push3 model)
 
 
 def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:
@@ -168,6 +169,7 @@ def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any
                             latency=pc.latency, latency_ms=pc.latency_ms, device=pc.latency_device,
                             episodes=episodes, seed=seed, max_steps=pc.max_steps, record_ticks=True,
                             video_episodes=pc.video_episodes, noise_temperature=pc.noise_temperature,
+                            **({"world_model": pc.world_model} if arm.session.get("policy") == "comet" else {}),
                             **arm.session)
 
 

@@ -189,6 +189,11 @@ def test_comet_arms_need_push_sync_and_a_planner_latency_before_anything_runs(tm
         assert said in capsys.readouterr().err and not out.exists()
     with pytest.raises(EdgeError, match="at most 10000"):
         parse_scheduler("comet:20000")
+    assert main(["profile", "--world-model", "wm", "--out", str(tmp_path / "w")]) == 2
+    assert "--world-model configures comet arms" in capsys.readouterr().err
+    assert main(["profile", "--schedulers", "comet", "--task", "push", "--world-model", str(tmp_path / "none"),
+                 "--episodes", "1", "--out", str(tmp_path / "w2")]) == 2
+    assert "no world model" in capsys.readouterr().err  # the runtime's own refusal, passed through
     assert main(["run", "--policy", "comet", "--task", "push", "--latency", "per_step",
                  "--out", str(tmp_path / "r")]) == 2
     assert "--latency per_step" in capsys.readouterr().err
