@@ -31,6 +31,20 @@ SUMMARY_KEYS = ("episodes", "successes", "ticks", "executed_actions", "queries",
 TIMING_KEYS = ("lateness_p99_ms", "overruns")  # not measured on a virtual clock
 SESSION_KEYS = ("task", "sim", "scheduler", "adapter", "num_steps", "execute", "backend", "seam", "clock",
                 "execution", "latency", "latency_ms", "noise_temperature", "seed", "checkpoint")
+# a world-model planner's run (policy comet): its own settings instead of the VLA's
+PLANNER_SESSION_KEYS = ("policy", "task", "sim", "world_model", "plan_simulations", "plan_backend", "clock",
+                        "execution", "latency", "latency_ms", "seed")
+
+
+def session_rows(session: dict[str, Any]) -> list[list[Any]]:
+    """The "What ran" rows of a run's ``meta.json`` session (the planner's keys for a comet run; an
+    empty world_model is the shipped one, plan_simulations 0 the model's own)."""
+    if session.get("policy") == "comet":
+        shown = {"world_model": session.get("world_model") or "(the shipped comet_push3)",
+                 "plan_simulations": session.get("plan_simulations") or "0 (the model's own)",
+                 "plan_backend": session.get("plan_backend") or "torch"}
+        return [[k, shown.get(k, session.get(k))] for k in PLANNER_SESSION_KEYS if k in session or k in shown]
+    return [[k, session.get(k)] for k in SESSION_KEYS if k in session]
 
 
 def episode_series(ticks: list[TickRecord], queries: list[QueryRecord], ep: int,
@@ -86,7 +100,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
           f"{summary['episodes']} episodes, {summary['ticks']} ticks, {summary['queries']} queries.")
     if session:
         doc.h("What ran")
-        doc.table(["setting", "value"], [[k, session.get(k)] for k in SESSION_KEYS if k in session])
+        doc.table(["setting", "value"], session_rows(session))
     doc.h("Summary")
     virtual = session.get("clock") == "virtual"
     doc.table(["statistic", "value"],

@@ -64,3 +64,19 @@ def test_phases_come_from_the_measured_gripper():
                                     (0.3, 0.35, "holding")]
     assert gripper_phases(t, [None] * len(t)) == [(0.0, 0.35, "approach")]
     assert gripper_phases([], []) == []
+
+
+def test_what_ran_shows_the_planners_settings_for_a_comet_run():
+    from edge.profiler.report import session_rows
+
+    vla = {"policy": "vla", "task": "stack", "scheduler": "fixed", "num_steps": 10, "checkpoint": "ck",
+           "plan_backend": "onnxruntime"}
+    assert dict(session_rows(vla))["checkpoint"] == "ck" and "plan_backend" not in dict(session_rows(vla))
+    comet = {"policy": "comet", "task": "push", "world_model": "", "plan_simulations": 0, "plan_backend": "onnxruntime",
+             "checkpoint": "ck", "num_steps": 1}
+    rows = dict(session_rows(comet))
+    assert rows["plan_backend"] == "onnxruntime" and "shipped" in rows["world_model"]
+    assert "model's own" in str(rows["plan_simulations"]) and "checkpoint" not in rows and "num_steps" not in rows
+    old = {k: v for k, v in comet.items() if k != "plan_backend"}  # recorded before the key: torch ran
+    assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["plan_backend"] == "torch"
+    assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["world_model"] == "runs/wm"
