@@ -61,7 +61,8 @@ def compare(world_model: str, frames: np.ndarray, simulations: int, seed: int = 
     out = {"simulations": simulations, "decisions": n, "same_move": round(same / n, 4)}
     for b, p in pols.items():
         out[b] = {"decision": _stats(p.decision_ms), "search": _stats(p.search_ms)}
-    out["onnxruntime_export"] = {k: pols["onnxruntime"].planner.expand.meta[k] for k in ("parity_max_abs", "window")}
+    out["onnxruntime_export"] = {k: pols["onnxruntime"].planner.expand.meta.get(k)
+                                 for k in ("parity_max_abs", "window", "batch")}
     for part in ("decision", "search"):
         out[f"{part}_p50_ratio_torch_over_ort"] = round(out["torch"][part]["p50_ms"] /
                                                        out["onnxruntime"][part]["p50_ms"], 3)

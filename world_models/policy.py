@@ -91,8 +91,8 @@ class WorldModelPolicy:
         if backend == "onnxruntime":  # one intra-op thread by default: the graph is small
             from world_models.onnx_search import OrtExpand, ensure_expand_export
 
-            window = pcfg.context + 1
-            expand = OrtExpand(ensure_expand_export(model, window), window, ort_threads)
+            window = pcfg.context + 1  # one search at a time: a batch-1 graph (its shapes folded)
+            expand = OrtExpand(ensure_expand_export(model, window, batch=1), window, ort_threads)
         self.backend = backend
         self.planner = Planner(model, pcfg, expand)
         self.observer = Observer.for_run(cfg, 1, enc)

@@ -121,3 +121,27 @@ def test_a_broken_export_or_session_is_a_clear_error(tmp_path, monkeypatch):
 def test_example_windows_pad_every_prefix():
     v = ox.example_window(_model(), 3, batch=4)["valid"]
     assert v.tolist() == [[True, True, True], [False, True, True], [False, False, True], [True, True, True]]
+
+
+def test_a_fixed_batch_graph_covers_every_padding_and_refuses_other_batches(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    m = _model(seed=2)
+    meta = ox.export_expand(m, 3, tmp_path / "b1", batch=1)
+    assert meta["batch"] == 1 and meta["parity_max_abs"] <= 1e-4
+    ort = ox.OrtExpand(tmp_path / "b1", 3)
+    for offset in range(3):  # batch 1 with 0, 1 and 2 padded blocks
+        feeds = ox.example_window(m, 3, batch=1, seed=9, offset=offset)
+        assert feeds["valid"].sum() == 3 - offset
+        got = ort(*(torch.as_tensor(feeds[k]) for k in ox.INPUTS))
+        with torch.no_grad():
+            want = ox._graph_module(m)(*(torch.as_tensor(feeds[k]) for k in ox.INPUTS))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=0)
+    two = ox.example_window(m, 3, batch=2)
+    with pytest.raises(EdgeError, match="batches of 1, called with 2"):
+        ort(*(torch.as_tensor(two[k]) for k in ox.INPUTS))
+    fixed, dynamic = ox.ensure_expand_export(m, 3, batch=1), ox.ensure_expand_export(m, 3)
+    assert fixed != dynamic and fixed.name.endswith("-b1")
+    assert ox.ensure_expand_export(m, 3, batch=1) == fixed  # reused
+    with pytest.raises(EdgeError, match="batch=0"):
+        ox.export_expand(m, 3, tmp_path / "b0", batch=0)
