@@ -365,8 +365,8 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
                 a["interventions_total"], a["overruns"], a["starved_ticks"],
                 a["paired_vs_reference"]["mcnemar_p"],
                 f"{a['paired_vs_reference']['only_a']} / {a['paired_vs_reference']['only_b']}"] for a in arms])
-    doc.img(pngs["success_vs_nfe"], "success with 95 % Wilson intervals against NFE per executed action; "
-                                    "grey: the fixed K x C grid of the shipped model (Pareto context)")
+    doc.img(pngs["success_vs_nfe"], "success with 95 % Wilson intervals against NFE per executed action"
+            + ("; grey: the fixed K x C grid of the shipped model (Pareto context)" if grid else ""))
     if devices and any(a["projected"] for a in arms):
         doc.h("Projected on-device cost per executed action")
         doc.table(["arm"] + [f"{d} ms" for d in devices] + [f"{d} mJ" for d in devices],
