@@ -44,6 +44,18 @@ def load_any(path: str):
                    "data_hash": manifest.get("data_hash"), "sha256": manifest.get("sha256")}
 
 
+def bootstrap_mean(values, rng: np.random.Generator) -> dict:
+    """Mean of the finite ``values``, a 95 % bootstrap interval over them (2,000 resamples from
+    ``rng``) and how many there are; mean and interval None where none is finite."""
+    x = np.asarray(values, float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return {"mean": None, "ci95": None, "episodes": 0}
+    boots = rng.choice(x, size=(2000, len(x)), replace=True).mean(1)
+    return {"mean": float(x.mean()), "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+            "episodes": len(x)}
+
+
 def paired_differences(metrics: dict[str, list], ref: dict[str, list], rng: np.random.Generator) -> dict:
     """Per metric, the per-episode differences ``metrics`` − ``ref`` (the same episodes in the same
     order; an episode where either is NaN is left out): their mean, a 95 % bootstrap interval over
@@ -123,15 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     for (enc, c, prior), metrics in per_ep.items():
         entry = {"encoder": enc, "carry_iters": c, "carry_prior": prior, "seeds": args.seed}
-        for k, v in metrics.items():
-            x = np.asarray(v, float)
-            x = x[np.isfinite(x)]
-            if not len(x):  # no episode had a transition with an object in it
-                entry[k] = {"mean": None, "ci95": None, "episodes": 0}
-                continue
-            boots = rng.choice(x, size=(2000, len(x)), replace=True).mean(1)
-            entry[k] = {"mean": float(x.mean()), "ci95": [float(np.percentile(boots, 2.5)),
-                                                          float(np.percentile(boots, 97.5))], "episodes": len(x)}
+        for k, v in metrics.items():  # none finite: no episode had a transition with an object in it
+            entry[k] = bootstrap_mean(v, rng)
         pooled.append(entry)
         print(f"pooled {enc} carry_iters {c} carry_prior {prior:g}: " + "  ".join(
             f"{k} {entry[k]['mean']:.3f} [{entry[k]['ci95'][0]:.3f}, {entry[k]['ci95'][1]:.3f}]"

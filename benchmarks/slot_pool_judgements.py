@@ -35,15 +35,14 @@ def entries(result: dict, sha256: str, carry_iters: int, carry_prior: float) -> 
 
 
 def pool(per_episode: dict[str, list[float]], rng: np.random.Generator) -> dict:
-    """Mean and 95 % bootstrap interval (2,000 resamples) over the finite per-episode values."""
+    """Per metric, ``slot_carry_iters.bootstrap_mean`` of the per-episode values, rounded to 4 places."""
+    from benchmarks.slot_carry_iters import bootstrap_mean
+
     out = {}
     for k, v in per_episode.items():
-        x = np.asarray(v, float)
-        x = x[np.isfinite(x)]
-        boots = rng.choice(x, size=(2000, len(x)), replace=True).mean(1)
-        out[k] = {"mean": round(float(x.mean()), 4), "ci95": [round(float(np.percentile(boots, 2.5)), 4),
-                                                             round(float(np.percentile(boots, 97.5)), 4)],
-                  "episodes": int(len(x))}
+        b = bootstrap_mean(v, rng)
+        out[k] = {**b, "mean": None if b["mean"] is None else round(b["mean"], 4),
+                  "ci95": None if b["ci95"] is None else [round(c, 4) for c in b["ci95"]]}
     return out
 
 
