@@ -112,6 +112,13 @@ class ActionQueue:
             return np.zeros((0, self.action_dim), dtype=np.float32)
         return self._a[k : k + n].copy()
 
+    def executable(self, from_slot: int) -> np.ndarray:
+        """The executable actions for slots ``from_slot ..`` (m, Da), the one already popped at
+        ``from_slot`` included (a query made after the tick's command went out); the tail that never
+        runs is not."""
+        popped = self._last_popped is not None and self._last_popped[0] == from_slot
+        return self.prefix(from_slot, self.depth(from_slot) + int(popped))
+
     # ------------------------------------------------------------------ writes
     def merge(self, chunk: ActionChunk, now_slot: int, frozen_until_slot: int | None = None) -> MergeReport:
         """Merge ``chunk`` at tick ``now_slot``, which is never before the last popped slot (the loop

@@ -102,6 +102,8 @@ class ControlLoop:
             self.queue_config = dataclasses.replace(self.queue_config, latency_compensation=False)
         self.period_s = 1.0 / config.rate_hz
         self.horizon = policy.chunk_len
+        # a policy that tracks what the arm executed (``encode_query``) gets the queued actions too
+        self._tracks_execution = callable(getattr(policy, "encode_query", None))
         self.queue: ActionQueue | None = None
         self.n = 0  # slot of the next tick
         self.episode = 0
@@ -285,6 +287,8 @@ class ControlLoop:
             sent = self.driver.send_command(decision.command)
         command_s = time.perf_counter() - p0
         self._note_faults(decision, now)
+        # what this slot executed, for the next query's ``executed`` (the queued action, or None)
+        self._executed.append((n, qa.action if qa is not None and decision.kind == "act" else None))
         if running and not query_first and self.safety.mode is SafetyMode.RUNNING:
             self._maybe_query(state, now)
         overhead = time.perf_counter() - p0
@@ -397,7 +401,14 @@ class ControlLoop:
             frozen_until = n + frozen
         self._query_id += 1
         self._query_index += 1
-        req = QueryRequest(obs, self._query_id, self.worker.epoch, ctx, now, prefix, frozen, frozen_until)
+        executed = None
+        if self._last_obs_slot is not None:  # slots [previous observation, this one), None where absent
+            done = {slot: a for slot, a in self._executed if slot >= self._last_obs_slot}
+            executed = tuple(done.get(slot) for slot in range(self._last_obs_slot, n))
+        self._last_obs_slot = n
+        queued = self.queue.executable(n) if self._tracks_execution else None
+        req = QueryRequest(obs, self._query_id, self.worker.epoch, ctx, now, prefix, frozen, frozen_until,
+                           executed, queued)
         self._depth_at_query[self._query_id] = depth
         self.worker.submit(req)
 
@@ -453,6 +464,8 @@ class ControlLoop:
         self._next_query_slot = None
         self._last_plan = None
         self._query_index = 0
+        self._last_obs_slot = None  # the next query's ``executed`` is unknown
+        self._executed.clear()
 
     def _safe_stop(self, err: BaseException) -> None:
         aborted = isinstance(err, EpisodeAborted) or isinstance(err.__cause__, EpisodeAborted)
@@ -482,4 +495,7 @@ class ControlLoop:
         self._next_query_slot: int | None = None
         self._last_plan = None
         self._depth_at_query: dict[int, int] = {}
+        # (slot, executed action or None) of the last ticks, and the slot the last query observed
+        self._executed: deque[tuple[int, Any]] = deque(maxlen=64)
+        self._last_obs_slot: int | None = None
         self._ep = {"ticks": 0, "overruns": 0, "starved": 0, "executed": 0, "queries": 0, "nfe": 0}

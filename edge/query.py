@@ -46,6 +46,13 @@ class QueryRequest:
     prefix: np.ndarray | None = None  # (m, Da) previous chunk's actions for slots obs.. (RTC target)
     frozen_steps: int = 0  # leading prefix actions that will run during this query
     frozen_until_slot: int | None = None  # queue-side freeze for the rtc seam
+    # what the arm executed at each slot from the previous query's observation up to this one's
+    # (the queued action, or None where nothing was: a hold, a safety stop, a skipped tick); None
+    # when unknown (the episode's first query, or plans were discarded since)
+    executed: tuple[np.ndarray | None, ...] | None = None
+    # for a policy with ``encode_query``: the executable queued actions from the observation's slot
+    # on (the one for that slot runs while the query computes; already popped or not), any seam
+    queued: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,10 @@ def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
     carries queued actions) -> optional ``refine`` of the plan from the per-step trace -> the
     chunk, stamped with the observation time. Returns (plan, chunk, NFE, guided)."""
     H, Da = policy.chunk_len, policy.action_dim
-    features = policy.encode(req.obs)
+    # a policy that tracks what the arm did (a planner's history) reads the queued actions from the
+    # observation's slot on and the actions executed since its previous observation
+    encode_query = getattr(policy, "encode_query", None)
+    features = encode_query(req.obs, req.queued, req.executed) if encode_query is not None else policy.encode(req.obs)
     plan = scheduler.plan(features, req.context)
     check_plan(plan, H, Da, scheduler)
     noise = plan.noise

@@ -94,6 +94,19 @@ class ObjectTaskConfig:
         return ORACLE_LAYOUT + (ORACLE_CONTROL if self.oracle_state == "control" else ())
 
 
+def render_side(image_size: int, crop: float) -> int:
+    """Side of the camera render whose centre ``image_size`` square is the frame (``crop``: see
+    :class:`ObjectTaskConfig`)."""
+    return round(image_size * crop)
+
+
+def center_crop(img: np.ndarray, size: int) -> np.ndarray:
+    """The centre ``size`` x ``size`` of an (H, W, ...) image (what the world models see of a
+    :func:`render_side` render)."""
+    o = (img.shape[0] - size) // 2
+    return np.ascontiguousarray(img[o:o + size, o:o + size])
+
+
 class ObjectTaskEnv:
     """A gymnasium-style env (``reset(seed=)``, ``step(a)``) over :class:`sim.env.TabletopEnv`."""
 
@@ -101,7 +114,7 @@ class ObjectTaskEnv:
         from sim.env import TabletopEnv
 
         self.cfg = config or ObjectTaskConfig()
-        self._full = round(self.cfg.image_size * self.cfg.crop)
+        self._full = render_side(self.cfg.image_size, self.cfg.crop)
         self.env = TabletopEnv(task="push", sim=self.cfg.sim, action_mode="discrete8",
                                image_size=self._full, segmentation=self.cfg.segmentation,
                                push_target_color="red", push_distractors=self.cfg.distractors,
@@ -206,8 +219,7 @@ class ObjectTaskEnv:
         return self.oracle({"object_poses": {o.name: pose7(o.name) for o in self.env.scene.objects}})
 
     def _crop(self, img: np.ndarray) -> np.ndarray:
-        o = (self._full - self.cfg.image_size) // 2
-        return np.ascontiguousarray(img[o:o + self.cfg.image_size, o:o + self.cfg.image_size])
+        return center_crop(img, self.cfg.image_size)
 
     def _obs(self, obs: dict, info: dict) -> dict:
         out = {"frame": self._crop(obs["front"]), "oracle": self.oracle(info)}

@@ -83,6 +83,7 @@ class Planner:
 
     def __init__(self, model: TokenWorldModel, cfg: PlannerConfig, expand=None) -> None:
         self.model, self.cfg, self.expand = model, cfg, expand
+        self.last_root: mcts.RootFnOutput | None = None
 
     def to_z(self, states: np.ndarray | torch.Tensor) -> torch.Tensor:
         """(B, W, ...) stored states -> (B, W, N, Dz) model states (pixels: encoded frames)."""
@@ -128,11 +129,23 @@ class Planner:
                                      prior_logits=prior, value=value)
         return out, emb2
 
+    def advance(self, root: mcts.RootFnOutput, action: np.ndarray) -> mcts.RootFnOutput:
+        """The root one step ahead: the state the model predicts after ``action`` (B,) from each
+        root (one model pass), with its prior and value, for a search whose first move is already
+        decided (a move that runs while the search computes)."""
+        out, emb = self.recurrent(root.embedding, np.asarray(action, np.int64))
+        return mcts.RootFnOutput(prior_logits=out.prior_logits, value=out.value, embedding=emb)
+
     def plan(self, hist: History, rng: np.random.Generator, explore: bool, temperature: float = 1.0,
-             rows: np.ndarray | None = None) -> mcts.SearchOutput:
-        """Search from the current state of each environment in ``rows`` (default: all)."""
+             rows: np.ndarray | None = None, after: np.ndarray | None = None) -> mcts.SearchOutput:
+        """Search from the current state of each environment in ``rows`` (default: all); with
+        ``after`` (one action per searched environment), from the state the model predicts after
+        that action instead (:meth:`advance`). ``self.last_root`` keeps the current state's root
+        (its embedding's ``child_z``: the predicted next state for every action)."""
         sl = slice(None) if rows is None else rows
-        root = self.root(hist.states[sl], hist.actions[sl], hist.valid[sl])
+        root = self.last_root = self.root(hist.states[sl], hist.actions[sl], hist.valid[sl])
+        if after is not None:
+            root = self.advance(root, after)
         return run_search(root, self.recurrent, self.cfg, rng, explore, temperature)
 
 

@@ -1,11 +1,29 @@
 """The world-model planner as a runtime policy: ``edge run --policy comet --task push``.
 
-Per query (one per control tick, ``--query-mode sync``): the front camera frame goes through the
-frozen slot encoder (initialised with the previous frame's slots, so slot k stays the same object),
-the slots join the last ``context`` (slots, action) blocks, and a tree search with
-``--plan-simulations`` simulations picks one of the 8 push directions; the chunk is that one move
-as an ``ee_delta`` action ``[dx, dy, 0, 0, 1]`` (2 cm), which then goes through the same action
-queue and safety layer as the VLA's. The decision time is the query latency the runtime records.
+Per query: the front camera frame (rendered at ``round(S * crop)`` square and cut to its centre S
+square, exactly the frames the model was trained on: :class:`world_models.object_env.ObjectTaskEnv`)
+goes through the frozen slot encoder (initialised with the previous frame's slots, so slot k stays
+the same object), the slots join the last ``context``
+(slots, action) blocks, and a tree search with ``--plan-simulations`` simulations picks one of the 8
+push directions, an ``ee_delta`` action ``[dx, dy, 0, 0, 1]`` (2 cm), which then goes through the
+same action queue and safety layer as the VLA's. The decision time is the query latency the runtime
+records.
+
+Two ways to run it (``--query-mode``):
+
+* ``sync``: a query when the queue is empty, its one move executed from the tick it arrives. With the
+  decision's time charged, the tick the decision takes is a hold: the arm moves every other tick,
+  and the model (trained on one move per tick) sees each move followed by a hold.
+* ``async`` (lookahead): a query every tick while the previous decision's move runs. The search
+  starts from the state the model predicts after that queued move (:meth:`Planner.advance`, one
+  extra model pass) and its move is for the next tick: the chunk is ``[queued move, new move]``, so
+  a decision faster than the control period moves the arm every tick, as in training.
+
+Either way the history the model sees is what the loop says the arm executed since the previous
+frame (``QueryRequest.executed``): one move is pushed with the new frame; no move (a hold) replaces
+the current frame; more than one move, or one the planner does not know, restarts the context from
+the new frame (counted). Per episode the policy reports these counts and the model's one-step
+prediction error in the loop against the frames that followed (:meth:`episode_stats`).
 ``edge run`` runs the search's model passes as an ONNX graph on onnxruntime by default
 (``--plan-backend onnxruntime``; :mod:`world_models.onnx_search`, exported once per model into the
 edge cache and checked against torch; this class's default is ``backend="torch"``); the slot
@@ -23,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from edge.errors import EdgeError
 
@@ -42,7 +61,7 @@ class PlannerSpec:
     chunk_len: int = 1
     control_rate_hz: float = 20.0
     env: dict = field(default_factory=dict)  # TabletopEnv settings the model was trained with
-    execution: str = "sync"  # the planner's history assumes each decision is executed once
+    execution: str = "sync"  # sync (one move per query) or async (lookahead): what the policy was built for
 
 
 def load_world_model(path: str | Path, verify: bool = True):
@@ -59,7 +78,7 @@ class WorldModelPolicy:
     action_layout = "ee_delta"
 
     def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
-                 backend: str = "torch", ort_threads: int = 1) -> None:
+                 backend: str = "torch", ort_threads: int = 1, lookahead: bool = False) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
@@ -99,11 +118,21 @@ class WorldModelPolicy:
         self._History = History
         self.hist: Any = None
         self.rng = np.random.default_rng(seed)
+        from world_models.object_env import render_side
+
         s = cfg.env.image_size
-        self.spec = PlannerSpec(image_hw=(s, s), env={"push_target_color": "red",
+        self.view_side, self.render_side = s, render_side(s, cfg.env.crop)
+        self.lookahead = bool(lookahead)
+        # the camera renders round(S * crop) square and the model sees its centre S square, as trained
+        self.spec = PlannerSpec(image_hw=(self.render_side,) * 2, env={"push_target_color": "red",
                                                       "push_distractors": cfg.env.distractors,
-                                                      "hold_s": cfg.env.hold_s})
-        self.chunk_len, self.action_dim = 1, 5
+                                                      "hold_s": cfg.env.hold_s},
+                                chunk_len=2 if self.lookahead else 1,
+                                execution="async" if self.lookahead else "sync")
+        self.chunk_len, self.action_dim = self.spec.chunk_len, 5
+        self._moves = np.array([self.sample(a, None, 1)[-1] for a in range(self.model.cfg.num_actions)])
+        self._pred: torch.Tensor | None = None  # the last root's predicted next state per action
+        self._stats = self._zero_stats()
         self.control_rate_hz = self.spec.control_rate_hz
         self.decision_ms: list[float] = []
         self.search_ms: list[float] = []  # the tree search's share of each decision
@@ -117,23 +146,40 @@ class WorldModelPolicy:
         self.reset()
         self.decision_ms.clear()
         self.search_ms.clear()
+        self._stats = self._zero_stats()
 
     def reset(self, obs: Any = None) -> None:
-        self.hist, self._last_action = None, None
+        self.hist, self._last_action, self._pred = None, None, None
 
     def describe(self) -> dict:
         return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
-                "plan_backend": self.backend, "backend_name": self.backend,
+                "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,
                 **({"plan_ort_threads": self.planner.expand.threads} if self.planner.expand is not None else {}),
                 "model_sha256": (self.manifest.get("files") or {}).get("model.pt")}
+
+    def view(self, obs: Any) -> np.ndarray:
+        """The frame the model sees: the centre S x S of the camera's ``render_side`` square render
+        (the world model's ``crop``), or an S x S frame that already is that view (e.g. from
+        :class:`world_models.object_env.ObjectTaskEnv` or ``slot_pretrain collect``)."""
+        from world_models.object_env import center_crop
+
+        frame = np.asarray(obs.images["front"] if hasattr(obs, "images") else obs["front"])
+        side = frame.shape[0] if frame.ndim == 3 and frame.shape[0] == frame.shape[1] else None
+        if side == self.render_side:
+            return center_crop(frame, self.view_side)
+        if side == self.view_side:
+            return frame
+        raise EdgeError(f"front camera frame of shape {frame.shape}: the world model sees the centre "
+                        f"{self.view_side}x{self.view_side} of a {self.render_side}x{self.render_side} render "
+                        f"(crop {self.cfg.env.crop:g}); give frames of either size (RGB, uint8)")
 
     def encode(self, obs: Any) -> int:
         """Observe, update the slot history with the last executed move, plan; returns the action index."""
         t0 = time.perf_counter()
-        frame = obs.images["front"] if hasattr(obs, "images") else obs["front"]
+        frame = self.view(obs)
         first = self.hist is None
-        state = self.observer.observe([{"frame": np.asarray(frame)}], np.array([first]), np.array([0]))[0]
+        state = self.observer.observe([{"frame": frame}], np.array([first]), np.array([0]))[0]
         if first:
             self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
             self.hist.reset(0, state)
@@ -148,6 +194,91 @@ class WorldModelPolicy:
         self.decision_ms.append((t2 - t0) * 1e3)
         return a
 
+    def move_index(self, action: Any) -> int:
+        """The move an ``ee_delta`` action is (0..7), or -1 if it is none of the planner's moves."""
+        a = np.asarray(action, np.float32).reshape(-1)
+        if a.shape != (self.action_dim,):
+            return -1
+        hit = np.flatnonzero(np.abs(self._moves - a).max(1) <= 1e-6)
+        return int(hit[0]) if len(hit) else -1
+
+    def encode_query(self, obs: Any, queued: np.ndarray | None,
+                     executed: tuple[np.ndarray | None, ...] | None) -> tuple[int, int | None]:
+        """One decision in the loop (see the module doc): ``queued`` the actions queued from the
+        observation's slot on (lookahead searches from after the first), ``executed`` what ran at
+        each slot since the previous query's observation (None: unknown). Returns (move, the queued
+        move searched after or None); :meth:`sample` makes the chunk."""
+        t0 = time.perf_counter()
+        frame = self.view(obs)
+        first = self.hist is None
+        state = self.observer.observe([{"frame": frame}], np.array([first]), np.array([0]))[0]
+        st = self._stats
+        if first:
+            self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
+            self.hist.reset(0, state)
+        else:
+            moves = None if executed is None else [self.move_index(a) for a in executed if a is not None]
+            if moves is None or len(moves) > 1 or (moves and moves[0] < 0):
+                self.hist.reset(0, state)  # frames are missing, or a move the model has no action for
+                st["context_resets"] += 1
+            elif not moves:
+                self.hist.states[0, -1] = state  # a hold: the same step, a later frame
+                st["held"] += 1
+            else:
+                self._note_prediction(moves[0], state)
+                self.hist.push(0, moves[0], state)
+        after = None
+        if self.lookahead and queued is not None and len(queued):
+            after = self.move_index(queued[0])
+            if after < 0:
+                after = None
+                st["foreign_queued"] += 1
+        t1 = time.perf_counter()
+        out = self.planner.plan(self.hist, self.rng, explore=False,
+                                after=None if after is None else np.array([after]))
+        a = int(out.action[0])
+        self._last_action = a
+        self._pred = self.planner.last_root.embedding["child_z"][0]
+        st["decisions"] += 1
+        st["ahead"] += int(after is not None)
+        t2 = time.perf_counter()
+        self.search_ms.append((t2 - t1) * 1e3)
+        self.decision_ms.append((t2 - t0) * 1e3)
+        return a, after
+
+    def _note_prediction(self, move: int, state: np.ndarray) -> None:
+        """The one-step error of the last root's prediction for ``move`` against the frame that
+        followed, and the error of predicting no change (the last state), both summed per episode."""
+        if self._pred is None:
+            return
+        with torch.no_grad():
+            z = self.planner.to_z(np.stack([self.hist.states[0, -1], state])[None])[0]
+            st = self._stats
+            st["pred_sse"] += float(((torch.as_tensor(self._pred[move]) - z[1]) ** 2).mean())
+            st["still_sse"] += float(((z[0] - z[1]) ** 2).mean())
+            st["pred_n"] += 1
+
+    @staticmethod
+    def _zero_stats() -> dict:
+        return {"decisions": 0, "ahead": 0, "held": 0, "context_resets": 0, "foreign_queued": 0,
+                "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0}
+
+    def episode_stats(self, reset: bool = False) -> dict:
+        """This episode's planner counts (extra fields of the episode record): decisions, those
+        searched from after a queued move (``planner_ahead``), frames after a hold
+        (``planner_held``), context restarts, queued actions that were not planner moves, and the
+        mean one-step prediction error of the model in the loop with the error of predicting no
+        change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions)."""
+        st = self._stats
+        n = st["pred_n"]
+        out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "held", "context_resets", "foreign_queued",
+                                               "pred_n")}
+        out["planner_pred_mse"] = st["pred_sse"] / n if n else None
+        out["planner_still_mse"] = st["still_sse"] / n if n else None
+        if reset:
+            self._stats = self._zero_stats()
+        return out
+
     def set_executed(self, action: int) -> None:
         """The move executed after the last decision, where it was not the policy's own (the history
         the next decision sees records it); e.g. two planners fed the same frames in lockstep."""
@@ -157,9 +288,14 @@ class WorldModelPolicy:
             raise EdgeError(f"set_executed({action}): actions are 0..{self.model.cfg.num_actions - 1}")
         self._last_action = int(action)
 
-    def sample(self, features: int, noise: np.ndarray, num_steps: int) -> np.ndarray:
-        ang = int(features) * np.pi / 4
-        return np.array([[STEP_M * np.cos(ang), STEP_M * np.sin(ang), 0.0, 0.0, 1.0]], np.float32)
+    def sample(self, features: Any, noise: np.ndarray | None, num_steps: int) -> np.ndarray:
+        """The chunk: the move (features: its index, or (move, queued move or None) from
+        :meth:`encode_query`); with lookahead ``[queued move (or the move), move]``."""
+        move, first = (features, None) if np.ndim(features) == 0 else features
+        moves = [int(move)] if not self.lookahead else [int(move if first is None else first), int(move)]
+        ang = np.array(moves) * np.pi / 4
+        return np.stack([STEP_M * np.cos(ang), STEP_M * np.sin(ang), np.zeros(len(moves)),
+                         np.zeros(len(moves)), np.ones(len(moves))], 1).astype(np.float32)
 
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
@@ -168,6 +304,16 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     path = cfg.policy.comet.world_model or str(SHIPPED)
     if cfg.scene.task != "push":
         raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.scene.task})")
+    lookahead = cfg.loop.execution == "async"
+    fixed = cfg.scheduler.fixed
+    want = (2, 1) if lookahead else (1, None)  # (execute, next query in steps; None: any)
+    if cfg.scheduler.kind != "fixed" or fixed.execute != want[0] or (
+            want[1] is not None and fixed.next_query_in_steps != want[1]):
+        mode = "async (lookahead: [queued move, new move], a query every tick)" if lookahead else "sync"
+        raise EdgeError(f"--policy comet {mode} needs scheduler.kind=fixed, scheduler.fixed.execute={want[0]}"
+                        + (f", scheduler.fixed.next_query_in_steps={want[1]}" if want[1] is not None else "")
+                        + f" (got {cfg.scheduler.kind}, execute={fixed.execute}, next_query_in_steps="
+                        f"{fixed.next_query_in_steps}); `edge run --policy comet` sets them")
     return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
                             seed=int(cfg.run.seed), verify=cfg.policy.verify,
-                            backend=cfg.policy.comet.plan_backend)
+                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead)

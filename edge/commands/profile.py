@@ -25,8 +25,10 @@ def register(sub) -> None:
                    help="comet arms: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
-                        "world-model planner with N simulations, --task push; comet = the model's own number, "
-                        "labelled apart from comet:16) (default fixed:10x8,fixed:2x8; with --runs: every arm found)")
+                        "world-model planner with N simulations, --task push, one move per decision, sync; "
+                        "comet = the model's own number, labelled apart from comet:16) | comet-ahead[:N] (the "
+                        "planner async: a decision every tick, searched from after the queued move) "
+                        "(default fixed:10x8,fixed:2x8; with --runs: every arm found)")
     p.add_argument("--backends", default=None,
                    help="comma-separated: torch, onnxruntime, tensorrt (default onnxruntime); for comet arms, "
                         "what runs the search's model passes (torch or onnxruntime)")
@@ -45,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--reference", default=None, help="reference arm for relative cost / McNemar (default: the first)")
     mode = p.add_argument("--query-mode", default="sync", choices=("sync", "async"),
                           help="as edge run --query-mode; sync, as the K x C grid and the EQRL "
-                               "evaluation (comparable with both)")
+                               "evaluation (comparable with both); comet arms run sync, comet-ahead arms async")
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--latency", default="constant", choices=_latency_kinds(),
                    help="how inference latency is charged on the virtual clock (device: the projected "
@@ -96,9 +98,6 @@ def run(args) -> int:
         if args.runs is None and any(a.session.get("policy") == "comet" for a in arms):  # running them
             if args.task != "push":
                 raise EdgeError(f"--task {args.task}: comet arms plan pushes; profile them with --task push")
-            if args.query_mode != "sync":
-                raise EdgeError("--query-mode async: comet arms need each decision executed before the next; "
-                                "use --query-mode sync")
             if args.latency in ("device", "per_step"):
                 raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the "
                                 "planner's; comet arms take --latency constant or measured")

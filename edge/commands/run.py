@@ -86,7 +86,8 @@ def register(sub) -> None:
                         "refuses another value)")
     p.add_argument("--execute", type=int, default=8, action=_Given,
                    help="actions executed per chunk C (dvac: the longest prefix it may execute; "
-                        "--policy expert/comet: always 1; the expert refuses another value)")
+                        "--policy expert: always 1, it refuses another value; --policy comet: set by "
+                        "--query-mode)")
     p.add_argument("--seam", default="replace", choices=SEAMS,
                    help="how a new chunk joins what is left of the previous one: replace (the new "
                         "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
@@ -100,7 +101,8 @@ def register(sub) -> None:
     mode = p.add_argument("--query-mode", default=None, choices=("async", "sync"),
                           help="async: the arm keeps executing queued actions while a query runs; "
                                "sync: it waits for each query (the blocking baseline) (default: async; "
-                               "sync for --policy comet and expert, which need it)")
+                               "sync for --policy expert, which needs it, and --policy comet; comet async "
+                               "decides every tick, searching from after the move that runs meanwhile)")
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--plan-simulations", type=int, default=0,
@@ -267,9 +269,6 @@ def run(args: argparse.Namespace) -> int:
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     query_mode = args.query_mode or ("sync" if planner else "async")
-    if planner and query_mode != "sync":
-        raise EdgeError("--query-mode async: --policy comet plans one move per decision from the frame it "
-                        "saw and needs each decision executed before the next; use --query-mode sync")
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     if planner and args.latency in ("device", "per_step"):
@@ -288,7 +287,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not custom and not expert:
         _check_vla_args(args, ckpt)
-    settings = {"num_steps": 1 if planner else args.num_steps, "execute": 1 if planner else args.execute,
+    # comet: sync executes each decision's one move; async (lookahead) executes [the queued move, the
+    # new move] and queries every tick
+    lookahead = planner and query_mode == "async"
+    settings = {"num_steps": 1 if planner else args.num_steps,
+                "execute": (2 if lookahead else 1) if planner else args.execute,
+                **({"scheduler.fixed.next_query_in_steps": 1} if lookahead else {}),
                 "execution": query_mode, "inference": args.inference, "latency": args.latency,
                 "latency_ms": args.latency_ms or 0.0,
                 # the VLA's image size is its checkpoint's (checked above); others' is their spec's

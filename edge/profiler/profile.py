@@ -3,8 +3,9 @@ projected on-device cost, every number recomputable from the run records.
 
 An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10x8), ``dvac`` /
 ``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint), ``comet`` / ``comet:N`` (the world-model
-planner with N simulations on the push task; its backend is the search's, torch or onnxruntime, and
-no device cost is projected for it). Each arm runs its episodes through
+planner with N simulations on the push task, one move per decision, sync; ``comet-ahead[:N]``: async,
+a decision every tick searched from after the queued move; its backend is the search's, torch or
+onnxruntime, and no device cost is projected for it). Each arm runs its episodes through
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
 arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
 
@@ -72,15 +73,20 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         return {"scheduler": "dvac", "num_steps": int(arg or 3)}
     if kind == "eqrl":
         return {"scheduler": "eqrl", "adapter": arg}
-    if kind == "comet":  # the world-model planner: one move per decision, sync
+    if kind in ("comet", "comet-ahead"):  # the world-model planner: sync, or async with lookahead
         if arg and not arg.isdigit():
-            raise EdgeError(f"scheduler {spec!r}: write comet or comet:N (tree-search simulations per decision)")
+            raise EdgeError(f"scheduler {spec!r}: write {kind} or {kind}:N (tree-search simulations per decision)")
         if int(arg or 0) > 10000:
-            raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision (comet:N, N in 0..10000; "
+            raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision ({kind}:N, N in 0..10000; "
                             "0 = the model's own)")
-        return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
-                "plan_simulations": int(arg or 0)}
-    raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR] or comet[:N]")
+        if kind == "comet":  # one move per decision, executed before the next query
+            return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1, "execution": "sync",
+                    "plan_simulations": int(arg or 0)}
+        # a query every tick, searching from after the queued move: [queued move, new move]
+        return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 2, "execution": "async",
+                "scheduler.fixed.next_query_in_steps": 1, "plan_simulations": int(arg or 0)}
+    raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR], comet[:N] "
+                    "or comet-ahead[:N]")
 
 
 def make_arm(spec: str, backend: str) -> Arm:
@@ -105,7 +111,8 @@ def arm_of_session(session: dict[str, Any]) -> Arm:
     policy = str(session.get("policy", "vla"))
     if policy == "comet":
         sims = session.get("plan_simulations") or 0
-        return Arm(f"comet:{sims}" if sims else "comet", str(session.get("plan_backend") or "torch"))
+        name = "comet-ahead" if session.get("execution") == "async" else "comet"
+        return Arm(f"{name}:{sims}" if sims else name, str(session.get("plan_backend") or "torch"))
     if policy not in ("vla", "auto"):
         return Arm(policy, str(session.get("backend", "?")))
     sched = session.get("scheduler", "fixed")
@@ -164,13 +171,13 @@ class ProfileConfig:
 def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:
     from edge.runtime.config import DEFAULT_CHECKPOINT, RuntimeConfig
 
-    return RuntimeConfig.of(task=pc.task, sim=pc.sim, checkpoint=pc.checkpoint or str(DEFAULT_CHECKPOINT),
-                            verify=pc.verify, backend=arm.backend, seam=pc.seam, execution=pc.execution,
-                            latency=pc.latency, latency_ms=pc.latency_ms, device=pc.latency_device,
-                            episodes=episodes, seed=seed, max_steps=pc.max_steps, record_ticks=True,
-                            video_episodes=pc.video_episodes, noise_temperature=pc.noise_temperature,
-                            **({"world_model": pc.world_model} if arm.session.get("policy") == "comet" else {}),
-                            **arm.session)
+    settings = dict(task=pc.task, sim=pc.sim, checkpoint=pc.checkpoint or str(DEFAULT_CHECKPOINT),
+                    verify=pc.verify, backend=arm.backend, seam=pc.seam, execution=pc.execution,
+                    latency=pc.latency, latency_ms=pc.latency_ms, device=pc.latency_device,
+                    episodes=episodes, seed=seed, max_steps=pc.max_steps, record_ticks=True,
+                    video_episodes=pc.video_episodes, noise_temperature=pc.noise_temperature,
+                    **({"world_model": pc.world_model} if arm.session.get("policy") == "comet" else {}))
+    return RuntimeConfig.of(**{**settings, **arm.session})  # an arm's own settings win (comet: its execution)
 
 
 def _run_job(job: dict[str, Any]) -> str:

@@ -175,6 +175,9 @@ class Runtime:
         clips = getattr(policy, "clip_counts", None)
         if callable(clips):
             clips(reset=True)
+        stats = getattr(policy, "episode_stats", None)  # a policy's own per-episode counts
+        if callable(stats):
+            stats(reset=True)
         frames: list = []
         if not self.episodes and not loop._started:
             loop.start()
@@ -197,6 +200,8 @@ class Runtime:
         if counts and counts.get("outputs"):  # None in process mode: the worker's copy clips
             extra = {"policy_outputs": int(counts["outputs"]), "policy_clipped": int(counts["clipped"]),
                      "policy_clip_max": float(counts["max_abs"])}
+        if callable(stats):
+            extra.update(stats(reset=True))
         ep = loop.end_episode(success=bool(driver.success), seed=seed, steps=driver.steps,
                               instruction=driver.obs["instruction"], stop_reason=res.reason,
                               sim_diverged=bool(driver.info.get("sim_diverged")),

@@ -235,3 +235,14 @@ def test_queue_matches_the_per_slot_model(seam, compensate):
             assert queue.depth(slot) == model.depth(slot) and queue.depth(slot + 2) == model.depth(slot + 2)
             assert (queue.starved_ticks, queue.dropped_late, queue.skipped, queue.served) == (
                 model.starved, model.dropped_late, model.skipped, model.served)
+
+
+def test_executable_from_a_slot_counts_the_popped_action_and_not_the_tail():
+    queue = q()
+    queue.merge(chunk(0.0, range(10), execute=4), now_slot=0)
+    assert queue.executable(0)[:, 0].tolist() == [0, 1, 2, 3]  # not the tail 4..9
+    queue.pop(0)
+    assert queue.executable(0)[:, 0].tolist() == [0, 1, 2, 3]  # slot 0's action, already popped
+    assert queue.executable(1)[:, 0].tolist() == [1, 2, 3]
+    drain(queue, 1, 3)
+    assert queue.executable(4).shape == (0, 1)

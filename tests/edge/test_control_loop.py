@@ -527,3 +527,39 @@ def test_loop_thread_gets_its_timer_slack_and_gives_it_back():
     assert set_thread_timer_slack(before) == 50_000  # restored by close()
     with pytest.raises(ConfigError, match="timer_slack_ns"):
         LoopConfig(timer_slack_ns=-1)
+
+
+class _TrackingRamp:
+    """A ramp policy with ``encode_query``: records what each query was told the arm executed and
+    what was queued from its observation's slot."""
+
+    def __init__(self, policy):
+        self._p, self.seen = policy, []
+
+    def __getattr__(self, name):
+        return getattr(self._p, name)
+
+    def encode_query(self, obs, queued, executed):
+        self.seen.append((obs.t_s, None if queued is None else np.array(queued), executed))
+        return self._p.encode(obs)
+
+
+@pytest.mark.parametrize("execution, latency_s", [("sync", 0.1), ("async", 0.03), ("async", 0.12)])
+def test_queries_are_told_what_ran_since_their_previous_observation(execution, latency_s):
+    spec = SPEC
+    policy = _TrackingRamp(ramp_for(spec))
+    loop, _driver, _, _ = build_loop(policy=policy, latency_s=latency_s, K=2, C=5, execution=execution)
+    run(loop, 40)
+    recs = {round(r.t_s / DT): r for r in loop._records}
+    slots = [round(t / DT) for t, _, _ in policy.seen]
+    assert len(slots) >= 5 and policy.seen[0][2] is None  # the first query: nothing known before it
+    for prev, (t, queued, ran) in zip(slots, policy.seen[1:]):
+        n = round(t / DT)
+        assert len(ran) == n - prev  # one entry per slot from the previous observation on
+        for slot, a in zip(range(prev, n), ran):
+            raw = recs[slot].raw_action if recs[slot].kind == "act" else None
+            assert (a is None) == (raw is None) and (a is None or np.allclose(a, raw))
+        if execution == "async" and recs[n].raw_action is not None:
+            np.testing.assert_allclose(queued[0], recs[n].raw_action)  # the action that runs at its slot
+    if execution == "sync":
+        assert all(q is None or len(q) == 0 for _, q, _ in policy.seen)  # nothing queued when sync queries

@@ -82,8 +82,120 @@ def test_set_executed_records_another_move(slot_world_model):
         WorldModelPolicy(slot_world_model.parent / "missing", backend="gpu")
 
 
+def test_edge_run_comet_async_moves_every_tick_searching_from_after_the_queued_move(slot_world_model, tmp_path):
+    out = tmp_path / "run"
+    rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--query-mode", "async",
+               "--set", "max_steps=16"])
+    assert rc == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["execution"] == "async" and meta["policy"]["lookahead"] is True
+    assert meta["session"]["execute"] == 2
+    queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    # a decision per tick (its time charged, under the 50 ms period): after the first, every tick moves
+    assert len(queries) >= 15 and ep["starved"] <= 1 and ep["executed"] >= 15
+    extra = ep.get("extra") or ep
+    # the episode's last decision may still be in flight when it ends (not merged, no query record)
+    assert extra["planner_decisions"] in (len(queries), len(queries) + 1)
+    assert extra["planner_ahead"] == extra["planner_decisions"] - 1  # all but the first: from after a move
+    assert extra["planner_context_resets"] == 0 and extra["planner_pred_n"] >= 13
+    assert extra["planner_pred_mse"] > 0 and extra["planner_still_mse"] > 0
+    # each decision's move runs on the tick after the frame it searched from (its first action, the
+    # move queued for the frame's own tick, had run by the time it arrived)
+    start = {q["query_id"]: q["start_slot"] for q in queries}
+    acted = [t for t in ticks if t["raw_action"] is not None]
+    assert len(acted) >= 15 and all(t["slot"] == start[t["query_id"]] + 1 for t in acted[1:])
+
+
+def test_encode_query_history_follows_what_the_loop_executed(slot_world_model):
+    import numpy as np
+
+    from world_models.policy import WorldModelPolicy
+
+    pol = WorldModelPolicy(slot_world_model, simulations=2, lookahead=True)
+    assert pol.chunk_len == 2 and pol.spec.execution == "async"
+    moves = [pol.sample(a, None, 1)[-1] for a in range(8)]
+    assert [pol.move_index(m) for m in moves] == list(range(8))
+    assert pol.move_index(np.zeros(5)) == -1 and pol.move_index(np.zeros(3)) == -1
+    rng = np.random.default_rng(0)
+    frames = [{"front": rng.integers(0, 255, (*pol.spec.image_hw, 3), dtype=np.uint8)} for _ in range(6)]
+    pol.reset()
+    a0, after = pol.encode_query(frames[0], np.zeros((0, 5), np.float32), None)  # the episode's first
+    assert after is None
+    chunk = pol.sample((a0, after), None, 1)
+    assert chunk.shape == (2, 5) and pol.move_index(chunk[0]) == pol.move_index(chunk[1]) == a0
+    a1, after = pol.encode_query(frames[1], moves[3][None], (moves[5],))  # one move ran; move 3 queued
+    assert after == 3 and pol.hist.actions[0, -2] == 5
+    chunk = pol.sample((a1, after), None, 1)
+    assert pol.move_index(chunk[0]) == 3 and pol.move_index(chunk[1]) == a1
+    st = pol.episode_stats()
+    assert st["planner_ahead"] == 1 and st["planner_pred_n"] == 1 and st["planner_pred_mse"] > 0
+    depth = int(pol.hist.valid[0].sum())
+    pol.encode_query(frames[2], None, (None,))  # a hold: the same step, a later frame
+    assert int(pol.hist.valid[0].sum()) == depth and pol.episode_stats()["planner_held"] == 1
+    pol.encode_query(frames[3], None, (moves[1], moves[2]))  # two moves, one frame: restart the context
+    assert int(pol.hist.valid[0].sum()) == 1
+    pol.encode_query(frames[4], np.ones((1, 5), np.float32), (np.ones(5, np.float32),))  # not planner moves
+    st = pol.episode_stats(reset=True)
+    assert st["planner_context_resets"] == 2 and st["planner_foreign_queued"] == 1
+    assert st["planner_decisions"] == 5 and pol.episode_stats()["planner_decisions"] == 0
+
+
+def test_the_runtime_camera_gives_the_model_the_frames_it_was_trained_on(slot_world_model):
+    import numpy as np
+
+    import sim
+    from edge.errors import EdgeError
+    from world_models.object_env import ObjectTaskEnv
+    from world_models.policy import WorldModelPolicy
+
+    pol = WorldModelPolicy(slot_world_model, simulations=2)
+    assert pol.spec.image_hw == (pol.render_side,) * 2 and pol.render_side > pol.view_side  # crop > 1
+    env = sim.make_env("push", image_size=pol.spec.image_hw[0], **pol.spec.env)  # as the session builds it
+    oe = ObjectTaskEnv(pol.cfg.env)  # as the model was trained
+    try:
+        for seed in (3, 11):
+            obs, _ = env.reset(seed=seed)
+            train, _ = oe.reset(seed=seed)
+            np.testing.assert_array_equal(pol.view({"front": obs["front"]}), train["frame"])
+            np.testing.assert_array_equal(pol.view({"front": train["frame"]}), train["frame"])  # already the view
+    finally:
+        env.close()
+        oe.close()
+    with pytest.raises(EdgeError, match="centre"):
+        pol.view({"front": np.zeros((50, 50, 3), np.uint8)})
+
+
+def test_lookahead_searches_from_the_models_prediction_after_the_move(slot_world_model):
+    import numpy as np
+    import torch
+
+    from world_models.policy import WorldModelPolicy
+
+    pol = WorldModelPolicy(slot_world_model, simulations=2)
+    pol.encode({"front": np.full((*pol.spec.image_hw, 3), 90, np.uint8)})
+    planner, hist = pol.planner, pol.hist
+    root = planner.root(hist.states, hist.actions, hist.valid)
+    ahead = planner.advance(root, np.array([4]))
+    # the same as appending the model's predicted next state for move 4 to the window and a new root
+    z = planner.to_z(hist.states)
+    pred = root.embedding["child_z"][:, 4]
+    a = torch.as_tensor(hist.actions).clone()
+    a[:, -1] = 4
+    z2 = torch.cat([z[:, 1:], pred.unsqueeze(1)], 1)
+    a2 = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], 1)
+    v2 = torch.cat([torch.as_tensor(hist.valid)[:, 1:], torch.ones(1, 1, dtype=torch.bool)], 1)
+    prior, value, _ = planner._expand(z2, a2, v2)
+    np.testing.assert_allclose(ahead.prior_logits, prior, atol=1e-6)
+    np.testing.assert_allclose(ahead.value, value, atol=1e-6)
+    out = planner.plan(hist, np.random.default_rng(0), explore=False, after=np.array([4]))
+    assert planner.last_root is not None and out.action.shape == (1,)
+    np.testing.assert_allclose(planner.last_root.prior_logits, root.prior_logits)  # the real root kept
+
+
 @pytest.mark.parametrize("argv, needle", [
-    (["--policy", "comet", "--task", "push", "--query-mode", "async"], "--query-mode sync"),
     (["--plan-backend", "onnxruntime"], "--policy comet"),
     (["--policy", "comet", "--task", "stack"], "--task push"),
     (["--world-model", "x"], "--policy comet"),

@@ -123,6 +123,28 @@ def test_re_read_arms_name_the_policy_and_the_planners_backend():
     old = {k: v for k, v in comet.items() if k != "plan_backend"}  # recorded before the planner had backends
     assert arm_of_session(old).name == "comet / torch"
     assert arm_of_session({**vla, "policy": "expert"}).label == "expert"
+    ahead = {**comet, "execution": "async", "execute": 2, "plan_simulations": 8}
+    assert arm_of_session(ahead).name == "comet-ahead:8 / onnxruntime"
+    assert arm_of_session({**comet, "execution": "sync"}).name == "comet / onnxruntime"
+
+
+def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    spec = parse_scheduler("comet-ahead:3")
+    assert spec["execution"] == "async" and spec["execute"] == 2 and spec["scheduler.fixed.next_query_in_steps"] == 1
+    with pytest.raises(EdgeError, match="comet-ahead:N"):
+        parse_scheduler("comet-ahead:x")
+    out = tmp_path / "p"  # the global --query-mode (sync by default) does not apply to comet arms
+    assert main(["profile", "--schedulers", "comet:3,comet-ahead:3", "--backends", "onnxruntime", "--task", "push",
+                 "--latency", "measured", "--episodes", "1", "--max-steps", "8", "--no-calibrate",
+                 "--out", str(out)]) == 0
+    sync, ahead = json.loads((out / "summary.json").read_text())["arms"]
+    assert (sync["name"], ahead["name"]) == ("comet:3 / onnxruntime", "comet-ahead:3 / onnxruntime")
+    for a, mode in ((sync, "sync"), (ahead, "async")):
+        meta = json.loads((Path(a["runs"][0]) / "meta.json").read_text())
+        assert meta["session"]["execution"] == mode and meta["policy"]["lookahead"] is (mode == "async")
+    # the decision's time charged: sync holds on every other tick, the lookahead arm moves on all but the first
+    assert sync["queries"] == 4 and ahead["queries"] >= 7
 
 
 def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
@@ -135,7 +157,7 @@ def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
 def test_comet_arms_run_paired_on_both_planner_backends(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     assert parse_scheduler("comet:3") == {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
-                                          "plan_simulations": 3}
+                                          "execution": "sync", "plan_simulations": 3}
     arm = make_arm("comet:3", "onnxruntime")
     assert arm.name == "comet:3 / onnxruntime" and arm.session["plan_backend"] == "onnxruntime"
     with pytest.raises(EdgeError, match="torch or onnxruntime"):
@@ -179,10 +201,9 @@ def test_mixed_vla_and_planner_arms_keep_the_vla_arms_projection(profiled, tmp_p
     assert "fixed:2x4 / torch" in projected and "comet" not in projected
 
 
-def test_comet_arms_need_push_sync_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
+def test_comet_arms_need_push_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
     # a VLA arm listed first would run before the comet arm's own checks: refused up front, nothing written
     for extra, said in ((["--task", "stack"], "comet arms plan pushes"),
-                        (["--task", "push", "--query-mode", "async"], "comet arms need each decision"),
                         (["--task", "push", "--latency", "device"], "--latency device: charges the VLA")):
         out = tmp_path / "x"
         assert main(["profile", "--schedulers", "fixed:1x1,comet", *extra, "--out", str(out)]) == 2

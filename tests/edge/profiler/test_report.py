@@ -80,3 +80,5 @@ def test_what_ran_shows_the_planners_settings_for_a_comet_run():
     old = {k: v for k, v in comet.items() if k != "plan_backend"}  # recorded before the key: torch ran
     assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["plan_backend"] == "torch"
     assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["world_model"] == "runs/wm"
+    assert "lookahead" in dict(session_rows({**comet, "execution": "async"}))["execution"]
+    assert dict(session_rows({**comet, "execution": "sync"}))["execution"] == "sync"

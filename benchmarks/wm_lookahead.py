@@ -1,0 +1,153 @@
+"""The world-model planner in the runtime loop, sync against async with lookahead, on the same seeds.
+
+    python benchmarks/wm_lookahead.py --episodes 30 --out benchmarks/results/wm_lookahead.json
+
+Two arms of ``edge run --policy comet --task push`` (the profiler's ``comet[:N]`` and
+``comet-ahead[:N]``: :mod:`edge.profiler.profile`), each over the same ``--episodes`` seeds, on the
+virtual clock with each decision's measured time charged (``--latency measured``, ``edge run``'s
+default), one after the other, one thread:
+
+* ``sync``: a decision when the queue is empty; its move runs from the tick it arrives.
+* ``async``: a decision every tick, searched from the state the model predicts after the move that
+  runs meanwhile; the chunk is [that move, the new move].
+
+Per arm, from the run records: ticks, moves (executed ticks) per tick, starved ticks, decisions,
+decision time p50 / p99 (the charged latency), safety interventions by kind, successes, and the
+planner's own per-episode counts (``WorldModelPolicy.episode_stats``): the model's one-step
+prediction error in the loop, against the frame that followed each move, beside the error of
+predicting no change (ratio R per episode = prediction MSE / no-change MSE; R < 1: the model
+predicts the move's effect). Paired per seed: successes (exact McNemar) and async − sync for moves
+per tick and R (95 % bootstrap intervals over episodes). The run directories stay under ``--runs-dir`` (``edge profile --runs`` reads
+them). Writes JSON (machine, command, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from edge.telemetry import machine_info, package_versions
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def arm_stats(run_dir: Path) -> dict:
+    """One arm's figures from its run records (ticks, queries, episodes)."""
+    eps = _read(run_dir / "episodes.jsonl")
+    ticks = _read(run_dir / "ticks.jsonl")
+    queries = _read(run_dir / "queries.jsonl")
+    lat = np.array([q["latency_s"] for q in queries]) * 1e3
+    ivs = Counter(kind for t in ticks for kind, _ in (t.get("interventions") or ()) if kind != "wait_first_plan")
+    n_ticks, moves = sum(e["ticks"] for e in eps), sum(e["executed"] for e in eps)
+    per_ep = {"seed": [e["seed"] for e in eps], "success": [bool(e.get("success")) for e in eps],
+              "moves_per_tick": [e["executed"] / e["ticks"] for e in eps],
+              "R": [e["planner_pred_mse"] / e["planner_still_mse"]
+                    if e.get("planner_pred_n") and e.get("planner_still_mse") else float("nan") for e in eps]}
+    n_pred = sum(e.get("planner_pred_n") or 0 for e in eps)
+    pred = sum((e.get("planner_pred_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
+    still = sum((e.get("planner_still_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
+    keys = ("decisions", "ahead", "held", "context_resets", "foreign_queued")
+    return {"run_dir": str(run_dir), "episodes": len(eps), "ticks": n_ticks, "moves": moves,
+            "moves_per_tick": round(moves / n_ticks, 4), "starved": sum(e["starved"] for e in eps),
+            "decision_ms": {"p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(np.percentile(lat, 99)), 2),
+                            "n": int(lat.size)},
+            "interventions": dict(ivs), "interventions_per_move": {k: round(v / max(moves, 1), 4) for k, v in ivs.items()},
+            "successes": sum(bool(e.get("success")) for e in eps),
+            "max_stage": dict(Counter(int(e.get("max_stage") or 0) for e in eps)),
+            "planner": {**{k: sum(e.get(f"planner_{k}") or 0 for e in eps) for k in keys},
+                        "transitions": n_pred, "pred_mse": pred / n_pred if n_pred else None,
+                        "still_mse": still / n_pred if n_pred else None,
+                        "R_pooled": round(pred / still, 4) if still else None},
+            "per_episode": per_ep}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--world-model", default="", metavar="DIR",
+                    help="a world-model directory from `edge train world-model` (default: the shipped comet_push3)")
+    ap.add_argument("--simulations", type=int, default=0, help="search simulations per decision (0 = the model's own)")
+    ap.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "torch"),
+                    help="what runs the search's model passes (as edge run --plan-backend)")
+    ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
+    ap.add_argument("--seed", type=int, default=300000, help="first episode seed")
+    ap.add_argument("--runs-dir", default="/tmp/wm_lookahead_runs", help="where the two arms' run directories go "
+                    "(must not exist)")
+    ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ap.add_argument("--out", default="benchmarks/results/wm_lookahead.json")
+    args = ap.parse_args(argv)
+    if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
+        ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")
+    if args.max_steps < 0:
+        ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
+    if args.episodes < 2:
+        ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
+    if not 0 <= args.simulations <= 10000:
+        ap.error(f"--simulations {args.simulations}: must be in 0..10000 (0 = the model's own)")
+    runs = Path(args.runs_dir)
+    if runs.exists():
+        ap.error(f"--runs-dir {runs}: exists; give a new directory (two runs never mix)")
+    import torch
+
+    from benchmarks.slot_carry_iters import bootstrap_mean, paired_differences
+    from edge.profiler.profile import ProfileConfig, make_arm, session_config
+    from edge.runtime.session import run_session
+
+    torch.set_num_threads(1)
+    pc = ProfileConfig(task="push", episodes=args.episodes, seed=args.seed, latency="measured",
+                       world_model=args.world_model, max_steps=args.max_steps)
+    sims = f":{args.simulations}" if args.simulations else ""
+    arms = {"sync": make_arm(f"comet{sims}", args.backend), "async": make_arm(f"comet-ahead{sims}", args.backend)}
+    res: dict = {"benchmark": "wm_lookahead", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
+                 "versions": package_versions(), "world_model": args.world_model or "(the shipped comet_push3)",
+                 "simulations": args.simulations or "the model's own", "backend": args.backend,
+                 "seeds": [args.seed, args.seed + args.episodes - 1], "latency": "measured (charged, virtual clock)",
+                 "arms": {}}
+    for name, arm in arms.items():
+        t0 = time.perf_counter()
+        run_session(session_config(pc, arm, args.seed, args.episodes), runs / name, progress=not args.no_progress)
+        res["arms"][name] = {"label": arm.name, "wall_s": round(time.perf_counter() - t0, 1),
+                             **arm_stats(runs / name)}
+    s, a = res["arms"]["sync"], res["arms"]["async"]
+    if s["per_episode"]["seed"] != a["per_episode"]["seed"]:
+        print("error: the two arms ran different seeds", file=sys.stderr)
+        return 2
+    from edge.stats import mcnemar_exact, wilson
+
+    for v in res["arms"].values():
+        v["success_rate"] = round(v["successes"] / v["episodes"], 4)
+        v["success_wilson95"] = [round(x, 4) for x in wilson(v["successes"], v["episodes"])]
+    only_a = sum(x and not y for x, y in zip(a["per_episode"]["success"], s["per_episode"]["success"]))
+    only_s = sum(y and not x for x, y in zip(a["per_episode"]["success"], s["per_episode"]["success"]))
+    res["success_paired"] = {"only_async": only_a, "only_sync": only_s,
+                             "mcnemar_exact_p": round(mcnemar_exact(only_a, only_s), 6)}
+    rng = np.random.default_rng(0)
+    res["R_per_episode"] = {k: bootstrap_mean(res["arms"][k]["per_episode"]["R"], rng) for k in arms}
+    res["paired_async_minus_sync"] = paired_differences(
+        {k: a["per_episode"][k] for k in ("moves_per_tick", "R")},
+        {k: s["per_episode"][k] for k in ("moves_per_tick", "R")}, rng)
+    res["decision_p50_ratio_async_over_sync"] = round(a["decision_ms"]["p50"] / s["decision_ms"]["p50"], 3)
+    for k, v in res["arms"].items():
+        print(f"{k:5s} moves/tick {v['moves_per_tick']:.3f}  decisions {v['planner']['decisions']}  decision p50 / p99 "
+              f"{v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  R pooled {v['planner']['R_pooled']}  "
+              f"interventions {v['interventions']}  successes {v['successes']}/{v['episodes']}")
+    print(f"success only async {only_a}, only sync {only_s}, McNemar p {res['success_paired']['mcnemar_exact_p']}")
+    print(json.dumps(res["paired_async_minus_sync"], indent=1))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
