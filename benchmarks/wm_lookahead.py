@@ -56,7 +56,7 @@ def arm_stats(run_dir: Path) -> dict:
     n_pred = sum(e.get("planner_pred_n") or 0 for e in eps)
     pred = sum((e.get("planner_pred_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
     still = sum((e.get("planner_still_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
-    keys = ("decisions", "ahead", "held", "context_resets", "foreign_queued")
+    keys = ("decisions", "ahead", "held", "modified", "context_resets", "foreign_queued")
     return {"run_dir": str(run_dir), "episodes": len(eps), "ticks": n_ticks, "moves": moves,
             "moves_per_tick": round(moves / n_ticks, 4), "starved": sum(e["starved"] for e in eps),
             "decision_ms": {"p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(np.percentile(lat, 99)), 2),
@@ -108,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                        world_model=args.world_model, max_steps=args.max_steps)
     sims = f":{args.simulations}" if args.simulations else ""
     arms = {"sync": make_arm(f"comet{sims}", args.backend), "async": make_arm(f"comet-ahead{sims}", args.backend)}
+    from edge.vla.manifest import git_revision
+
     res: dict = {"benchmark": "wm_lookahead", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-                 "versions": package_versions(), "world_model": args.world_model or "(the shipped comet_push3)",
+                 "git": git_revision(), "versions": package_versions(), "world_model": args.world_model or "(the shipped comet_push3)",
                  "simulations": args.simulations or "the model's own", "backend": args.backend,
                  "seeds": [args.seed, args.seed + args.episodes - 1], "latency": "measured (charged, virtual clock)",
                  "arms": {}}

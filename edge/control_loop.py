@@ -287,8 +287,8 @@ class ControlLoop:
             sent = self.driver.send_command(decision.command)
         command_s = time.perf_counter() - p0
         self._note_faults(decision, now)
-        # what this slot executed, for the next query's ``executed`` (the queued action, or None)
-        self._executed.append((n, qa.action if qa is not None and decision.kind == "act" else None))
+        if self._tracks_execution:  # what this slot executed, for the next query's ``executed``
+            self._executed.append((n, decision.command if decision.kind == "act" else None))
         if running and not query_first and self.safety.mode is SafetyMode.RUNNING:
             self._maybe_query(state, now)
         overhead = time.perf_counter() - p0
@@ -401,10 +401,11 @@ class ControlLoop:
             frozen_until = n + frozen
         self._query_id += 1
         self._query_index += 1
-        executed = None
-        if self._last_obs_slot is not None:  # slots [previous observation, this one), None where absent
-            done = {slot: a for slot, a in self._executed if slot >= self._last_obs_slot}
-            executed = tuple(done.get(slot) for slot in range(self._last_obs_slot, n))
+        executed = None  # slots [previous observation, this one): the command sent, or None
+        last = self._last_obs_slot
+        if self._tracks_execution and last is not None and self._executed and self._executed[0][0] <= last:
+            done = {slot: a for slot, a in self._executed if slot >= last}
+            executed = tuple(done.get(slot) for slot in range(last, n))  # a skipped tick: None
         self._last_obs_slot = n
         queued = self.queue.executable(n) if self._tracks_execution else None
         req = QueryRequest(obs, self._query_id, self.worker.epoch, ctx, now, prefix, frozen, frozen_until,

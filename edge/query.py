@@ -46,9 +46,10 @@ class QueryRequest:
     prefix: np.ndarray | None = None  # (m, Da) previous chunk's actions for slots obs.. (RTC target)
     frozen_steps: int = 0  # leading prefix actions that will run during this query
     frozen_until_slot: int | None = None  # queue-side freeze for the rtc seam
-    # what the arm executed at each slot from the previous query's observation up to this one's
-    # (the queued action, or None where nothing was: a hold, a safety stop, a skipped tick); None
-    # when unknown (the episode's first query, or plans were discarded since)
+    # for a policy with ``encode_query``: what the arm was commanded at each slot from the previous
+    # query's observation up to this one's (the safety layer's command, or None where nothing ran:
+    # a hold, a stop, a skipped tick); None when unknown (the episode's first query, plans discarded
+    # since, or older than the loop's record of the last 64 ticks)
     executed: tuple[np.ndarray | None, ...] | None = None
     # for a policy with ``encode_query``: the executable queued actions from the observation's slot
     # on (the one for that slot runs while the query computes; already popped or not), any seam
@@ -90,7 +91,7 @@ def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
     # a policy that tracks what the arm did (a planner's history) reads the queued actions from the
     # observation's slot on and the actions executed since its previous observation
     encode_query = getattr(policy, "encode_query", None)
-    features = encode_query(req.obs, req.queued, req.executed) if encode_query is not None else policy.encode(req.obs)
+    features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps) if encode_query is not None else policy.encode(req.obs)
     plan = scheduler.plan(features, req.context)
     check_plan(plan, H, Da, scheduler)
     noise = plan.noise

@@ -14,16 +14,25 @@ Two ways to run it (``--query-mode``):
 * ``sync``: a query when the queue is empty, its one move executed from the tick it arrives. With the
   decision's time charged, the tick the decision takes is a hold: the arm moves every other tick,
   and the model (trained on one move per tick) sees each move followed by a hold.
-* ``async`` (lookahead): a query every tick while the previous decision's move runs. The search
-  starts from the state the model predicts after that queued move (:meth:`Planner.advance`, one
-  extra model pass) and its move is for the next tick: the chunk is ``[queued move, new move]``, so
-  a decision faster than the control period moves the arm every tick, as in training.
+* ``async`` (lookahead): a query every tick while the previous decision's move runs. Once the
+  loop's latency estimate says a decision takes a tick or more (``delay_steps`` ≥ 1), the search
+  starts from the state the model predicts after the move queued for the observation's tick
+  (:meth:`Planner.advance`, one extra model pass) and its move is for the next tick: the chunk is
+  ``[queued move, new move, new move]`` (C = 3), so a decision faster than the control period moves
+  the arm every tick, as in training. A decision that takes one to two periods still lands: its
+  first move's tick has passed when it arrives, the third action (the same move) runs on the next,
+  and as one decision runs at a time the arm then moves on every other tick, as in sync. Longer
+  decisions expire and the arm holds (the run's expired chunks). With no latency (``delay_steps`` 0) the search starts from the frame and
+  its move runs on the frame's own tick. It needs the query made before the tick's command
+  (``--inference inline``): a worker thread or process observes after it.
 
-Either way the history the model sees is what the loop says the arm executed since the previous
-frame (``QueryRequest.executed``): one move is pushed with the new frame; no move (a hold) replaces
-the current frame; more than one move, or one the planner does not know, restarts the context from
-the new frame (counted). Per episode the policy reports these counts and the model's one-step
-prediction error in the loop against the frames that followed (:meth:`episode_stats`).
+Either way the history the model sees is what the loop says the arm was commanded since the
+previous frame (``QueryRequest.executed``: the safety layer's output): one move is pushed with the
+new frame (a command the safety layer shortened or turned, e.g. by its acceleration cap, counts as
+the nearest of the 8 moves, and is counted); no move (a hold) replaces the current frame; more than
+one move, or an unknown history, restarts the context from the new frame (counted). Per episode the
+policy reports these counts and the model's one-step prediction error in the loop against the
+frames that followed (:meth:`episode_stats`).
 ``edge run`` runs the search's model passes as an ONNX graph on onnxruntime by default
 (``--plan-backend onnxruntime``; :mod:`world_models.onnx_search`, exported once per model into the
 edge cache and checked against torch; this class's default is ``backend="torch"``); the slot
@@ -48,6 +57,7 @@ from edge.errors import EdgeError
 SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "comet_push3"
 PLAN_BACKENDS = ("torch", "onnxruntime")  # what runs the search's model passes
 STEP_M = 0.02
+LOOKAHEAD_CHUNK = 3  # async: [the move queued for the observation's tick, the new move, the new move again]
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,7 @@ class WorldModelPolicy:
         self.spec = PlannerSpec(image_hw=(self.render_side,) * 2, env={"push_target_color": "red",
                                                       "push_distractors": cfg.env.distractors,
                                                       "hold_s": cfg.env.hold_s},
-                                chunk_len=2 if self.lookahead else 1,
+                                chunk_len=LOOKAHEAD_CHUNK if self.lookahead else 1,
                                 execution="async" if self.lookahead else "sync")
         self.chunk_len, self.action_dim = self.spec.chunk_len, 5
         self._moves = np.array([self.sample(a, None, 1)[-1] for a in range(self.model.cfg.num_actions)])
@@ -202,12 +212,25 @@ class WorldModelPolicy:
         hit = np.flatnonzero(np.abs(self._moves - a).max(1) <= 1e-6)
         return int(hit[0]) if len(hit) else -1
 
-    def encode_query(self, obs: Any, queued: np.ndarray | None,
-                     executed: tuple[np.ndarray | None, ...] | None) -> tuple[int, int | None]:
+    def command_move(self, command: Any) -> tuple[int, bool]:
+        """(move, exact) for a command the arm was sent: one of the 8 moves exactly, else the move
+        nearest its xy direction (the safety layer shortened or turned it); (-1, False) for no xy
+        motion (a hold) or something that is not an ``ee_delta`` action."""
+        m = self.move_index(command)
+        if m >= 0:
+            return m, True
+        a = np.asarray(command, np.float64).reshape(-1)
+        if a.shape != (self.action_dim,) or not np.all(np.isfinite(a)) or np.hypot(a[0], a[1]) < 1e-6:
+            return -1, False
+        return int(np.round(np.arctan2(a[1], a[0]) / (np.pi / 4))) % 8, False
+
+    def encode_query(self, obs: Any, queued: np.ndarray | None, executed: tuple[np.ndarray | None, ...] | None,
+                     delay_steps: int = 1) -> tuple[int, int | None]:
         """One decision in the loop (see the module doc): ``queued`` the actions queued from the
-        observation's slot on (lookahead searches from after the first), ``executed`` what ran at
-        each slot since the previous query's observation (None: unknown). Returns (move, the queued
-        move searched after or None); :meth:`sample` makes the chunk."""
+        observation's slot on (with lookahead and ``delay_steps`` ≥ 1 the search starts from after
+        the first), ``executed`` the commands sent at each slot since the previous query's
+        observation (None: unknown). Returns (move, the queued move searched after or None);
+        :meth:`sample` makes the chunk."""
         t0 = time.perf_counter()
         frame = self.view(obs)
         first = self.hist is None
@@ -217,18 +240,20 @@ class WorldModelPolicy:
             self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
             self.hist.reset(0, state)
         else:
-            moves = None if executed is None else [self.move_index(a) for a in executed if a is not None]
-            if moves is None or len(moves) > 1 or (moves and moves[0] < 0):
-                self.hist.reset(0, state)  # frames are missing, or a move the model has no action for
+            ran = None if executed is None else [self.command_move(a) for a in executed if a is not None]
+            moves = None if ran is None else [m for m, _ in ran if m >= 0]
+            if moves is None or len(moves) > 1:
+                self.hist.reset(0, state)  # frames are missing between moves, or the history is unknown
                 st["context_resets"] += 1
             elif not moves:
                 self.hist.states[0, -1] = state  # a hold: the same step, a later frame
                 st["held"] += 1
             else:
+                st["modified"] += int(not any(exact for m, exact in ran if m >= 0))
                 self._note_prediction(moves[0], state)
                 self.hist.push(0, moves[0], state)
         after = None
-        if self.lookahead and queued is not None and len(queued):
+        if self.lookahead and delay_steps >= 1 and queued is not None and len(queued):
             after = self.move_index(queued[0])
             if after < 0:
                 after = None
@@ -260,19 +285,20 @@ class WorldModelPolicy:
 
     @staticmethod
     def _zero_stats() -> dict:
-        return {"decisions": 0, "ahead": 0, "held": 0, "context_resets": 0, "foreign_queued": 0,
+        return {"decisions": 0, "ahead": 0, "held": 0, "modified": 0, "context_resets": 0, "foreign_queued": 0,
                 "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0}
 
     def episode_stats(self, reset: bool = False) -> dict:
         """This episode's planner counts (extra fields of the episode record): decisions, those
         searched from after a queued move (``planner_ahead``), frames after a hold
-        (``planner_held``), context restarts, queued actions that were not planner moves, and the
+        (``planner_held``), moves the safety layer changed (``planner_modified``, taken as the
+        nearest move), context restarts, queued actions that were not planner moves, and the
         mean one-step prediction error of the model in the loop with the error of predicting no
         change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions)."""
         st = self._stats
         n = st["pred_n"]
-        out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "held", "context_resets", "foreign_queued",
-                                               "pred_n")}
+        out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "held", "modified", "context_resets",
+                                               "foreign_queued", "pred_n")}
         out["planner_pred_mse"] = st["pred_sse"] / n if n else None
         out["planner_still_mse"] = st["still_sse"] / n if n else None
         if reset:
@@ -290,9 +316,11 @@ class WorldModelPolicy:
 
     def sample(self, features: Any, noise: np.ndarray | None, num_steps: int) -> np.ndarray:
         """The chunk: the move (features: its index, or (move, queued move or None) from
-        :meth:`encode_query`); with lookahead ``[queued move (or the move), move]``."""
+        :meth:`encode_query`); with lookahead ``[queued move, move, move]``, or ``[move] * 3`` when
+        the search started from the frame."""
         move, first = (features, None) if np.ndim(features) == 0 else features
-        moves = [int(move)] if not self.lookahead else [int(move if first is None else first), int(move)]
+        moves = [int(move)] if not self.lookahead else (
+            [int(move)] * LOOKAHEAD_CHUNK if first is None else [int(first)] + [int(move)] * (LOOKAHEAD_CHUNK - 1))
         ang = np.array(moves) * np.pi / 4
         return np.stack([STEP_M * np.cos(ang), STEP_M * np.sin(ang), np.zeros(len(moves)),
                          np.zeros(len(moves)), np.ones(len(moves))], 1).astype(np.float32)
@@ -305,11 +333,21 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     if cfg.scene.task != "push":
         raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.scene.task})")
     lookahead = cfg.loop.execution == "async"
+    if lookahead and (cfg.worker.mode in ("thread", "process")
+                      or (cfg.worker.mode == "auto" and cfg.clock.kind == "real")):
+        raise EdgeError(f"--policy comet --query-mode async searches from after the move queued for the "
+                        f"frame's tick, so the frame must be read before that tick's command; an inference "
+                        f"{cfg.worker.mode!r} worker (--clock {cfg.clock.kind}) reads it after: use "
+                        "--inference inline, or --query-mode sync")
+    if lookahead and cfg.queue.seam == "weighted":
+        raise EdgeError("--seam weighted: --policy comet --query-mode async would blend a decision's move with "
+                        "the previous one's on the overlap (not one of the planner's moves); use --seam replace "
+                        "or rtc")
     fixed = cfg.scheduler.fixed
-    want = (2, 1) if lookahead else (1, None)  # (execute, next query in steps; None: any)
+    want = (LOOKAHEAD_CHUNK, 1) if lookahead else (1, None)  # (execute, next query in steps; None: any)
     if cfg.scheduler.kind != "fixed" or fixed.execute != want[0] or (
             want[1] is not None and fixed.next_query_in_steps != want[1]):
-        mode = "async (lookahead: [queued move, new move], a query every tick)" if lookahead else "sync"
+        mode = "async (lookahead: [queued move, new move, new move], a query every tick)" if lookahead else "sync"
         raise EdgeError(f"--policy comet {mode} needs scheduler.kind=fixed, scheduler.fixed.execute={want[0]}"
                         + (f", scheduler.fixed.next_query_in_steps={want[1]}" if want[1] is not None else "")
                         + f" (got {cfg.scheduler.kind}, execute={fixed.execute}, next_query_in_steps="

@@ -288,10 +288,10 @@ def run(args: argparse.Namespace) -> int:
     if not custom and not expert:
         _check_vla_args(args, ckpt)
     # comet: sync executes each decision's one move; async (lookahead) executes [the queued move, the
-    # new move] and queries every tick
+    # new move, the new move] and queries every tick
     lookahead = planner and query_mode == "async"
     settings = {"num_steps": 1 if planner else args.num_steps,
-                "execute": (2 if lookahead else 1) if planner else args.execute,
+                "execute": (3 if lookahead else 1) if planner else args.execute,
                 **({"scheduler.fixed.next_query_in_steps": 1} if lookahead else {}),
                 "execution": query_mode, "inference": args.inference, "latency": args.latency,
                 "latency_ms": args.latency_ms or 0.0,

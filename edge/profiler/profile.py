@@ -82,8 +82,8 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         if kind == "comet":  # one move per decision, executed before the next query
             return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1, "execution": "sync",
                     "plan_simulations": int(arg or 0)}
-        # a query every tick, searching from after the queued move: [queued move, new move]
-        return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 2, "execution": "async",
+        # a query every tick, searching from after the queued move: [queued move, new move, new move]
+        return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 3, "execution": "async",
                 "scheduler.fixed.next_query_in_steps": 1, "plan_simulations": int(arg or 0)}
     raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR], comet[:N] "
                     "or comet-ahead[:N]")

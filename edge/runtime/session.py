@@ -175,7 +175,8 @@ class Runtime:
         clips = getattr(policy, "clip_counts", None)
         if callable(clips):
             clips(reset=True)
-        stats = getattr(policy, "episode_stats", None)  # a policy's own per-episode counts
+        # a policy's own per-episode counts (not in process mode: the worker's copy decides)
+        stats = getattr(policy, "episode_stats", None) if loop.worker.mode != "process" else None
         if callable(stats):
             stats(reset=True)
         frames: list = []

@@ -534,13 +534,14 @@ class _TrackingRamp:
     what was queued from its observation's slot."""
 
     def __init__(self, policy):
-        self._p, self.seen = policy, []
+        self._p, self.seen, self.delays = policy, [], []
 
     def __getattr__(self, name):
         return getattr(self._p, name)
 
-    def encode_query(self, obs, queued, executed):
+    def encode_query(self, obs, queued, executed, delay_steps):
         self.seen.append((obs.t_s, None if queued is None else np.array(queued), executed))
+        self.delays.append(delay_steps)
         return self._p.encode(obs)
 
 
@@ -556,10 +557,11 @@ def test_queries_are_told_what_ran_since_their_previous_observation(execution, l
     for prev, (t, queued, ran) in zip(slots, policy.seen[1:]):
         n = round(t / DT)
         assert len(ran) == n - prev  # one entry per slot from the previous observation on
-        for slot, a in zip(range(prev, n), ran):
-            raw = recs[slot].raw_action if recs[slot].kind == "act" else None
-            assert (a is None) == (raw is None) and (a is None or np.allclose(a, raw))
+        for slot, a in zip(range(prev, n), ran):  # the command the safety layer let through, or None
+            sent = recs[slot].command if recs[slot].kind == "act" else None
+            assert (a is None) == (sent is None) and (a is None or np.allclose(a, sent))
         if execution == "async" and recs[n].raw_action is not None:
             np.testing.assert_allclose(queued[0], recs[n].raw_action)  # the action that runs at its slot
     if execution == "sync":
         assert all(q is None or len(q) == 0 for _, q, _ in policy.seen)  # nothing queued when sync queries
+    assert max(policy.delays) == int(np.ceil(latency_s / DT - 1e-9))  # the loop's latency estimate, in ticks

@@ -90,7 +90,7 @@ def test_edge_run_comet_async_moves_every_tick_searching_from_after_the_queued_m
     assert rc == 0
     meta = json.loads((out / "meta.json").read_text())
     assert meta["session"]["execution"] == "async" and meta["policy"]["lookahead"] is True
-    assert meta["session"]["execute"] == 2
+    assert meta["session"]["execute"] == 3
     queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
     ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
     (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
@@ -115,32 +115,56 @@ def test_encode_query_history_follows_what_the_loop_executed(slot_world_model):
     from world_models.policy import WorldModelPolicy
 
     pol = WorldModelPolicy(slot_world_model, simulations=2, lookahead=True)
-    assert pol.chunk_len == 2 and pol.spec.execution == "async"
+    assert pol.chunk_len == 3 and pol.spec.execution == "async"
     moves = [pol.sample(a, None, 1)[-1] for a in range(8)]
     assert [pol.move_index(m) for m in moves] == list(range(8))
     assert pol.move_index(np.zeros(5)) == -1 and pol.move_index(np.zeros(3)) == -1
+    turned = np.array([0.012, 0.003, 0.0, 0.0, 1.0], np.float32)  # shortened and turned by the safety layer
+    assert pol.command_move(turned) == (0, False) and pol.command_move(moves[6]) == (6, True)
+    assert pol.command_move(np.array([0, 0, 0.01, 0, 1.0])) == (-1, False)  # no xy motion: a hold
     rng = np.random.default_rng(0)
-    frames = [{"front": rng.integers(0, 255, (*pol.spec.image_hw, 3), dtype=np.uint8)} for _ in range(6)]
+    frames = [{"front": rng.integers(0, 255, (*pol.spec.image_hw, 3), dtype=np.uint8)} for _ in range(7)]
     pol.reset()
-    a0, after = pol.encode_query(frames[0], np.zeros((0, 5), np.float32), None)  # the episode's first
+    a0, after = pol.encode_query(frames[0], np.zeros((0, 5), np.float32), None, 1)  # the episode's first
     assert after is None
     chunk = pol.sample((a0, after), None, 1)
-    assert chunk.shape == (2, 5) and pol.move_index(chunk[0]) == pol.move_index(chunk[1]) == a0
-    a1, after = pol.encode_query(frames[1], moves[3][None], (moves[5],))  # one move ran; move 3 queued
+    assert chunk.shape == (3, 5) and [pol.move_index(c) for c in chunk] == [a0] * 3
+    a1, after = pol.encode_query(frames[1], moves[3][None], (moves[5],), 1)  # one move ran; move 3 queued
     assert after == 3 and pol.hist.actions[0, -2] == 5
-    chunk = pol.sample((a1, after), None, 1)
-    assert pol.move_index(chunk[0]) == 3 and pol.move_index(chunk[1]) == a1
+    assert [pol.move_index(c) for c in pol.sample((a1, after), None, 1)] == [3, a1, a1]
     st = pol.episode_stats()
     assert st["planner_ahead"] == 1 and st["planner_pred_n"] == 1 and st["planner_pred_mse"] > 0
+    _, after = pol.encode_query(frames[2], moves[3][None], (moves[3],), 0)  # no delay: from the frame
+    assert after is None and pol.episode_stats()["planner_ahead"] == 1
     depth = int(pol.hist.valid[0].sum())
-    pol.encode_query(frames[2], None, (None,))  # a hold: the same step, a later frame
+    pol.encode_query(frames[3], None, (None,), 1)  # a hold: the same step, a later frame
     assert int(pol.hist.valid[0].sum()) == depth and pol.episode_stats()["planner_held"] == 1
-    pol.encode_query(frames[3], None, (moves[1], moves[2]))  # two moves, one frame: restart the context
+    pol.encode_query(frames[4], None, (turned,), 1)  # a changed move: the nearest, counted
+    assert pol.hist.actions[0, -2] == 0 and pol.episode_stats()["planner_modified"] == 1
+    pol.encode_query(frames[5], None, (moves[1], moves[2]), 1)  # two moves, one frame: restart the context
     assert int(pol.hist.valid[0].sum()) == 1
-    pol.encode_query(frames[4], np.ones((1, 5), np.float32), (np.ones(5, np.float32),))  # not planner moves
+    pol.encode_query(frames[6], np.ones((1, 5), np.float32), None, 1)  # unknown history; not a planner move
     st = pol.episode_stats(reset=True)
     assert st["planner_context_resets"] == 2 and st["planner_foreign_queued"] == 1
-    assert st["planner_decisions"] == 5 and pol.episode_stats()["planner_decisions"] == 0
+    assert st["planner_decisions"] == 7 and pol.episode_stats()["planner_decisions"] == 0
+
+
+def test_comet_async_late_decisions_still_move_and_threads_are_refused(slot_world_model, tmp_path, capsys):
+    out = tmp_path / "late"  # each decision charged 70 ms: over one 50 ms period, under two
+    assert main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+                 "--episodes", "1", "--out", str(out), "--plan-simulations", "2", "--query-mode", "async",
+                 "--latency", "constant", "--latency-ms", "70", "--set", "max_steps=16"]) == 0
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    # a decision every other tick (one at a time), each still delivering its move: the arm moves on
+    # every other tick, as in sync; without the chunk's third action every chunk would expire
+    assert len(queries) >= 7 and not any(q["expired"] for q in queries) and ep["executed"] >= 7
+    assert ep["planner_ahead"] == ep["planner_decisions"] - 1
+    for extra, said in ((["--inference", "thread"], "--inference inline"), (["--clock", "real"], "--inference inline"),
+                        (["--seam", "weighted"], "--seam weighted")):
+        rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+                   "--episodes", "1", "--out", str(tmp_path / "t"), "--query-mode", "async", *extra])
+        assert rc == 2 and said in capsys.readouterr().err
 
 
 def test_the_runtime_camera_gives_the_model_the_frames_it_was_trained_on(slot_world_model):

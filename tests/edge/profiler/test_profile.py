@@ -131,7 +131,7 @@ def test_re_read_arms_name_the_policy_and_the_planners_backend():
 def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     spec = parse_scheduler("comet-ahead:3")
-    assert spec["execution"] == "async" and spec["execute"] == 2 and spec["scheduler.fixed.next_query_in_steps"] == 1
+    assert spec["execution"] == "async" and spec["execute"] == 3 and spec["scheduler.fixed.next_query_in_steps"] == 1
     with pytest.raises(EdgeError, match="comet-ahead:N"):
         parse_scheduler("comet-ahead:x")
     out = tmp_path / "p"  # the global --query-mode (sync by default) does not apply to comet arms
