@@ -71,6 +71,43 @@ def arm_stats(run_dir: Path) -> dict:
             "per_episode": per_ep}
 
 
+def train_env_reference(world_model: str, episodes: int, seed: int, simulations: int, progress: bool) -> dict:
+    """The same planner acting in the world model's own training env (``ObjectTaskEnv``: one move per
+    step, exactly as trained; no safety layer, no latency): its one-step prediction error there, the
+    reference for the runtime arms' R."""
+    from tqdm import tqdm
+
+    from world_models.object_env import ObjectTaskEnv
+    from world_models.policy import SHIPPED, WorldModelPolicy
+
+    pol = WorldModelPolicy(world_model or str(SHIPPED), simulations=simulations, seed=seed)
+    env = ObjectTaskEnv(pol.cfg.env)
+    per_ep, successes, pred, still, n = [], 0, 0.0, 0.0, 0
+    try:
+        for ep in tqdm(range(episodes), desc="training env", disable=not progress):
+            obs, _ = env.reset(seed=seed + ep)
+            pol.reset()
+            pol.episode_stats(reset=True)
+            executed = None
+            for _ in range(env.cfg.steps):
+                a, _ = pol.encode_query({"front": obs["frame"]}, None, executed, 0)
+                obs, _, success, truncated, _ = env.step(a)
+                executed = (pol.sample(a, None, 1)[0],)
+                if success or truncated:
+                    break
+            successes += bool(success)
+            st = pol.episode_stats(reset=True)
+            k = st["planner_pred_n"]
+            per_ep.append(st["planner_pred_mse"] / st["planner_still_mse"] if k and st["planner_still_mse"] else float("nan"))
+            pred, still, n = pred + (st["planner_pred_mse"] or 0.0) * k, still + (st["planner_still_mse"] or 0.0) * k, n + k
+    finally:
+        env.close()
+    return {"episodes": episodes, "seeds": [seed, seed + episodes - 1], "steps_per_episode": env.cfg.steps,
+            "successes": successes, "transitions": n, "pred_mse": pred / n if n else None,
+            "still_mse": still / n if n else None, "R_pooled": round(pred / still, 4) if still else None,
+            "per_episode_R": per_ep}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world-model", default="", metavar="DIR",
@@ -83,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-dir", default="/tmp/wm_lookahead_runs", help="where the two arms' run directories go "
                     "(must not exist)")
     ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--train-env", type=int, default=0, metavar="N",
+                    help="also run the planner N episodes in its own training env (ObjectTaskEnv, one move per "
+                         "step, no safety layer or latency; seeds SEED ..): the reference for R (default 0: no)")
+    ap.add_argument("--train-env-only", action="store_true", help="run only the --train-env reference")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     ap.add_argument("--out", default="benchmarks/results/wm_lookahead.json")
     args = ap.parse_args(argv)
@@ -94,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
     if not 0 <= args.simulations <= 10000:
         ap.error(f"--simulations {args.simulations}: must be in 0..10000 (0 = the model's own)")
+    if args.train_env < 0 or (args.train_env_only and args.train_env < 2):
+        ap.error(f"--train-env {args.train_env}: must be >= 0, and >= 2 with --train-env-only")
     runs = Path(args.runs_dir)
-    if runs.exists():
+    if runs.exists() and not args.train_env_only:
         ap.error(f"--runs-dir {runs}: exists; give a new directory (two runs never mix)")
     import torch
 
@@ -115,6 +158,21 @@ def main(argv: list[str] | None = None) -> int:
                  "simulations": args.simulations or "the model's own", "backend": args.backend,
                  "seeds": [args.seed, args.seed + args.episodes - 1], "latency": "measured (charged, virtual clock)",
                  "arms": {}}
+    rng = np.random.default_rng(0)
+    if args.train_env:
+        ref = train_env_reference(args.world_model, args.train_env, args.seed, args.simulations, not args.no_progress)
+        ref["R_per_episode"] = bootstrap_mean(ref["per_episode_R"], rng)
+        res["train_env"] = ref
+        print(f"training env: R pooled {ref['R_pooled']}, per episode {ref['R_per_episode']}, "
+              f"successes {ref['successes']}/{ref['episodes']}")
+    if args.train_env_only:
+        res.pop("arms")
+        res.pop("latency")
+        res["seeds"] = ref["seeds"]
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+        print(f"wrote {args.out}")
+        return 0
     for name, arm in arms.items():
         t0 = time.perf_counter()
         run_session(session_config(pc, arm, args.seed, args.episodes), runs / name, progress=not args.no_progress)
@@ -133,7 +191,6 @@ def main(argv: list[str] | None = None) -> int:
     only_s = sum(y and not x for x, y in zip(a["per_episode"]["success"], s["per_episode"]["success"]))
     res["success_paired"] = {"only_async": only_a, "only_sync": only_s,
                              "mcnemar_exact_p": round(mcnemar_exact(only_a, only_s), 6)}
-    rng = np.random.default_rng(0)
     res["R_per_episode"] = {k: bootstrap_mean(res["arms"][k]["per_episode"]["R"], rng) for k in arms}
     res["paired_async_minus_sync"] = paired_differences(
         {k: a["per_episode"][k] for k in ("moves_per_tick", "R")},

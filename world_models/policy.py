@@ -165,6 +165,7 @@ class WorldModelPolicy:
         return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
                 "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,
+                "frame": f"centre {self.view_side}x{self.view_side} of a {self.render_side}x{self.render_side} render",
                 **({"plan_ort_threads": self.planner.expand.threads} if self.planner.expand is not None else {}),
                 "model_sha256": (self.manifest.get("files") or {}).get("model.pt")}
 

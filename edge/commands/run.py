@@ -18,6 +18,7 @@ its first tick leaves no directory behind.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import time
 from pathlib import Path
@@ -101,8 +102,9 @@ def register(sub) -> None:
     mode = p.add_argument("--query-mode", default=None, choices=("async", "sync"),
                           help="async: the arm keeps executing queued actions while a query runs; "
                                "sync: it waits for each query (the blocking baseline) (default: async; "
-                               "sync for --policy expert, which needs it, and --policy comet; comet async "
-                               "decides every tick, searching from after the move that runs meanwhile)")
+                               "sync for --policy expert, which needs it; --policy comet: async on the "
+                               "virtual clock, deciding every tick from after the move that runs meanwhile, "
+                               "sync on the real clock; --resume: as the run was started)")
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--plan-simulations", type=int, default=0,
@@ -268,7 +270,15 @@ def run(args: argparse.Namespace) -> int:
                         "--policy comet or drop them")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
-    query_mode = args.query_mode or ("sync" if planner else "async")
+    query_mode = args.query_mode or "async"
+    if planner and args.query_mode is None:  # comet: async (lookahead) on the virtual clock, sync on the real
+        query_mode = "sync" if args.clock == "real" else "async"
+        if args.resume and args.out and (Path(args.out) / "meta.json").is_file():  # as the run was started
+            try:
+                recorded = json.loads((Path(args.out) / "meta.json").read_text())["session"]["execution"]
+            except (OSError, ValueError, KeyError, TypeError):
+                recorded = None  # resume_state names what it cannot read
+            query_mode = recorded if recorded in ("sync", "async") else query_mode
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     if planner and args.latency in ("device", "per_step"):

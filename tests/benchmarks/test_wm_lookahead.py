@@ -23,10 +23,16 @@ def test_sync_and_lookahead_arms_run_the_same_seeds(tmp_path, monkeypatch, capsy
     assert sync["planner"]["transitions"] >= 6 and sync["planner"]["R_pooled"] > 0
     assert 0.0 <= res["success_paired"]["mcnemar_exact_p"] <= 1.0 and res["decision_p50_ratio_async_over_sync"] > 0
     assert res["paired_async_minus_sync"]["moves_per_tick"]["episodes"] == 2
+    ref = tmp_path / "ref.json"  # the planner in its own training env: the reference for R
+    assert bench.main(["--train-env", "2", "--train-env-only", "--simulations", "2", "--out", str(ref),
+                       "--no-progress"]) == 0
+    te = json.loads(ref.read_text())["train_env"]
+    assert te["episodes"] == 2 and te["transitions"] >= 2 and te["R_pooled"] > 0 and te["R_per_episode"]["episodes"] == 2
     with pytest.raises(SystemExit) as e:  # two runs never mix
         bench.main(["--episodes", "2", "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
     assert e.value.code == 2 and "--runs-dir" in capsys.readouterr().err
-    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--world-model", str(tmp_path / "none")], "--world-model")):
+    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--world-model", str(tmp_path / "none")], "--world-model"),
+                      (["--train-env-only"], "--train-env 0")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--runs-dir", str(tmp_path / "new"), "--out", str(out)])
         assert e.value.code == 2 and said in capsys.readouterr().err

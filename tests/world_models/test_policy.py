@@ -25,10 +25,12 @@ def slot_world_model(tmp_path_factory):
 def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path):
     out = tmp_path / "run"
     rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
-               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=12"])
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=12",
+               "--query-mode", "sync"])
     assert rc == 0
     meta = json.loads((out / "meta.json").read_text())
     assert meta["session"]["execution"] == "sync" and meta["session"]["policy"] == "comet"
+    assert meta["policy"]["frame"].startswith("centre")
     assert meta["policy"]["kind"] == "world_model" and meta["policy"]["simulations"] == 3
     assert meta["policy"]["plan_backend"] == "onnxruntime"  # edge run's default
     queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
@@ -85,9 +87,8 @@ def test_set_executed_records_another_move(slot_world_model):
 def test_edge_run_comet_async_moves_every_tick_searching_from_after_the_queued_move(slot_world_model, tmp_path):
     out = tmp_path / "run"
     rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
-               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--query-mode", "async",
-               "--set", "max_steps=16"])
-    assert rc == 0
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=16"])
+    assert rc == 0  # async is the planner's default on the virtual clock
     meta = json.loads((out / "meta.json").read_text())
     assert meta["session"]["execution"] == "async" and meta["policy"]["lookahead"] is True
     assert meta["session"]["execute"] == 3
@@ -107,6 +108,22 @@ def test_edge_run_comet_async_moves_every_tick_searching_from_after_the_queued_m
     start = {q["query_id"]: q["start_slot"] for q in queries}
     acted = [t for t in ticks if t["raw_action"] is not None]
     assert len(acted) >= 15 and all(t["slot"] == start[t["query_id"]] + 1 for t in acted[1:])
+
+
+def test_comet_resume_keeps_the_runs_mode_and_refuses_runs_that_saw_another_frame(slot_world_model, tmp_path,
+                                                                                   capsys):
+    out = tmp_path / "run"
+    base = ["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+            "--plan-simulations", "2", "--set", "max_steps=6", "--out", str(out)]
+    assert main([*base, "--episodes", "1", "--query-mode", "sync"]) == 0
+    assert main([*base, "--episodes", "2", "--resume"]) == 0  # no --query-mode: the run's own (sync)
+    eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert len(eps) == 2 and all(e["planner_ahead"] == 0 for e in eps)
+    meta = json.loads((out / "meta.json").read_text())
+    meta["policy"].pop("frame")  # as recorded before the planner cut the camera frame to its trained view
+    (out / "meta.json").write_text(json.dumps(meta))
+    assert main([*base, "--episodes", "3", "--resume"]) == 2
+    assert "another camera frame" in capsys.readouterr().err
 
 
 def test_encode_query_history_follows_what_the_loop_executed(slot_world_model):
