@@ -73,8 +73,9 @@ def arm_stats(run_dir: Path) -> dict:
 
 def train_env_reference(world_model: str, episodes: int, seed: int, simulations: int, progress: bool) -> dict:
     """The same planner acting in the world model's own training env (``ObjectTaskEnv``: one move per
-    step, exactly as trained; no safety layer, no latency): its one-step prediction error there, the
-    reference for the runtime arms' R."""
+    step, exactly as trained, episodes of the task's own length (push3: 60 moves); no safety layer,
+    no latency; the search's model passes on torch, which agree with the ONNX graph to 1e-4): its
+    one-step prediction error there, the reference for the runtime arms' R."""
     from tqdm import tqdm
 
     from world_models.object_env import ObjectTaskEnv
@@ -120,13 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-dir", default="/tmp/wm_lookahead_runs", help="where the two arms' run directories go "
                     "(must not exist)")
     ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--latency-ms", type=float, default=None,
+                    help="charge this constant decision time instead of the measured one (e.g. for tests)")
     ap.add_argument("--train-env", type=int, default=0, metavar="N",
                     help="also run the planner N episodes in its own training env (ObjectTaskEnv, one move per "
                          "step, no safety layer or latency; seeds SEED ..): the reference for R (default 0: no)")
     ap.add_argument("--train-env-only", action="store_true", help="run only the --train-env reference")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--out", default="benchmarks/results/wm_lookahead.json")
+    ap.add_argument("--out", default=None,
+                    help="JSON written (default benchmarks/results/wm_lookahead.json; with --train-env-only "
+                         "benchmarks/results/wm_lookahead_train_env.json)")
     args = ap.parse_args(argv)
+    args.out = args.out or ("benchmarks/results/wm_lookahead_train_env.json" if args.train_env_only
+                            else "benchmarks/results/wm_lookahead.json")
     if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
         ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")
     if args.max_steps < 0:
@@ -147,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     from edge.runtime.session import run_session
 
     torch.set_num_threads(1)
-    pc = ProfileConfig(task="push", episodes=args.episodes, seed=args.seed, latency="measured",
-                       world_model=args.world_model, max_steps=args.max_steps)
+    if args.latency_ms is not None and not 0.0 <= args.latency_ms <= 10000.0:
+        ap.error(f"--latency-ms {args.latency_ms:g}: must be in [0, 10000]")
+    latency = ("measured", 0.0) if args.latency_ms is None else ("constant", args.latency_ms)
+    pc = ProfileConfig(task="push", episodes=args.episodes, seed=args.seed, latency=latency[0],
+                       latency_ms=latency[1], world_model=args.world_model, max_steps=args.max_steps)
     sims = f":{args.simulations}" if args.simulations else ""
     arms = {"sync": make_arm(f"comet{sims}", args.backend), "async": make_arm(f"comet-ahead{sims}", args.backend)}
     from edge.vla.manifest import git_revision
@@ -156,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"benchmark": "wm_lookahead", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git_revision(), "versions": package_versions(), "world_model": args.world_model or "(the shipped comet_push3)",
                  "simulations": args.simulations or "the model's own", "backend": args.backend,
-                 "seeds": [args.seed, args.seed + args.episodes - 1], "latency": "measured (charged, virtual clock)",
+                 "seeds": [args.seed, args.seed + args.episodes - 1], "latency": "measured (charged, virtual clock)" if args.latency_ms is None
+                 else f"constant {args.latency_ms:g} ms (charged, virtual clock)",
                  "arms": {}}
     rng = np.random.default_rng(0)
     if args.train_env:
         ref = train_env_reference(args.world_model, args.train_env, args.seed, args.simulations, not args.no_progress)
-        ref["R_per_episode"] = bootstrap_mean(ref["per_episode_R"], rng)
+        ref["R_per_episode"] = bootstrap_mean(ref["per_episode_R"], np.random.default_rng(1))  # arms keep rng
         res["train_env"] = ref
         print(f"training env: R pooled {ref['R_pooled']}, per episode {ref['R_per_episode']}, "
               f"successes {ref['successes']}/{ref['episodes']}")

@@ -102,9 +102,10 @@ def register(sub) -> None:
     mode = p.add_argument("--query-mode", default=None, choices=("async", "sync"),
                           help="async: the arm keeps executing queued actions while a query runs; "
                                "sync: it waits for each query (the blocking baseline) (default: async; "
-                               "sync for --policy expert, which needs it; --policy comet: async on the "
-                               "virtual clock, deciding every tick from after the move that runs meanwhile, "
-                               "sync on the real clock; --resume: as the run was started)")
+                               "sync for --policy expert, which needs it; --policy comet: async, deciding "
+                               "every tick from after the move that runs meanwhile, where inference is inline "
+                               "(the virtual clock's default) and the seam is not weighted, else sync; "
+                               "--resume: as the run was started)")
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
     p.add_argument("--plan-simulations", type=int, default=0,
@@ -271,8 +272,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     query_mode = args.query_mode or "async"
-    if planner and args.query_mode is None:  # comet: async (lookahead) on the virtual clock, sync on the real
-        query_mode = "sync" if args.clock == "real" else "async"
+    if planner and args.query_mode is None:  # comet: async (lookahead) where it can run, else sync
+        inline = args.inference == "inline" or (args.inference == "auto" and args.clock == "virtual")
+        query_mode = "async" if inline and args.seam != "weighted" else "sync"
         if args.resume and args.out and (Path(args.out) / "meta.json").is_file():  # as the run was started
             try:
                 recorded = json.loads((Path(args.out) / "meta.json").read_text())["session"]["execution"]

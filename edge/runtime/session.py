@@ -283,9 +283,9 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                             "another --out")
         old_policy = resumed[0].get("policy") or {}
         if old_policy.get("kind") == "world_model" and old_policy.get("frame") != _policy_meta(policy, cfg_).get("frame"):
-            raise EdgeError(f"--resume: {out_dir} was run when the planner saw another camera frame "
-                            f"({old_policy.get('frame') or 'the whole 64x64 view, before the centre crop'}); "
-                            "its episodes and new ones would mix: choose another --out")
+            raise EdgeError(f"--resume: {out_dir} was run when the planner's camera frame was "
+                            f"{old_policy.get('frame') or 'not recorded (runs before 8040dcc; those before 6151150 saw the whole 64x64 view)'}"
+                            "; its episodes and new ones could mix: choose another --out")
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
     side = int(policy.spec.image_hw[0])
     if cfg_.scene.image_size and cfg_.scene.image_size != side:

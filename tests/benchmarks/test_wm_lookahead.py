@@ -12,7 +12,7 @@ bench = load_benchmark("wm_lookahead")
 def test_sync_and_lookahead_arms_run_the_same_seeds(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
-    assert bench.main(["--episodes", "2", "--max-steps", "10", "--simulations", "2", "--runs-dir",
+    assert bench.main(["--episodes", "2", "--max-steps", "10", "--simulations", "2", "--latency-ms", "20", "--runs-dir",
                        str(tmp_path / "runs"), "--out", str(out), "--no-progress"]) == 0
     res = json.loads(out.read_text())
     sync, ahead = res["arms"]["sync"], res["arms"]["async"]

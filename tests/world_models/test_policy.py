@@ -87,7 +87,8 @@ def test_set_executed_records_another_move(slot_world_model):
 def test_edge_run_comet_async_moves_every_tick_searching_from_after_the_queued_move(slot_world_model, tmp_path):
     out = tmp_path / "run"
     rc = main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
-               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=16"])
+               "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=16",
+               "--latency", "constant", "--latency-ms", "20"])  # charged as a decision under the period
     assert rc == 0  # async is the planner's default on the virtual clock
     meta = json.loads((out / "meta.json").read_text())
     assert meta["session"]["execution"] == "async" and meta["policy"]["lookahead"] is True
@@ -123,7 +124,15 @@ def test_comet_resume_keeps_the_runs_mode_and_refuses_runs_that_saw_another_fram
     meta["policy"].pop("frame")  # as recorded before the planner cut the camera frame to its trained view
     (out / "meta.json").write_text(json.dumps(meta))
     assert main([*base, "--episodes", "3", "--resume"]) == 2
-    assert "another camera frame" in capsys.readouterr().err
+    assert "camera frame was not recorded" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--seam", "weighted"], ["--inference", "thread"]])
+def test_comet_defaults_to_sync_where_async_cannot_run(extra, slot_world_model, tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+                 "--episodes", "1", "--plan-simulations", "2", "--set", "max_steps=4", "--out", str(out), *extra]) == 0
+    assert json.loads((out / "meta.json").read_text())["session"]["execution"] == "sync"
 
 
 def test_encode_query_history_follows_what_the_loop_executed(slot_world_model):

@@ -136,14 +136,14 @@ def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeyp
         parse_scheduler("comet-ahead:x")
     out = tmp_path / "p"  # the global --query-mode (sync by default) does not apply to comet arms
     assert main(["profile", "--schedulers", "comet:3,comet-ahead:3", "--backends", "onnxruntime", "--task", "push",
-                 "--latency", "measured", "--episodes", "1", "--max-steps", "8", "--no-calibrate",
+                 "--latency", "constant", "--latency-ms", "20", "--episodes", "1", "--max-steps", "8", "--no-calibrate",
                  "--out", str(out)]) == 0
     sync, ahead = json.loads((out / "summary.json").read_text())["arms"]
     assert (sync["name"], ahead["name"]) == ("comet:3 / onnxruntime", "comet-ahead:3 / onnxruntime")
     for a, mode in ((sync, "sync"), (ahead, "async")):
         meta = json.loads((Path(a["runs"][0]) / "meta.json").read_text())
         assert meta["session"]["execution"] == mode and meta["policy"]["lookahead"] is (mode == "async")
-    # the decision's time charged: sync holds on every other tick, the lookahead arm moves on all but the first
+    # a decision's time charged (20 ms): sync holds on every other tick, the lookahead arm moves on all but the first
     assert sync["queries"] == 4 and ahead["queries"] >= 7
 
 
