@@ -1,0 +1,30 @@
+"""benchmarks/wm_motion_gap.py: TCP step per planner move, runtime records vs the training env."""
+
+import json
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("wm_motion_gap")
+lookahead = load_benchmark("wm_lookahead")
+
+
+def test_steps_per_move_from_run_records_and_the_training_env(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    runs = tmp_path / "runs"
+    assert lookahead.main(["--episodes", "2", "--max-steps", "8", "--simulations", "2", "--latency-ms", "20",
+                           "--runs-dir", str(runs), "--out", str(tmp_path / "l.json"), "--no-progress"]) == 0
+    out = tmp_path / "o.json"
+    assert bench.main(["--runs", str(runs / "sync"), str(runs / "async"), "--train-env", "1", "--simulations", "2",
+                       "--out", str(out), "--no-progress"]) == 0
+    res = json.loads(out.read_text())
+    sync, ahead = res["runtime"][str(runs / "sync")], res["runtime"][str(runs / "async")]
+    assert ahead["all"]["steps"] > sync["all"]["steps"] >= 6  # async moves on (nearly) every tick
+    assert sum(ahead[c]["steps"] for c in bench.CLASSES) == ahead["all"]["steps"]
+    assert 0.0 < ahead["all"]["mean_cm"] < 3.0 and res["train_env"]["random"]["steps"] >= 1
+    assert 0.0 < res["train_env"]["planner"]["mean_cm"] < 3.0
+    for bad, said in ((["--runs", str(tmp_path)], "no ticks.jsonl"), (["--train-env", "0"], "--train-env 0")):
+        with pytest.raises(SystemExit) as e:
+            bench.main([*bad, "--out", str(out)])
+        assert e.value.code == 2 and said in capsys.readouterr().err
