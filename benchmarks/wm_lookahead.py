@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.train_env_only:
         res.pop("arms")
         res.pop("latency")
+        res["backend"] = "torch"  # the reference's search (see train_env_reference)
         res["seeds"] = ref["seeds"]
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

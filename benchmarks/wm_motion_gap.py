@@ -45,12 +45,14 @@ def _summary(per_ep: dict[int, list[float]], rng: np.random.Generator) -> dict:
 
 
 def runtime_steps(run_dir: Path, rng: np.random.Generator) -> dict:
-    """TCP xy step after each executed move of a run, by what the safety layer did to it."""
+    """TCP xy step after each executed move of a run, by what the safety layer did to it (a move
+    both capped and clipped counts as capped)."""
     by: dict[str, dict[int, list[float]]] = {c: defaultdict(list) for c in ("all", *CLASSES)}
-    prev = None
+    prev, acts = None, 0
     with open(run_dir / "ticks.jsonl", encoding="utf-8") as f:
         for line in f:
             t = json.loads(line)
+            acts += t.get("kind") == "act"
             if (prev is not None and prev["ep"] == t["ep"] and prev["kind"] == "act"
                     and prev.get("ee_pos_m") and t.get("ee_pos_m")):
                 step = float(np.hypot(*(np.asarray(t["ee_pos_m"][:2]) - np.asarray(prev["ee_pos_m"][:2]))))
@@ -59,6 +61,9 @@ def runtime_steps(run_dir: Path, rng: np.random.Generator) -> dict:
                 by["all"][t["ep"]].append(step)
                 by[cls][t["ep"]].append(step)
             prev = t
+    if acts and not by["all"]:
+        raise ValueError(f"{run_dir}/ticks.jsonl: moves but no TCP positions (ee_pos_m) in its tick records; "
+                         "a run recorded by an older version? record it again")
     return {c: _summary(v, rng) for c, v in by.items()}
 
 
@@ -122,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"benchmark": "wm_motion_gap", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git_revision(), "versions": package_versions(), "runtime": {}, "train_env": None}
     for d in args.runs:
-        res["runtime"][d] = runtime_steps(Path(d), rng)
+        try:
+            res["runtime"][d] = runtime_steps(Path(d), rng)
+        except ValueError as err:
+            print(f"error: --runs {err}", file=sys.stderr)
+            return 2
         print(d, {c: v["mean_cm"] for c, v in res["runtime"][d].items()})
     if args.train_env:
         res["train_env"] = {"episodes": args.train_env, "seeds": [args.seed, args.seed + args.train_env - 1],
