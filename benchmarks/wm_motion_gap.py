@@ -44,17 +44,25 @@ def _summary(per_ep: dict[int, list[float]], rng: np.random.Generator) -> dict:
             "ci95_cm": [round(float(np.percentile(boots, 2.5)) * 100, 3), round(float(np.percentile(boots, 97.5)) * 100, 3)]}
 
 
-def runtime_steps(run_dir: Path, rng: np.random.Generator) -> dict:
+def runtime_steps(run_dir: Path, rng: np.random.Generator, first_moves: int = 0, episodes: int = 0) -> dict:
     """TCP xy step after each executed move of a run, by what the safety layer did to it (a move
-    both capped and clipped counts as capped)."""
+    both capped and clipped counts as capped); only each episode's first ``first_moves`` moves and
+    the run's first ``episodes`` episodes when given (0: all)."""
     by: dict[str, dict[int, list[float]]] = {c: defaultdict(list) for c in ("all", *CLASSES)}
     prev, acts = None, 0
+    moves: dict[int, int] = defaultdict(int)  # moves measured so far per episode
+    first_ep = None
     with open(run_dir / "ticks.jsonl", encoding="utf-8") as f:
         for line in f:
             t = json.loads(line)
             acts += t.get("kind") == "act"
+            first_ep = t["ep"] if first_ep is None else first_ep
+            if episodes and t["ep"] - first_ep >= episodes:
+                break
             if (prev is not None and prev["ep"] == t["ep"] and prev["kind"] == "act"
-                    and prev.get("ee_pos_m") and t.get("ee_pos_m")):
+                    and prev.get("ee_pos_m") and t.get("ee_pos_m")
+                    and not (first_moves and moves[t["ep"]] >= first_moves)):
+                moves[t["ep"]] += 1
                 step = float(np.hypot(*(np.asarray(t["ee_pos_m"][:2]) - np.asarray(prev["ee_pos_m"][:2]))))
                 ivs = {k for k, _ in (prev.get("interventions") or ())}
                 cls = "accel_cap" if "accel_cap" in ivs else ("workspace_clip" if "workspace_clip" in ivs else "clean")
@@ -107,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="*", default=[], metavar="DIR", help="run directories (ticks.jsonl) to read")
     ap.add_argument("--train-env", type=int, default=60, metavar="N", help="training-env episodes (0: none)")
+    ap.add_argument("--first-moves", type=int, default=0, metavar="N",
+                    help="runs: only each episode's first N moves (0: all), e.g. a training episode's length")
+    ap.add_argument("--max-episodes", type=int, default=0, metavar="N",
+                    help="runs: only each run's first N episodes (0: all), e.g. the training env's seeds")
     ap.add_argument("--seed", type=int, default=400000, help="first training-env episode seed")
     ap.add_argument("--simulations", type=int, default=0, help="the planner's simulations (0 = the model's own)")
     ap.add_argument("--world-model", default="", metavar="DIR", help="default: the shipped comet_push3")
@@ -116,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     for d in args.runs:
         if not (Path(d) / "ticks.jsonl").is_file():
             ap.error(f"--runs {d}: no ticks.jsonl there (a run directory of edge run / wm_lookahead.py)")
+    if args.first_moves < 0 or args.max_episodes < 0:
+        ap.error(f"--first-moves {args.first_moves} / --max-episodes {args.max_episodes}: must be >= 0 (0: all)")
     if args.train_env < 0 or (args.train_env == 0 and not args.runs):
         ap.error(f"--train-env {args.train_env}: must be >= 0, and > 0 without --runs")
     import torch
@@ -125,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     res: dict = {"benchmark": "wm_motion_gap", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-                 "git": git_revision(), "versions": package_versions(), "runtime": {}, "train_env": None}
+                 "git": git_revision(), "versions": package_versions(), "first_moves": args.first_moves,
+                 "max_episodes": args.max_episodes, "runtime": {}, "train_env": None}
     for d in args.runs:
         try:
-            res["runtime"][d] = runtime_steps(Path(d), rng)
+            res["runtime"][d] = runtime_steps(Path(d), rng, args.first_moves, args.max_episodes)
         except ValueError as err:
             print(f"error: --runs {err}", file=sys.stderr)
             return 2

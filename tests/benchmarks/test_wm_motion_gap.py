@@ -24,6 +24,11 @@ def test_steps_per_move_from_run_records_and_the_training_env(tmp_path, monkeypa
     assert sum(ahead[c]["steps"] for c in bench.CLASSES) == ahead["all"]["steps"]
     assert 0.0 < ahead["all"]["mean_cm"] < 3.0 and res["train_env"]["random"]["steps"] >= 1
     assert 0.0 < res["train_env"]["planner"]["mean_cm"] < 3.0
+    first = tmp_path / "f.json"  # each episode's first 3 moves of the first episode only
+    assert bench.main(["--runs", str(runs / "async"), "--train-env", "0", "--first-moves", "3", "--max-episodes", "1",
+                       "--out", str(first)]) == 0
+    (only,) = json.loads(first.read_text())["runtime"].values()
+    assert only["all"]["steps"] == 3 and only["all"]["episodes"] == 1
     for bad, said in ((["--runs", str(tmp_path)], "no ticks.jsonl"), (["--train-env", "0"], "--train-env 0")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out)])
