@@ -91,7 +91,10 @@ def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
     # a policy that tracks what the arm did (a planner's history) reads the queued actions from the
     # observation's slot on and the actions executed since its previous observation
     encode_query = getattr(policy, "encode_query", None)
-    features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps) if encode_query is not None else policy.encode(req.obs)
+    if encode_query is not None:
+        features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps)
+    else:
+        features = policy.encode(req.obs)
     plan = scheduler.plan(features, req.context)
     check_plan(plan, H, Da, scheduler)
     noise = plan.noise

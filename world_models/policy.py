@@ -187,6 +187,11 @@ class WorldModelPolicy:
 
     def encode(self, obs: Any) -> int:
         """Observe, update the slot history with the last executed move, plan; returns the action index."""
+        return self._decide(obs, lambda state: self.hist.push(0, int(self._last_action), state))
+
+    def _decide(self, obs: Any, update: Any, after: int | None = None) -> int:
+        """One decision: the frame's slots start the history (an episode's first frame) or go to
+        ``update(state)``; then the search, from after the move ``after`` if given. Timed."""
         t0 = time.perf_counter()
         frame = self.view(obs)
         first = self.hist is None
@@ -195,11 +200,13 @@ class WorldModelPolicy:
             self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
             self.hist.reset(0, state)
         else:
-            self.hist.push(0, int(self._last_action), state)
+            update(state)
         t1 = time.perf_counter()
-        out = self.planner.plan(self.hist, self.rng, explore=False)
+        out = self.planner.plan(self.hist, self.rng, explore=False,
+                                after=None if after is None else np.array([after]))
         a = int(out.action[0])
         self._last_action = a
+        self._pred = self.planner.last_root.embedding["child_z"][0]
         t2 = time.perf_counter()
         self.search_ms.append((t2 - t1) * 1e3)
         self.decision_ms.append((t2 - t0) * 1e3)
@@ -232,15 +239,9 @@ class WorldModelPolicy:
         the first), ``executed`` the commands sent at each slot since the previous query's
         observation (None: unknown). Returns (move, the queued move searched after or None);
         :meth:`sample` makes the chunk."""
-        t0 = time.perf_counter()
-        frame = self.view(obs)
-        first = self.hist is None
-        state = self.observer.observe([{"frame": frame}], np.array([first]), np.array([0]))[0]
         st = self._stats
-        if first:
-            self.hist = self._History(1, self.planner.cfg.context, self.observer.state_shape, self.observer.dtype)
-            self.hist.reset(0, state)
-        else:
+
+        def update(state: np.ndarray) -> None:
             ran = None if executed is None else [self.command_move(a) for a in executed if a is not None]
             moves = None if ran is None else [m for m, _ in ran if m >= 0]
             if moves is None or len(moves) > 1:
@@ -253,23 +254,16 @@ class WorldModelPolicy:
                 st["modified"] += int(not any(exact for m, exact in ran if m >= 0))
                 self._note_prediction(moves[0], state)
                 self.hist.push(0, moves[0], state)
+
         after = None
         if self.lookahead and delay_steps >= 1 and queued is not None and len(queued):
             after = self.move_index(queued[0])
             if after < 0:
                 after = None
                 st["foreign_queued"] += 1
-        t1 = time.perf_counter()
-        out = self.planner.plan(self.hist, self.rng, explore=False,
-                                after=None if after is None else np.array([after]))
-        a = int(out.action[0])
-        self._last_action = a
-        self._pred = self.planner.last_root.embedding["child_z"][0]
+        a = self._decide(obs, update, after)
         st["decisions"] += 1
         st["ahead"] += int(after is not None)
-        t2 = time.perf_counter()
-        self.search_ms.append((t2 - t1) * 1e3)
-        self.decision_ms.append((t2 - t0) * 1e3)
         return a, after
 
     def _note_prediction(self, move: int, state: np.ndarray) -> None:

@@ -276,11 +276,12 @@ def run(args: argparse.Namespace) -> int:
         inline = args.inference == "inline" or (args.inference == "auto" and args.clock == "virtual")
         query_mode = "async" if inline and args.seam != "weighted" else "sync"
         if args.resume and args.out and (Path(args.out) / "meta.json").is_file():  # as the run was started
+            from edge.runtime.config import config_from_meta
+
             try:
-                recorded = json.loads((Path(args.out) / "meta.json").read_text())["session"]["execution"]
-            except (OSError, ValueError, KeyError, TypeError):
-                recorded = None  # resume_state names what it cannot read
-            query_mode = recorded if recorded in ("sync", "async") else query_mode
+                query_mode = config_from_meta(json.loads((Path(args.out) / "meta.json").read_text())).loop.execution
+            except (OSError, ValueError, KeyError, TypeError):  # ConfigError is a ValueError
+                pass  # resume_state names what it cannot read
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     if planner and args.latency in ("device", "per_step"):
