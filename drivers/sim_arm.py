@@ -2,7 +2,11 @@
 
 Each ``send_command``/``hold`` advances the simulator by exactly one control period, so with the
 virtual clock the loop, the physics and the latency model stay in lock-step. The env clips
-commands to its action box and counts it; ``send_command`` returns the command actually applied.
+commands to its action box and its TCP target into its own workspace box (``sim.env.TARGET_BOX_M``,
+narrower than a robot spec's box may be) and counts both; ``send_command`` returns the command
+actually applied: clipped to the action box, and for ``ee_delta`` with the TCP move the target made
+after the workspace clip, as a real arm's driver reports its controller's clamps. The episode's
+counts are in ``info["clip_counts"]``.
 """
 
 from __future__ import annotations
@@ -72,6 +76,9 @@ class SimArmDriver:
             raise DriverError(f"command {cmd!r} must be finite with shape {space.shape}")
         sent = np.clip(cmd, space.low, space.high)
         self.obs, reward, terminated, truncated, self.info = self.env.step(sent)
+        if self.info.get("workspace_clipped") and self.info.get("target_delta_m") is not None:
+            sent = sent.copy()
+            sent[:3] = self.info["target_delta_m"]
         self.reward = float(reward)  # the env's reward for this period (read by QueryEnv)
         self.steps += 1
         self.success = self.success or bool(self.info.get("success"))

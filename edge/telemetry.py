@@ -272,6 +272,7 @@ def summarize(run: RunData) -> dict[str, Any]:
     reset_overruns = int(sum(t.get("overrun_ticks") or 0 for t, r in zip(ticks, after_reset) if r))
     successes = sum(1 for e in episodes if e.get("success"))
     clipped_eps = [e for e in episodes if e.get("policy_outputs") is not None]
+    sim_eps = [e for e in episodes if e.get("sim_workspace_clips") is not None]
 
     def ms(x: float | None) -> float | None:
         return None if x is None else 1000.0 * x
@@ -311,6 +312,8 @@ def summarize(run: RunData) -> dict[str, Any]:
         "policy_outputs": sum(int(e["policy_outputs"]) for e in clipped_eps) if clipped_eps else None,
         "policy_clipped": sum(int(e.get("policy_clipped") or 0) for e in clipped_eps) if clipped_eps else None,
         "policy_clip_max": max(float(e.get("policy_clip_max") or 0.0) for e in clipped_eps) if clipped_eps else None,
+        "sim_workspace_clips": sum(int(e["sim_workspace_clips"]) for e in sim_eps) if sim_eps else None,
+        "sim_action_box_clips": sum(int(e.get("sim_action_box_clips") or 0) for e in sim_eps) if sim_eps else None,
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
@@ -332,7 +335,7 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             "latency_p50_ms", "latency_p99_ms", "compute_p50_ms", "mean_K", "mean_C", "nfe_total",
             "executed_actions", "nfe_per_action", "starved_ticks", "dropped_late", "expired_chunks",
             "policy_outputs", "policy_clipped", "policy_clip_max", "interventions",
-            "interventions_total", "faults"}
+            "interventions_total", "faults", "sim_workspace_clips", "sim_action_box_clips"}
     n, k = s.get("episodes"), s.get("successes")
     if n:
         ci = s.get("success_ci95") or [None, None]
@@ -386,6 +389,10 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
                      f"{s.get('policy_clipped')} of {s.get('policy_outputs')} gripper outputs to [0, 1], "
                      f"max {_num(s.get('policy_clip_max'), digits=4)} (the model's output contract; "
                      "post-processing, not a safety intervention)"))
+    if s.get("sim_workspace_clips") is not None:
+        rows.append(("sim controller clips", f"{s['sim_workspace_clips']} TCP targets into the sim's workspace box, "
+                     f"{s.get('sim_action_box_clips')} commands into its action box (the simulated arm's own, "
+                     "after the safety layer; the tick's `sent` is what it applied)"))
     rows.append(("safety interventions", f"{s.get('interventions_total')} (wait_first_plan not counted)"))
     rows += [(k2, _num(v)) for k2, v in s.items() if k2 not in used and not isinstance(v, (dict, list))]
     return rows

@@ -13,7 +13,7 @@ Actions (``action_mode``):
 
 Clipping: values outside the action box are clipped to it, and the TCP target is kept inside the
 workspace box ``TARGET_BOX_M``; neither is silent — every clip is counted in ``info["clipped"]``
-and ``info["clip_counts"]`` (per episode). In ``push``, z, yaw and the gripper are held by the env
+/ ``info["workspace_clipped"]`` and ``info["clip_counts"]`` (per episode). In ``push``, z, yaw and the gripper are held by the env
 (TCP 1.5 cm above the table, gripper closed); ``info["ignored_dims"]`` names those action entries.
 
 Observations: ``front`` (H, W, 3) uint8, optional ``wrist`` (H, W, 3) uint8, ``proprio`` (22,)
@@ -266,6 +266,7 @@ class TabletopEnv(gym.Env):
 
     def step(self, action):
         a, clipped = self._parse_action(action)
+        self._workspace_clipped, self._target_delta = False, None
         if self._realism_on:
             hold = np.array([0, 0, 0, 0, self._gripper_cmd], np.float32)
             if self.cfg.action_mode == "joint_pos":
@@ -281,6 +282,10 @@ class TabletopEnv(gym.Env):
         truncated = (self.t_step >= self.max_steps or diverged) and not success
         info = self._info(success)
         info["clipped"] = clipped
+        # ee_delta: the TCP target was clipped into TARGET_BOX_M this step; target_delta_m is how far
+        # the target moved (x, y, z; m) after that clip (None in joint_pos mode)
+        info["workspace_clipped"] = self._workspace_clipped
+        info["target_delta_m"] = self._target_delta
         info["sim_diverged"] = diverged  # physics blew up: episode ends, counted as a failure
         self.max_stage = max(self.max_stage, 4 if success else progress_stage(self.spec_task, self.scene, self.backend, placed=ok))
         info["max_stage"] = self.max_stage  # furthest of sim.tasks.PROGRESS_STAGES reached
@@ -336,7 +341,9 @@ class TabletopEnv(gym.Env):
             if self.cfg.task == "push":
                 new[2] = PUSH_Z_M
             lim = new.clip(_TARGET_LO_M, _TARGET_HI_M)
-            self.clip_counts["workspace"] += int((lim != new).any())
+            self._workspace_clipped = bool((lim != new).any())
+            self.clip_counts["workspace"] += int(self._workspace_clipped)
+            self._target_delta = lim - self._target_pos  # the target's move this step, after the clip
             # Keep the target within 6 cm of the real TCP so a blocked arm does not wind up.
             q, _ = self.backend.arm_state()
             fk_q = self._fk(q)

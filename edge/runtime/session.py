@@ -203,6 +203,9 @@ class Runtime:
                      "policy_clip_max": float(counts["max_abs"])}
         if callable(stats):
             extra.update(stats(reset=True))
+        sim_clips = driver.info.get("clip_counts") if isinstance(getattr(driver, "info", None), dict) else None
+        if isinstance(sim_clips, dict):  # a simulated arm's controller clamps (not the safety layer's)
+            extra.update({f"sim_{k}_clips": int(v) for k, v in sim_clips.items()})
         ep = loop.end_episode(success=bool(driver.success), seed=seed, steps=driver.steps,
                               instruction=driver.obs["instruction"], stop_reason=res.reason,
                               sim_diverged=bool(driver.info.get("sim_diverged")),

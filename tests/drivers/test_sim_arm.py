@@ -43,3 +43,29 @@ def test_observer_returns_env_images(driver):
     obs = SimObserver(driver).observe(driver.read_state())
     assert obs.images["front"].shape == (32, 32, 3) and obs.proprio.shape == (22,)
     assert obs.instruction.startswith(("stack", "put", "place", "build"))
+
+
+def test_send_command_reports_the_sim_workspace_clip():
+    """A move that takes the TCP target out of the sim's own box (TARGET_BOX_M, y <= 0.35) is
+    clipped by the env; the driver returns the move the target made, and the env counts it."""
+    from sim.env import TARGET_BOX_M
+
+    d = SimArmDriver(sim.make_env("push", sim="mujoco", image_size=32))
+    d.reset_episode(seed=3)
+    d.connect()
+    d.activate()
+    cmd = np.array([0.0, 0.03, 0.0, 0.0, 1.0], np.float32)
+    clipped = 0
+    for _ in range(25):
+        y0 = d.env.commanded_target()[0][1]
+        sent = d.send_command(cmd)
+        y1 = d.env.commanded_target()[0][1]
+        if d.info["workspace_clipped"]:
+            clipped += 1
+            assert sent[1] < cmd[1] - 1e-6 and sent[0] == 0.0
+        else:
+            np.testing.assert_array_equal(sent, cmd)
+        assert y1 <= TARGET_BOX_M[1][1] + 1e-9
+        # what the driver reports is the target's own move (before the env's 6 cm leash)
+        assert sent[1] == pytest.approx(min(y0 + 0.03, TARGET_BOX_M[1][1]) - y0, abs=1e-6)
+    assert clipped >= 10 and d.info["clip_counts"]["workspace"] == clipped

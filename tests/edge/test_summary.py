@@ -20,8 +20,10 @@ def _run(clock: str) -> RunData:
             "policy": {"kind": "vla", "backend_name": "onnxruntime[CPUExecutionProvider]",
                        "checkpoint": "ck/stack", "model_sha256": "ab" * 32}}
     queries = [{"K": 10, "C": 8, "nfe": 10, "latency_s": 0.01, "compute_s": 0.01, "dropped_late": 1}]
-    episodes = [{"ep": 0, "success": True, "policy_outputs": 32, "policy_clipped": 5, "policy_clip_max": 0.001},
-                {"ep": 1, "success": False, "policy_outputs": 16, "policy_clipped": 1, "policy_clip_max": 0.004}]
+    episodes = [{"ep": 0, "success": True, "policy_outputs": 32, "policy_clipped": 5, "policy_clip_max": 0.001,
+                 "sim_workspace_clips": 7, "sim_action_box_clips": 0},
+                {"ep": 1, "success": False, "policy_outputs": 16, "policy_clipped": 1, "policy_clip_max": 0.004,
+                 "sim_workspace_clips": 4, "sim_action_box_clips": 2}]
     return RunData(Path("."), meta, ticks=ticks, queries=queries, episodes=episodes)
 
 
@@ -29,7 +31,9 @@ def test_summary_says_what_ran_and_how_sure_the_success_rate_is():
     s = summarize(_run("virtual"))
     assert s["success_rate"] == 0.5 and s["success_ci95"] == pytest.approx([0.0945, 0.9055], abs=1e-3)
     assert s["policy_clipped"] == 6 and s["policy_outputs"] == 48 and s["policy_clip_max"] == 0.004
+    assert (s["sim_workspace_clips"], s["sim_action_box_clips"]) == (11, 2)
     text = format_summary(s)
+    assert "sim controller clips" in text and "11 TCP targets into the sim's workspace box, 2 commands" in text
     assert "1/2 = 50.0% (95 % Wilson CI 9.5% – 90.5%)" in text
     assert "onnxruntime[CPUExecutionProvider], ck/stack (model.pt sha256 abababababab)" in text
     assert "fixed K=10 C=8, seam replace, noise T=0.5" in text

@@ -70,6 +70,8 @@ def test_edge_run_expert_writes_the_run_directory_layout(tmp_path, capsys):
     assert {"ep", "seed", "success", "steps", "instruction", "wall_s", "max_stage", "ticks", "queries",
             "nfe", "executed", "stop_reason"} <= set(ep)
     assert ep["ep"] == 0 and ep["seed"] == 0
+    # the simulated arm's own clamps, counted per episode (the expert stays inside the sim's box)
+    assert (ep["sim_workspace_clips"], ep["sim_action_box_clips"]) == (0, 0)
     # one expert action per tick: a query each, NFE 1 each, nothing starved or dropped
     assert ep["ticks"] == ep["steps"] == ep["queries"] == ep["nfe"] == ep["executed"] and ep["starved"] == 0
     meta = json.loads((tmp_path / "r" / "meta.json").read_text())
