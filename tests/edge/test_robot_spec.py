@@ -70,3 +70,16 @@ def test_layout_override_and_errors(tmp_path):
     bad.write_text("name: x\nbogus_key: 1\n")
     with pytest.raises(ConfigError, match="bogus_key"):
         load_robot_spec(bad)
+
+
+def test_the_panda_workspace_is_the_simulated_arms_target_box():
+    """The safety layer's box (with its table clearance) is the sim controller's own, so a move the
+    arm's controller would clip is clipped, and recorded, by the safety layer first."""
+    env_mod = pytest.importorskip("sim.env")
+    from edge.safety import SafetyConfig
+
+    spec = load_robot_spec("panda")
+    lo = list(spec.workspace_min_m)
+    lo[2] = max(lo[2], spec.table_z_m + SafetyConfig().table_clearance_m)
+    assert lo == pytest.approx([b[0] for b in env_mod.TARGET_BOX_M], abs=1e-12)
+    assert list(spec.workspace_max_m) == pytest.approx([b[1] for b in env_mod.TARGET_BOX_M], abs=1e-12)
