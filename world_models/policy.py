@@ -33,6 +33,13 @@ the nearest of the 8 moves, and is counted); no move (a hold) replaces the curre
 one move, or an unknown history, restarts the context from the new frame (counted). Per episode the
 policy reports these counts and the model's one-step prediction error in the loop against the
 frames that followed (:meth:`episode_stats`).
+
+With a workspace (``--plan-workspace-mask on``: the robot spec's TCP box), the search does not
+consider a move at its root that the box would cut to under half its length, from the TCP position
+in the observation's proprio (``tcp_x_m``, ``tcp_y_m``) plus, when the search starts after a queued
+move, that move: the arm's own position tells what the slots alone may not (the model was trained on
+episodes that rarely reach the box's walls). Moves deeper in the tree are not masked. Counted per
+episode (``planner_masked``: decisions with a masked move; ``planner_masked_moves``).
 ``edge run`` runs the search's model passes as an ONNX graph on onnxruntime by default
 (``--plan-backend onnxruntime``; :mod:`world_models.onnx_search`, exported once per model into the
 edge cache and checked against torch; this class's default is ``backend="torch"``); the slot
@@ -88,7 +95,8 @@ class WorldModelPolicy:
     action_layout = "ee_delta"
 
     def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
-                 backend: str = "torch", ort_threads: int = 1, lookahead: bool = False) -> None:
+                 backend: str = "torch", ort_threads: int = 1, lookahead: bool = False,
+                 workspace: tuple[Any, Any] | None = None) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
@@ -133,6 +141,13 @@ class WorldModelPolicy:
         s = cfg.env.image_size
         self.view_side, self.render_side = s, render_side(s, cfg.env.crop)
         self.lookahead = bool(lookahead)
+        self.workspace = None  # (lo, hi) of the TCP's x, y (m): root moves it would cut are not searched
+        if workspace is not None:
+            lo, hi = (np.asarray(b, float).reshape(-1)[:2] for b in workspace)
+            if lo.shape != (2,) or hi.shape != (2,) or not np.all(np.isfinite([*lo, *hi])) or np.any(hi - lo < 2 * STEP_M):
+                raise EdgeError(f"workspace {workspace!r}: needs finite x, y bounds (lo, hi) at least "
+                                f"{2 * STEP_M:g} m apart (the robot spec's workspace_min_m / workspace_max_m)")
+            self.workspace = (lo, hi)
         # the camera renders round(S * crop) square and the model sees its centre S square, as trained
         self.spec = PlannerSpec(image_hw=(self.render_side,) * 2, env={"push_target_color": "red",
                                                       "push_distractors": cfg.env.distractors,
@@ -147,12 +162,17 @@ class WorldModelPolicy:
         self.decision_ms: list[float] = []
         self.search_ms: list[float] = []  # the tree search's share of each decision
         self._last_action: int | None = None
+        self.last_search: Any = None  # the last decision's search output (root visit counts, ...)
         self._warm_up()
 
     def _warm_up(self) -> None:
         """One decision on a blank frame at load time, so torch's first-call setup is not charged
         to the first query as latency."""
-        self.encode({"front": np.zeros((*self.spec.image_hw, 3), np.uint8)})
+        ws, self.workspace = self.workspace, None  # a blank frame has no TCP position
+        try:
+            self.encode({"front": np.zeros((*self.spec.image_hw, 3), np.uint8)})
+        finally:
+            self.workspace = ws
         self.reset()
         self.decision_ms.clear()
         self.search_ms.clear()
@@ -165,6 +185,7 @@ class WorldModelPolicy:
         return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
                 "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,
+                "workspace_mask": None if self.workspace is None else [self.workspace[0].tolist(), self.workspace[1].tolist()],
                 "frame": f"centre {self.view_side}x{self.view_side} of a {self.render_side}x{self.render_side} render",
                 **({"plan_ort_threads": self.planner.expand.threads} if self.planner.expand is not None else {}),
                 "model_sha256": (self.manifest.get("files") or {}).get("model.pt")}
@@ -201,16 +222,43 @@ class WorldModelPolicy:
             self.hist.reset(0, state)
         else:
             update(state)
+        invalid = None if self.workspace is None else self._invalid_moves(obs, after)
         t1 = time.perf_counter()
         out = self.planner.plan(self.hist, self.rng, explore=False,
-                                after=None if after is None else np.array([after]))
+                                after=None if after is None else np.array([after]),
+                                invalid_actions=None if invalid is None else invalid[None])
         a = int(out.action[0])
-        self._last_action = a
+        self._last_action, self.last_search = a, out
         self._pred = self.planner.last_root.embedding["child_z"][0]
         t2 = time.perf_counter()
         self.search_ms.append((t2 - t1) * 1e3)
         self.decision_ms.append((t2 - t0) * 1e3)
         return a
+
+    def _invalid_moves(self, obs: Any, after: int | None) -> np.ndarray | None:
+        """The moves the workspace box would cut to under half their length from the TCP (the
+        observation's proprio ``tcp_x_m``, ``tcp_y_m``), after the move ``after`` when given (where
+        the box leaves it); None
+        when none is (counted in the episode's ``planner_masked``)."""
+        from edge.training.vla.synthetic import PROPRIO_LAYOUT
+
+        proprio = getattr(obs, "proprio", None) if not isinstance(obs, dict) else obs.get("proprio")
+        ix, iy = PROPRIO_LAYOUT.index("tcp_x_m"), PROPRIO_LAYOUT.index("tcp_y_m")
+        p = None if proprio is None else np.asarray(proprio, np.float64).reshape(-1)
+        if p is None or p.shape != (len(PROPRIO_LAYOUT),) or not np.all(np.isfinite(p[[ix, iy]])):
+            raise EdgeError(f"--plan-workspace-mask on needs the TCP position in the observation's proprio "
+                            f"({len(PROPRIO_LAYOUT)} values, tcp_x_m at {ix}, tcp_y_m at {iy}); got "
+                            f"{None if p is None else p.shape}: turn the mask off for this robot")
+        lo, hi = self.workspace
+        base = np.clip(p[[ix, iy]] + (self._moves[after, :2] if after is not None else 0.0), lo, hi)
+        d = self._moves[:, :2].astype(np.float64)
+        kept = np.hypot(*(np.clip(base + d, lo, hi) - base).T)
+        invalid = kept < 0.5 * np.hypot(*d.T)
+        if invalid.all() or not invalid.any():
+            return None
+        self._stats["masked"] += 1
+        self._stats["masked_moves"] += int(invalid.sum())
+        return invalid
 
     def move_index(self, action: Any) -> int:
         """The move an ``ee_delta`` action is (0..7), or -1 if it is none of the planner's moves."""
@@ -281,19 +329,22 @@ class WorldModelPolicy:
     @staticmethod
     def _zero_stats() -> dict:
         return {"decisions": 0, "ahead": 0, "held": 0, "modified": 0, "context_resets": 0, "foreign_queued": 0,
-                "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0}
+                "masked": 0, "masked_moves": 0, "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0}
 
     def episode_stats(self, reset: bool = False) -> dict:
         """This episode's planner counts (extra fields of the episode record): decisions, those
         searched from after a queued move (``planner_ahead``), frames after a hold
         (``planner_held``), moves the safety layer changed (``planner_modified``, taken as the
-        nearest move), context restarts, queued actions that were not planner moves, and the
+        nearest move), context restarts, queued actions that were not planner moves, decisions
+        with root moves masked by the workspace (``planner_masked``, ``planner_masked_moves``), and the
         mean one-step prediction error of the model in the loop with the error of predicting no
         change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions)."""
         st = self._stats
         n = st["pred_n"]
         out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "held", "modified", "context_resets",
                                                "foreign_queued", "pred_n")}
+        if self.workspace is not None:
+            out.update(planner_masked=st["masked"], planner_masked_moves=st["masked_moves"])
         out["planner_pred_mse"] = st["pred_sse"] / n if n else None
         out["planner_still_mse"] = st["still_sse"] / n if n else None
         if reset:
@@ -347,6 +398,12 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
                         + (f", scheduler.fixed.next_query_in_steps={want[1]}" if want[1] is not None else "")
                         + f" (got {cfg.scheduler.kind}, execute={fixed.execute}, next_query_in_steps="
                         f"{fixed.next_query_in_steps}); `edge run --policy comet` sets them")
+    workspace = None
+    if cfg.policy.comet.workspace_mask:
+        if robot is None or getattr(robot, "workspace_min_m", None) is None:
+            raise EdgeError("--plan-workspace-mask on masks moves by the robot spec's workspace box; this run "
+                            "has no robot spec (use --plan-workspace-mask off)")
+        workspace = (robot.workspace_min_m, robot.workspace_max_m)
     return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
                             seed=int(cfg.run.seed), verify=cfg.policy.verify,
-                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead)
+                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace)

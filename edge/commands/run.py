@@ -113,6 +113,9 @@ def register(sub) -> None:
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
                    help="--policy comet: what runs the search's model passes (default onnxruntime: an ONNX "
                         "graph exported once per model into the edge cache and checked against torch)")
+    p.add_argument("--plan-workspace-mask", default=None, choices=("on", "off"),
+                   help="--policy comet: on = the search does not consider a move the robot's workspace box "
+                        "would cut to under half its length, from the TCP position in the proprio (default off)")
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
                    help="virtual: deterministic, one period per tick, inference latency charged by "
@@ -266,9 +269,9 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
-    if (args.world_model or args.plan_simulations or args.plan_backend) and not planner:
-        raise EdgeError("--world-model / --plan-simulations / --plan-backend configure --policy comet; add "
-                        "--policy comet or drop them")
+    if (args.world_model or args.plan_simulations or args.plan_backend or args.plan_workspace_mask) and not planner:
+        raise EdgeError("--world-model / --plan-simulations / --plan-backend / --plan-workspace-mask configure "
+                        "--policy comet; add --policy comet or drop them")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     query_mode = args.query_mode or "async"
@@ -318,6 +321,7 @@ def run(args: argparse.Namespace) -> int:
                         adapter=args.adapter, verify=not args.no_verify,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
                         plan_backend=args.plan_backend or "onnxruntime",
+                        plan_workspace_mask=args.plan_workspace_mask == "on",
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
                         clock=args.clock, device=args.device,
                         episodes=args.episodes, seed=args.seed, **settings)

@@ -73,7 +73,9 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         return {"scheduler": "dvac", "num_steps": int(arg or 3)}
     if kind == "eqrl":
         return {"scheduler": "eqrl", "adapter": arg}
+    kind, mask = (kind[: -len("+mask")], True) if kind in ("comet+mask", "comet-ahead+mask") else (kind, False)
     if kind in ("comet", "comet-ahead"):  # the world-model planner: sync, or async with lookahead
+        extra = {"plan_workspace_mask": True} if mask else {}  # root moves the workspace box would cut: not searched
         if arg and not arg.isdigit():
             raise EdgeError(f"scheduler {spec!r}: write {kind} or {kind}:N (tree-search simulations per decision)")
         if int(arg or 0) > 10000:
@@ -81,12 +83,12 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
                             "0 = the model's own)")
         if kind == "comet":  # one move per decision, executed before the next query
             return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1, "execution": "sync",
-                    "plan_simulations": int(arg or 0)}
+                    "plan_simulations": int(arg or 0), **extra}
         # a query every tick, searching from after the queued move: [queued move, new move, new move]
         return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 3, "execution": "async",
-                "scheduler.fixed.next_query_in_steps": 1, "plan_simulations": int(arg or 0)}
+                "scheduler.fixed.next_query_in_steps": 1, "plan_simulations": int(arg or 0), **extra}
     raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR], comet[:N] "
-                    "or comet-ahead[:N]")
+                    "or comet-ahead[:N] (either with +mask: comet+mask[:N], the workspace mask)")
 
 
 def make_arm(spec: str, backend: str) -> Arm:
@@ -111,7 +113,8 @@ def arm_of_session(session: dict[str, Any]) -> Arm:
     policy = str(session.get("policy", "vla"))
     if policy == "comet":
         sims = session.get("plan_simulations") or 0
-        name = "comet-ahead" if session.get("execution") == "async" else "comet"
+        name = ("comet-ahead" if session.get("execution") == "async" else "comet") + (
+            "+mask" if session.get("plan_workspace_mask") else "")
         return Arm(f"{name}:{sims}" if sims else name, str(session.get("plan_backend") or "torch"))
     if policy not in ("vla", "auto"):
         return Arm(policy, str(session.get("backend", "?")))

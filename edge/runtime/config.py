@@ -98,6 +98,8 @@ class CometPolicyConfig:
     plan_backend: str = cfg("onnxruntime", "what runs the search's model passes: onnxruntime (an ONNX graph "
                                            "exported once per model into the edge cache) or torch",
                             choices=("torch", "onnxruntime"))
+    workspace_mask: bool = cfg(False, "the search does not consider root moves the robot's workspace box would "
+                                      "cut to under half their length (from the TCP in the proprio)")
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -268,7 +270,7 @@ SHORTCUTS: dict[str, str] = {
     "max_steps": "scene.max_steps",
     "policy": "policy.name", "checkpoint": "policy.checkpoint", "verify": "policy.verify",
     "world_model": "policy.comet.world_model", "plan_simulations": "policy.comet.plan_simulations",
-    "plan_backend": "policy.comet.plan_backend",
+    "plan_backend": "policy.comet.plan_backend", "plan_workspace_mask": "policy.comet.workspace_mask",
     "backend": "backend.name",
     "scheduler": "scheduler.kind", "num_steps": "scheduler.{kind}.num_steps",
     "execute": "scheduler.{kind}.execute", "adapter": "scheduler.eqrl.adapter",

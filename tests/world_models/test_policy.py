@@ -310,3 +310,61 @@ def test_a_world_model_refuses_another_slot_encoder_than_it_was_trained_with(tmp
     with pytest.raises(EdgeError, match="not the slot encoder"):
         WorldModelPolicy(wm)
     WorldModelPolicy(wm, verify=False)  # the caller may opt out, as for the weights
+
+
+def test_workspace_mask_keeps_the_search_off_moves_the_box_would_cut(slot_world_model):
+    """Moves 0..7 point at k·45°; at the box's walls the ones cut to under half their length are not
+    searched (zero root visits, never chosen); diagonals along a wall keep 1.41 of 2 cm and stay."""
+    import numpy as np
+
+    from edge.errors import EdgeError
+    from edge.training.vla.synthetic import PROPRIO_LAYOUT
+    from world_models.policy import WorldModelPolicy
+
+    box = ((0.25, -0.35, 0.0), (0.80, 0.35, 0.45))
+    pol = WorldModelPolicy(slot_world_model, simulations=8, lookahead=True, workspace=box)
+    assert pol.describe()["workspace_mask"] == [[0.25, -0.35], [0.8, 0.35]]
+    ix = PROPRIO_LAYOUT.index("tcp_x_m")
+
+    def obs(x, y):
+        p = np.zeros(len(PROPRIO_LAYOUT), np.float32)
+        p[ix : ix + 2] = x, y
+        return {"front": np.full((*pol.spec.image_hw, 3), 90, np.uint8), "proprio": p}
+
+    assert pol._invalid_moves(obs(0.5, 0.0), None) is None  # in the middle: nothing masked
+    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.349), None)).tolist() == [2]  # +y wall
+    assert np.flatnonzero(pol._invalid_moves(obs(0.799, 0.349), None)).tolist() == [0, 1, 2]  # corner
+    assert pol._invalid_moves(obs(0.5, 0.335), None) is None  # +y keeps 1.5 of its 2 cm
+    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.335), 2)).tolist() == [2]  # not after a queued +y
+    pol.reset()
+    pol.episode_stats(reset=True)
+    for _ in range(3):
+        a, _ = pol.encode_query(obs(0.799, 0.349), None, None, 0)
+        assert a not in (0, 1, 2) and pol.last_search.visit_counts[0, :3].sum() == 0
+    ws, pol.workspace = pol.workspace, None  # the same search unmasked visits them
+    pol.encode_query(obs(0.799, 0.349), None, None, 0)
+    assert pol.last_search.visit_counts[0, :3].sum() > 0
+    pol.workspace = ws
+    st = pol.episode_stats()
+    assert st["planner_masked"] == 3 and st["planner_masked_moves"] == 9
+    with pytest.raises(EdgeError, match="proprio"):
+        pol.encode_query({"front": obs(0.5, 0.0)["front"]}, None, None, 0)
+    with pytest.raises(EdgeError, match="workspace"):
+        WorldModelPolicy(slot_world_model, simulations=2, workspace=((0.0, 0.0), (0.01, 1.0)))
+    assert "planner_masked" not in WorldModelPolicy(slot_world_model, simulations=2).episode_stats()
+
+
+def test_edge_run_comet_workspace_mask_is_recorded(slot_world_model, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+                 "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=12",
+                 "--latency", "constant", "--latency-ms", "20", "--plan-workspace-mask", "on"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["plan_workspace_mask"] is True
+    assert meta["policy"]["workspace_mask"] == [[0.25, -0.35], [0.8, 0.35]]  # the panda spec's box
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert isinstance(ep["planner_masked"], int) and ep["planner_masked_moves"] >= ep["planner_masked"]
+    capsys.readouterr()
+    assert main(["run", "--policy", "expert", "--episodes", "1", "--plan-workspace-mask", "on",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "--plan-workspace-mask configure --policy comet" in capsys.readouterr().err

@@ -126,6 +126,10 @@ def test_re_read_arms_name_the_policy_and_the_planners_backend():
     ahead = {**comet, "execution": "async", "execute": 2, "plan_simulations": 8}
     assert arm_of_session(ahead).name == "comet-ahead:8 / onnxruntime"
     assert arm_of_session({**comet, "execution": "sync"}).name == "comet / onnxruntime"
+    assert arm_of_session({**ahead, "plan_workspace_mask": True}).name == "comet-ahead+mask:8 / onnxruntime"
+    masked = parse_scheduler("comet-ahead+mask:8")
+    assert masked["plan_workspace_mask"] is True and masked["execution"] == "async"
+    assert "plan_workspace_mask" not in parse_scheduler("comet:8") and parse_scheduler("comet+mask")["execute"] == 1
 
 
 def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeypatch):
