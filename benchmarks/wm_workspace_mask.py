@@ -4,17 +4,23 @@
 
 Two arms of ``edge run --policy comet --task push --query-mode async`` (the profiler's
 ``comet-ahead[:N]`` and ``comet-ahead+mask[:N]``), each over the same ``--episodes`` seeds, on the
-virtual clock with each decision's measured time charged, one after the other, one thread:
+virtual clock with each decision's measured time charged, one thread, in blocks of ``--block``
+episodes that alternate between the arms (AB, BA, AB, ...; each arm's run directory resumed block
+by block), so that the machine's drift over the run falls on both arms alike:
 
 * ``async``: a decision every tick, searched from after the queued move (``edge run``'s default).
 * ``async+mask``: the same, and the search does not consider a root move that the robot's workspace
   box would cut to under half its length (``--plan-workspace-mask on``).
 
 Per arm, from the run records (besides :func:`benchmarks.wm_lookahead.arm_stats`): per episode the
-share of moves cut at the box's walls (the safety layer's ``workspace_clip``, or the simulated arm's
-own clip of its target: the tick's ``sent`` differs from its ``command``), the TCP's mean xy step per
-move (cm), and the planner's masked decisions. Paired per seed: successes (exact McNemar) and mask −
-no mask for the cut share, the step, moves per tick and R (95 % bootstrap intervals over episodes).
+share of moves clipped at the box's walls (the safety layer's ``workspace_clip``, or the simulated
+arm's own clip of its target: the tick's ``sent`` differs from its ``command``; ``cut_share``), the
+share of moves into a wall (``into_wall_share``: the planner's move, the tick's ``raw_action``, which
+the robot's workspace box would cut to under half its length from the TCP where it ran, ``ee_pos_m``:
+what the mask is for, judged at the tick the move ran rather than the frame it was decided on), the
+TCP's mean xy step per move (cm), and the planner's masked decisions. Paired per seed: successes
+(exact McNemar) and mask − no mask for those shares, the step, moves per tick and R (95 % bootstrap
+intervals over episodes).
 The run directories stay under ``--runs-dir``. Writes JSON (machine, command, versions).
 """
 
@@ -35,9 +41,18 @@ from edge.telemetry import machine_info, package_versions
 
 
 def move_stats(run_dir: Path) -> dict[str, list[float]]:
-    """Per episode (in the order of ``episodes.jsonl``): the share of executed moves cut at the box's
-    walls (by the safety layer or the simulated arm) and the TCP's mean xy step per move (m)."""
+    """Per episode (in the order of ``episodes.jsonl``): the share of executed moves clipped at the
+    box's walls (by the safety layer or the simulated arm), the share into a wall (the robot's box
+    would cut the planner's move to under half its length from the TCP where it ran), and the TCP's
+    mean xy step per move (cm)."""
+    from edge.robot_spec import load_robot_spec
+    from world_models.policy import wall_cut
+
+    meta = json.loads((run_dir / "meta.json").read_text())
+    spec = load_robot_spec(str((meta.get("session") or {}).get("robot") or "panda"))
+    lo, hi = np.array(spec.workspace_min_m[:2], float), np.array(spec.workspace_max_m[:2], float)
     cut: dict[int, list[float]] = defaultdict(list)
+    waste: dict[int, list[float]] = defaultdict(list)
     step: dict[int, list[float]] = defaultdict(list)
     prev = None
     with open(run_dir / "ticks.jsonl", encoding="utf-8") as f:
@@ -46,11 +61,15 @@ def move_stats(run_dir: Path) -> dict[str, list[float]]:
             if prev is not None and prev["kind"] == "act" and prev["ep"] == t["ep"]:
                 ivs = {k for k, _ in (prev.get("interventions") or ())}
                 sim = not np.allclose(prev["sent"][:2], prev["command"][:2], rtol=0.0, atol=1e-7)
-                cut[prev["ep"]].append(float("workspace_clip" in ivs or sim))
+                wall = "workspace_clip" in ivs or sim
+                cut[prev["ep"]].append(float(wall))
+                raw = np.asarray(prev.get("raw_action") or prev["command"], float)[None, :2]
+                waste[prev["ep"]].append(float(wall_cut(np.asarray(prev["ee_pos_m"][:2], float), raw, lo, hi)[0]))
                 step[prev["ep"]].append(float(np.hypot(*(np.asarray(t["ee_pos_m"][:2]) - prev["ee_pos_m"][:2]))))
             prev = t
     eps = [json.loads(x)["ep"] for x in (run_dir / "episodes.jsonl").read_text().splitlines() if x.strip()]
     return {"cut_share": [float(np.mean(cut[e])) if cut[e] else float("nan") for e in eps],
+            "into_wall_share": [float(np.mean(waste[e])) if waste[e] else float("nan") for e in eps],
             "step_cm": [100 * float(np.mean(step[e])) if step[e] else float("nan") for e in eps]}
 
 
@@ -68,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
     ap.add_argument("--latency-ms", type=float, default=None,
                     help="charge this constant decision time instead of the measured one (e.g. for tests)")
+    ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     ap.add_argument("--out", default="benchmarks/results/wm_workspace_mask.json", help="JSON written")
     args = ap.parse_args(argv)
@@ -77,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     if args.episodes < 2:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
+    if args.block < 1:
+        ap.error(f"--block {args.block}: must be >= 1")
     if not 0 <= args.simulations <= 10000:
         ap.error(f"--simulations {args.simulations}: must be in 0..10000 (0 = the model's own)")
     if args.latency_ms is not None and not 0.0 <= args.latency_ms <= 10000.0:
@@ -106,11 +128,17 @@ def main(argv: list[str] | None = None) -> int:
                  "simulations": args.simulations or "the model's own", "backend": args.backend,
                  "seeds": [args.seed, args.seed + args.episodes - 1],
                  "latency": "measured (charged, virtual clock)" if args.latency_ms is None
-                 else f"constant {args.latency_ms:g} ms (charged, virtual clock)", "arms": {}}
+                 else f"constant {args.latency_ms:g} ms (charged, virtual clock)", "block": args.block, "arms": {}}
     rng = np.random.default_rng(0)
+    wall = dict.fromkeys(arms, 0.0)
+    for b, done in enumerate(range(0, args.episodes, args.block)):
+        total = min(done + args.block, args.episodes)
+        for name in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
+            t0 = time.perf_counter()
+            run_session(session_config(pc, arms[name], args.seed, total), runs / name,
+                        progress=not args.no_progress, resume=done > 0)
+            wall[name] += time.perf_counter() - t0
     for name, arm in arms.items():
-        t0 = time.perf_counter()
-        run_session(session_config(pc, arm, args.seed, args.episodes), runs / name, progress=not args.no_progress)
         st = arm_stats(runs / name)
         st["per_episode"].update(move_stats(runs / name))
         eps = [json.loads(x) for x in (runs / name / "episodes.jsonl").read_text().splitlines() if x.strip()]
@@ -118,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         st["planner"]["masked_moves"] = sum(e.get("planner_masked_moves") or 0 for e in eps)
         st["sim_workspace_clips"] = sum(e.get("sim_workspace_clips") or 0 for e in eps)
         st["cut_share"] = bootstrap_mean(st["per_episode"]["cut_share"], rng)
+        st["into_wall_share"] = bootstrap_mean(st["per_episode"]["into_wall_share"], rng)
         st["step_cm"] = bootstrap_mean(st["per_episode"]["step_cm"], rng)
         st["R_per_episode"] = bootstrap_mean(st["per_episode"]["R"], rng)
         st["success_rate"] = round(st["successes"] / st["episodes"], 4)
         st["success_wilson95"] = [round(x, 4) for x in wilson(st["successes"], st["episodes"])]
-        res["arms"][name] = {"label": arm.name, "wall_s": round(time.perf_counter() - t0, 1), **st}
+        res["arms"][name] = {"label": arm.name, "wall_s": round(wall[name], 1), **st}
     a, m = res["arms"]["async"], res["arms"]["async+mask"]
     if a["per_episode"]["seed"] != m["per_episode"]["seed"]:
         print("error: the two arms ran different seeds", file=sys.stderr)
@@ -131,12 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     only_a = sum(y and not x for x, y in zip(m["per_episode"]["success"], a["per_episode"]["success"]))
     res["success_paired"] = {"only_mask": only_m, "only_no_mask": only_a,
                              "mcnemar_exact_p": round(mcnemar_exact(only_m, only_a), 6)}
-    keys = ("cut_share", "step_cm", "moves_per_tick", "R")
+    keys = ("into_wall_share", "cut_share", "step_cm", "moves_per_tick", "R")
     res["paired_mask_minus_no_mask"] = paired_differences({k: m["per_episode"][k] for k in keys},
                                                           {k: a["per_episode"][k] for k in keys}, rng)
     res["decision_p50_ratio_mask_over_no_mask"] = round(m["decision_ms"]["p50"] / a["decision_ms"]["p50"], 3)
     for k, v in res["arms"].items():
-        print(f"{k:10s} cut share {v['cut_share']['mean']:.3f}  step {v['step_cm']['mean']:.3f} cm  moves/tick "
+        print(f"{k:10s} into wall {v['into_wall_share']['mean']:.3f}  cut share {v['cut_share']['mean']:.3f}  step {v['step_cm']['mean']:.3f} cm  moves/tick "
               f"{v['moves_per_tick']:.3f}  decision p50 / p99 {v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  "
               f"R pooled {v['planner']['R_pooled']}  masked {v['planner']['masked']}  successes "
               f"{v['successes']}/{v['episodes']}  max stage {v['max_stage']}")

@@ -60,6 +60,11 @@ import numpy as np
 import torch
 
 from edge.errors import EdgeError
+from edge.training.vla.synthetic import PROPRIO_LAYOUT
+
+_TCP_XY_AT = PROPRIO_LAYOUT.index("tcp_x_m")  # tcp_y_m follows (the runtime's proprio layout)
+_PROPRIO_LEN = len(PROPRIO_LAYOUT)
+assert PROPRIO_LAYOUT[_TCP_XY_AT + 1] == "tcp_y_m"
 
 SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "comet_push3"
 PLAN_BACKENDS = ("torch", "onnxruntime")  # what runs the search's model passes
@@ -240,20 +245,16 @@ class WorldModelPolicy:
         observation's proprio ``tcp_x_m``, ``tcp_y_m``), after the move ``after`` when given (where
         the box leaves it); None
         when none is (counted in the episode's ``planner_masked``)."""
-        from edge.training.vla.synthetic import PROPRIO_LAYOUT
-
         proprio = getattr(obs, "proprio", None) if not isinstance(obs, dict) else obs.get("proprio")
-        ix, iy = PROPRIO_LAYOUT.index("tcp_x_m"), PROPRIO_LAYOUT.index("tcp_y_m")
+        ix, n = _TCP_XY_AT, _PROPRIO_LEN
         p = None if proprio is None else np.asarray(proprio, np.float64).reshape(-1)
-        if p is None or p.shape != (len(PROPRIO_LAYOUT),) or not np.all(np.isfinite(p[[ix, iy]])):
+        if p is None or p.shape != (n,) or not np.all(np.isfinite(p[ix : ix + 2])):
             raise EdgeError(f"--plan-workspace-mask on needs the TCP position in the observation's proprio "
-                            f"({len(PROPRIO_LAYOUT)} values, tcp_x_m at {ix}, tcp_y_m at {iy}); got "
+                            f"({n} values, tcp_x_m, tcp_y_m at {ix}, {ix + 1}); got "
                             f"{None if p is None else p.shape}: turn the mask off for this robot")
         lo, hi = self.workspace
-        base = np.clip(p[[ix, iy]] + (self._moves[after, :2] if after is not None else 0.0), lo, hi)
-        d = self._moves[:, :2].astype(np.float64)
-        kept = np.hypot(*(np.clip(base + d, lo, hi) - base).T)
-        invalid = kept < 0.5 * np.hypot(*d.T)
+        base = np.clip(p[ix : ix + 2] + (self._moves[after, :2] if after is not None else 0.0), lo, hi)
+        invalid = wall_cut(base, self._moves[:, :2], lo, hi)
         if invalid.all() or not invalid.any():
             return None
         self._stats["masked"] += 1
@@ -370,6 +371,13 @@ class WorldModelPolicy:
         ang = np.array(moves) * np.pi / 4
         return np.stack([STEP_M * np.cos(ang), STEP_M * np.sin(ang), np.zeros(len(moves)),
                          np.zeros(len(moves)), np.ones(len(moves))], 1).astype(np.float32)
+
+
+def wall_cut(xy: np.ndarray, moves: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(M,) bool: which xy ``moves`` (M, 2) from ``xy`` the box [lo, hi] cuts to under half their length."""
+    d = np.asarray(moves, np.float64)
+    kept = np.hypot(*(np.clip(xy + d, lo, hi) - xy).T)
+    return kept < 0.5 * np.hypot(*d.T)
 
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
