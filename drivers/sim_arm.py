@@ -2,11 +2,12 @@
 
 Each ``send_command``/``hold`` advances the simulator by exactly one control period, so with the
 virtual clock the loop, the physics and the latency model stay in lock-step. The env clips
-commands to its action box and its TCP target into its own workspace box (``sim.env.TARGET_BOX_M``,
-narrower than a robot spec's box may be) and counts both; ``send_command`` returns the command
-actually applied: clipped to the action box, and for ``ee_delta`` with the TCP move the target made
-after the workspace clip, as a real arm's driver reports its controller's clamps. The episode's
-counts are in ``info["clip_counts"]``.
+commands to its action box and its TCP target into its own workspace box (``sim.env.TARGET_BOX_M``;
+the target leads the measured TCP, so this clip can bind where a safety layer's clip of the measured
+TCP + the move, into the same box, did not) and counts both; ``send_command`` returns the command
+actually applied: clipped to the action box, and for ``ee_delta`` with the move the target made after
+the workspace clip (x, y; and z where the task does not hold it), as a real arm's driver reports its
+controller's clamps. The episode's counts are in ``info["clip_counts"]``.
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ class SimArmDriver:
         cmd = np.asarray(command, np.float32)
         if cmd.shape != space.shape or not np.all(np.isfinite(cmd)):
             raise DriverError(f"command {cmd!r} must be finite with shape {space.shape}")
-        sent = np.clip(cmd, space.low, space.high)
-        self.obs, reward, terminated, truncated, self.info = self.env.step(sent)
+        sent = np.clip(cmd, space.low, space.high)  # what the env applies: it clips and counts the same
+        self.obs, reward, terminated, truncated, self.info = self.env.step(cmd)
         if self.info.get("workspace_clipped") and self.info.get("target_delta_m") is not None:
-            sent = sent.copy()
-            sent[:3] = self.info["target_delta_m"]
+            n = 2 if "dz_m" in (self.info.get("ignored_dims") or ()) else 3  # push holds z itself
+            sent[:n] = self.info["target_delta_m"][:n]
         self.reward = float(reward)  # the env's reward for this period (read by QueryEnv)
         self.steps += 1
         self.success = self.success or bool(self.info.get("success"))

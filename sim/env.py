@@ -283,9 +283,10 @@ class TabletopEnv(gym.Env):
         info = self._info(success)
         info["clipped"] = clipped
         # ee_delta: the TCP target was clipped into TARGET_BOX_M this step; target_delta_m is how far
-        # the target moved (x, y, z; m) after that clip (None in joint_pos mode)
+        # the target moved (x, y, z; m) after that clip (None in joint_pos mode, and with realism on,
+        # where the action applied may be an earlier one)
         info["workspace_clipped"] = self._workspace_clipped
-        info["target_delta_m"] = self._target_delta
+        info["target_delta_m"] = None if self._realism_on else self._target_delta
         info["sim_diverged"] = diverged  # physics blew up: episode ends, counted as a failure
         self.max_stage = max(self.max_stage, 4 if success else progress_stage(self.spec_task, self.scene, self.backend, placed=ok))
         info["max_stage"] = self.max_stage  # furthest of sim.tasks.PROGRESS_STAGES reached

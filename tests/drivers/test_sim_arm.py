@@ -24,6 +24,7 @@ def test_lifecycle_and_commands(driver):
     s0 = driver.read_state()
     sent = driver.send_command(np.array([0.5, 0, 0, 0, 0], np.float32))  # clipped to the action box
     np.testing.assert_allclose(sent, [0.03, 0, 0, 0, 0])
+    assert driver.info["clip_counts"]["action_box"] == 1  # the env clipped it too, and counted it
     for _ in range(5):
         driver.hold()
     s1 = driver.read_state()
@@ -62,7 +63,7 @@ def test_send_command_reports_the_sim_workspace_clip():
         y1 = d.env.commanded_target()[0][1]
         if d.info["workspace_clipped"]:
             clipped += 1
-            assert sent[1] < cmd[1] - 1e-6 and sent[0] == 0.0
+            assert sent[1] < cmd[1] - 1e-6 and sent[0] == 0.0 and sent[2] == 0.0  # push holds z
         else:
             np.testing.assert_array_equal(sent, cmd)
         assert y1 <= TARGET_BOX_M[1][1] + 1e-9
