@@ -243,6 +243,32 @@ class Runtime:
         return summary
 
 
+#: the panda spec's workspace box (lower, upper corner; m) until e95f17e, when it became the sim's
+_PANDA_BOX_BEFORE_E95F17E = [[0.25, -0.40, 0.0], [0.80, 0.40, 0.65]]
+
+
+def _box_before_recorded(cfg_: RuntimeConfig, out_dir: str | Path) -> list | None:
+    """The workspace box of a run written before ``meta.json`` recorded it: the panda's of before
+    e95f17e for a panda run whose episodes predate the simulated arm's clip counts (fcb4357, landed
+    with e95f17e); else unknown (None: not checked)."""
+    import json
+
+    if cfg_.scene.robot != "panda":
+        return None
+    path = Path(out_dir) / "episodes.jsonl"
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0] if path.is_file() else ""
+    try:
+        return None if "sim_workspace_clips" in json.loads(first) else _PANDA_BOX_BEFORE_E95F17E
+    except ValueError:  # no finished episode: nothing to mix
+        return None
+
+
+def _robot_meta(robot: Any) -> dict[str, Any]:
+    """What a run records of its robot spec: the name and the workspace box the safety layer clips at."""
+    return {"name": getattr(robot, "name", None),
+            "workspace_m": [[float(v) for v in robot.workspace_min_m], [float(v) for v in robot.workspace_max_m]]}
+
+
 def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
                   scheduler: Any = None, resume: bool = False) -> Runtime:
     """Wire one session. ``out_dir=None`` records nothing (training collectors); ``scheduler``
@@ -284,6 +310,13 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
             raise EdgeError(f"--resume: {out_dir} was run with model.pt sha256 {old_sha[:12]}…, this "
                             f"checkpoint is {new_sha[:12]}…; resume with the same weights or choose "
                             "another --out")
+        old_box = (resumed[0].get("robot") or {}).get("workspace_m") or _box_before_recorded(cfg_, out_dir)
+        new_box = _robot_meta(robot)["workspace_m"]
+        if old_box is not None and any(abs(float(u) - v) > 1e-9 for ou, nu in zip(old_box, new_box, strict=True)
+               for u, v in zip(ou, nu, strict=True)):
+            raise EdgeError(f"--resume: {out_dir} was run with the robot's workspace box {old_box} (lower, upper "
+                            f"corner, m), this robot spec has {new_box} ({cfg_.scene.robot}); the safety layer "
+                            "clips at the box, so its episodes and new ones would mix: choose another --out")
         old_policy = resumed[0].get("policy") or {}
         if old_policy.get("kind") == "world_model" and old_policy.get("frame") != _policy_meta(policy, cfg_).get("frame"):
             raise EdgeError(f"--resume: {out_dir} was run when the planner's camera frame was "
@@ -334,7 +367,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         from edge.telemetry import machine_info
 
         meta = {"session": cfg_.short(), "config": to_dict(cfg_), "period_s": 1.0 / robot.control_rate_hz,
-                "physics_step_s": physics_step_s,
+                "physics_step_s": physics_step_s, "robot": _robot_meta(robot),
                 "policy": _policy_meta(policy, cfg_), "scheduler": _scheduler_meta(scheduler, cfg_)}
         if resumed is not None:
             old, first_episode = resumed

@@ -119,6 +119,31 @@ def test_a_run_from_another_physics_step_does_not_resume(tmp_path, capsys):
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
 
 
+def test_a_run_with_another_workspace_box_does_not_resume(tmp_path, capsys):
+    """A run directory records the robot's workspace box (the safety layer clips at it); a panda run
+    written before the simulated arm's clips were counted ran with the box of before e95f17e (y ±0.40,
+    z up to 0.65) and does not resume; one written after (the clips counted, the box not recorded yet)
+    does."""
+    out = tmp_path / "r"
+    argv = ["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--set", "max_steps=5",
+            "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["robot"] == {"name": "panda", "workspace_m": [[0.25, -0.35, 0.0], [0.8, 0.35, 0.45]]}
+    del meta["robot"]  # as written before the box was recorded
+    (out / "meta.json").write_text(json.dumps(meta))
+    ep = json.loads((out / "episodes.jsonl").read_text())
+    old = {k: v for k, v in ep.items() if not k.startswith("sim_")}  # and before the clips were counted
+    (out / "episodes.jsonl").write_text(json.dumps(old) + "\n")
+    capsys.readouterr()
+    assert main([*argv[:4], "2", *argv[5:], "--resume"]) == 2
+    assert "workspace box [[0.25, -0.4, 0.0], [0.8, 0.4, 0.65]]" in capsys.readouterr().err
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
+    (out / "episodes.jsonl").write_text(json.dumps(ep) + "\n")  # the clips counted: the new box, resumes
+    assert main([*argv[:4], "2", *argv[5:], "--resume"]) == 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--execute", "8"], "--execute 8"),
     (["--num-steps", "10"], "--num-steps 10"),
