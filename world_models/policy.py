@@ -215,9 +215,10 @@ class WorldModelPolicy:
         """Observe, update the slot history with the last executed move, plan; returns the action index."""
         return self._decide(obs, lambda state: self.hist.push(0, int(self._last_action), state))
 
-    def _decide(self, obs: Any, update: Any, after: int | None = None) -> int:
+    def _decide(self, obs: Any, update: Any, after: int | None = None, ahead_xy: Any = None) -> int:
         """One decision: the frame's slots start the history (an episode's first frame) or go to
-        ``update(state)``; then the search, from after the move ``after`` if given. Timed."""
+        ``update(state)``; then the search, from after the move ``after`` if given (with a workspace,
+        root moves are judged from the TCP plus ``ahead_xy``, the queued move's x, y). Timed."""
         t0 = time.perf_counter()
         frame = self.view(obs)
         first = self.hist is None
@@ -227,7 +228,7 @@ class WorldModelPolicy:
             self.hist.reset(0, state)
         else:
             update(state)
-        invalid = None if self.workspace is None else self._invalid_moves(obs, after)
+        invalid = None if self.workspace is None else self._invalid_moves(obs, ahead_xy)
         t1 = time.perf_counter()
         out = self.planner.plan(self.hist, self.rng, explore=False,
                                 after=None if after is None else np.array([after]),
@@ -240,11 +241,11 @@ class WorldModelPolicy:
         self.decision_ms.append((t2 - t0) * 1e3)
         return a
 
-    def _invalid_moves(self, obs: Any, after: int | None) -> np.ndarray | None:
+    def _invalid_moves(self, obs: Any, ahead_xy: Any = None) -> np.ndarray | None:
         """The moves the workspace box would cut to under half their length from the TCP (the
-        observation's proprio ``tcp_x_m``, ``tcp_y_m``), after the move ``after`` when given (where
-        the box leaves it); None
-        when none is (counted in the episode's ``planner_masked``)."""
+        observation's proprio ``tcp_x_m``, ``tcp_y_m``) plus ``ahead_xy`` (the x, y of the move that
+        runs first, when given; clipped into the box as the safety layer would); None when none is
+        (counted in the episode's ``planner_masked``)."""
         proprio = getattr(obs, "proprio", None) if not isinstance(obs, dict) else obs.get("proprio")
         ix, n = _TCP_XY_AT, _PROPRIO_LEN
         p = None if proprio is None else np.asarray(proprio, np.float64).reshape(-1)
@@ -253,7 +254,7 @@ class WorldModelPolicy:
                             f"({n} values, tcp_x_m, tcp_y_m at {ix}, {ix + 1}); got "
                             f"{None if p is None else p.shape}: turn the mask off for this robot")
         lo, hi = self.workspace
-        base = np.clip(p[ix : ix + 2] + (self._moves[after, :2] if after is not None else 0.0), lo, hi)
+        base = np.clip(p[ix : ix + 2] + (0.0 if ahead_xy is None else np.asarray(ahead_xy, np.float64)), lo, hi)
         invalid = wall_cut(base, self._moves[:, :2], lo, hi)
         if invalid.all() or not invalid.any():
             return None
@@ -304,13 +305,16 @@ class WorldModelPolicy:
                 self._note_prediction(moves[0], state)
                 self.hist.push(0, moves[0], state)
 
-        after = None
+        after, ahead_xy = None, None
         if self.lookahead and delay_steps >= 1 and queued is not None and len(queued):
             after = self.move_index(queued[0])
+            first = np.asarray(queued[0], np.float64).reshape(-1)
+            if first.shape == (self.action_dim,) and np.all(np.isfinite(first[:2])):
+                ahead_xy = first[:2]  # what runs first, a planner move or not
             if after < 0:
                 after = None
                 st["foreign_queued"] += 1
-        a = self._decide(obs, update, after)
+        a = self._decide(obs, update, after, ahead_xy)
         st["decisions"] += 1
         st["ahead"] += int(after is not None)
         return a, after

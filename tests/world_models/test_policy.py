@@ -331,11 +331,16 @@ def test_workspace_mask_keeps_the_search_off_moves_the_box_would_cut(slot_world_
         p[ix : ix + 2] = x, y
         return {"front": np.full((*pol.spec.image_hw, 3), 90, np.uint8), "proprio": p}
 
-    assert pol._invalid_moves(obs(0.5, 0.0), None) is None  # in the middle: nothing masked
-    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.349), None)).tolist() == [2]  # +y wall
-    assert np.flatnonzero(pol._invalid_moves(obs(0.799, 0.349), None)).tolist() == [0, 1, 2]  # corner
-    assert pol._invalid_moves(obs(0.5, 0.335), None) is None  # +y keeps 1.5 of its 2 cm
-    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.335), 2)).tolist() == [2]  # not after a queued +y
+    assert pol._invalid_moves(obs(0.5, 0.0)) is None  # in the middle: nothing masked
+    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.349))).tolist() == [2]  # +y wall
+    assert np.flatnonzero(pol._invalid_moves(obs(0.799, 0.349))).tolist() == [0, 1, 2]  # corner
+    assert pol._invalid_moves(obs(0.5, 0.335)) is None  # +y keeps 1.5 of its 2 cm
+    assert np.flatnonzero(pol._invalid_moves(obs(0.5, 0.335), (0.0, 0.02))).tolist() == [2]  # not after a queued +y
+    pol.reset()
+    pol.encode_query(obs(0.5, 0.335), None, None, 0)
+    foreign = np.array([[0.0, 0.015, 0.0, 0.0, 1.0]], np.float32)  # queued, not one of the planner's moves
+    pol.encode_query(obs(0.5, 0.335), foreign, (foreign[0],), 1)
+    assert pol.last_search.visit_counts[0, 2] == 0 and pol.episode_stats()["planner_foreign_queued"] == 1
     pol.reset()
     pol.episode_stats(reset=True)
     for _ in range(3):
@@ -368,3 +373,40 @@ def test_edge_run_comet_workspace_mask_is_recorded(slot_world_model, tmp_path, c
     assert main(["run", "--policy", "expert", "--episodes", "1", "--plan-workspace-mask", "on",
                  "--out", str(tmp_path / "x")]) == 2
     assert "--plan-workspace-mask configure --policy comet" in capsys.readouterr().err
+
+
+def test_workspace_mask_in_the_loop_keeps_moves_off_the_walls(slot_world_model, tmp_path):
+    """The loop's own observations (proprio from the simulated arm) drive the mask: in a 6 cm box
+    around the push start, decisions are masked and no executed move points into a wall it is at."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from edge.robot_spec import load_robot_spec
+    from edge.runtime.config import RuntimeConfig
+    from edge.runtime.session import run_session
+    from world_models.policy import comet_policy, wall_cut
+
+    spec = replace(load_robot_spec("panda"), workspace_min_m=(0.30, -0.03, 0.0), workspace_max_m=(0.36, 0.03, 0.45))
+    cfg = RuntimeConfig.of(policy="comet", task="push", world_model=str(slot_world_model), plan_simulations=3,
+                           execution="async", num_steps=1, execute=3, latency="constant", latency_ms=20.0,
+                           episodes=1, max_steps=16, plan_workspace_mask=True,
+                           **{"scheduler.fixed.next_query_in_steps": 1})
+    res = run_session(cfg, tmp_path / "run", policy=comet_policy(cfg, spec), robot=spec, progress=False)
+    (ep,) = res.episodes
+    assert ep["planner_masked"] >= 3 and ep["planner_masked_moves"] >= ep["planner_masked"]
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["robot"]["workspace_m"] == [[0.30, -0.03, 0.0], [0.36, 0.03, 0.45]]
+    ticks = [json.loads(x) for x in (tmp_path / "run" / "ticks.jsonl").read_text().splitlines()]
+    lo, hi = np.array([0.30, -0.03]), np.array([0.36, 0.03])
+    acted = [t for t in ticks if t["kind"] == "act"]
+    into = [wall_cut(np.clip(t["ee_pos_m"][:2], lo, hi), np.array([t["raw_action"][:2]]), lo, hi)[0] for t in acted]
+    assert len(acted) >= 12 and sum(into) <= 2  # judged a tick after the frame the move was decided on
+
+
+def test_the_planner_reads_the_tcp_where_the_sim_puts_it():
+    """The mask reads tcp_x_m / tcp_y_m by the runtime's proprio layout; the sim's is the same."""
+    sim_env = pytest.importorskip("sim.env")
+    from edge.training.vla.synthetic import PROPRIO_LAYOUT
+
+    assert tuple(sim_env.PROPRIO_LAYOUT) == tuple(PROPRIO_LAYOUT)
