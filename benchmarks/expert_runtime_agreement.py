@@ -53,7 +53,9 @@ def runtime_loop(task: str, sim_name: str, n_blocks: int, seeds: list[int], imag
         ticks = read_jsonl(Path(d) / "run" / "ticks.jsonl")
     out = []
     for ep in res.episodes:
-        sent = [t["sent"] for t in ticks if t["ep"] == ep["ep"] and t.get("sent") is not None]
+        # what the env was given (the safety layer's command); the tick's `sent` is what the simulated
+        # arm applied after its own clips, which the direct path does not record
+        sent = [t["command"] for t in ticks if t["ep"] == ep["ep"] and t.get("sent") is not None]
         kinds = [t["kind"] for t in ticks if t["ep"] == ep["ep"]]
         ivs = sum(len(t.get("interventions") or ()) for t in ticks if t["ep"] == ep["ep"])
         out.append({"seed": int(ep["seed"]), "success": bool(ep["success"]), "steps": int(ep["steps"]),

@@ -49,8 +49,11 @@ def move_stats(run_dir: Path) -> dict[str, list[float]]:
     from world_models.policy import wall_cut
 
     meta = json.loads((run_dir / "meta.json").read_text())
-    spec = load_robot_spec(str((meta.get("session") or {}).get("robot") or "panda"))
-    lo, hi = np.array(spec.workspace_min_m[:2], float), np.array(spec.workspace_max_m[:2], float)
+    box = (meta.get("robot") or {}).get("workspace_m") or (meta.get("policy") or {}).get("workspace_mask")
+    if box is None:  # recorded before runs kept their box: the robot spec's as it is now
+        spec = load_robot_spec(str((meta.get("session") or {}).get("robot") or "panda"))
+        box = (spec.workspace_min_m, spec.workspace_max_m)
+    lo, hi = np.array(box[0][:2], float), np.array(box[1][:2], float)
     cut: dict[int, list[float]] = defaultdict(list)
     waste: dict[int, list[float]] = defaultdict(list)
     step: dict[int, list[float]] = defaultdict(list)
@@ -64,7 +67,8 @@ def move_stats(run_dir: Path) -> dict[str, list[float]]:
                 wall = "workspace_clip" in ivs or sim
                 cut[prev["ep"]].append(float(wall))
                 raw = np.asarray(prev.get("raw_action") or prev["command"], float)[None, :2]
-                waste[prev["ep"]].append(float(wall_cut(np.asarray(prev["ee_pos_m"][:2], float), raw, lo, hi)[0]))
+                at = np.clip(np.asarray(prev["ee_pos_m"][:2], float), lo, hi)  # as the mask judges it
+                waste[prev["ep"]].append(float(wall_cut(at, raw, lo, hi)[0]))
                 step[prev["ep"]].append(float(np.hypot(*(np.asarray(t["ee_pos_m"][:2]) - prev["ee_pos_m"][:2]))))
             prev = t
     eps = [json.loads(x)["ep"] for x in (run_dir / "episodes.jsonl").read_text().splitlines() if x.strip()]

@@ -18,7 +18,10 @@ def test_mask_and_no_mask_arms_run_the_same_seeds(tmp_path, monkeypatch, capsys)
     a, m = res["arms"]["async"], res["arms"]["async+mask"]
     assert (a["label"], m["label"]) == ("comet-ahead:2 / onnxruntime", "comet-ahead+mask:2 / onnxruntime")
     assert a["per_episode"]["seed"] == m["per_episode"]["seed"] == [410000, 410001, 410002]
-    assert a["planner"]["masked"] == 0 and m["planner"]["masked"] >= 0
+    eps = {k: [json.loads(x) for x in (tmp_path / "runs" / k / "episodes.jsonl").read_text().splitlines()]
+           for k in ("async", "async+mask")}
+    assert all("planner_masked" in e for e in eps["async+mask"]) and not any("planner_masked" in e for e in eps["async"])
+    assert m["planner"]["masked"] == sum(e["planner_masked"] for e in eps["async+mask"])
     for arm in (a, m):
         assert all(0.0 <= c <= 1.0 for c in arm["per_episode"]["cut_share"] + arm["per_episode"]["into_wall_share"])
         assert all(0.0 < s < 3.0 for s in arm["per_episode"]["step_cm"]) and arm["moves_per_tick"] > 0.8
