@@ -73,8 +73,9 @@ def test_layout_override_and_errors(tmp_path):
 
 
 def test_the_panda_workspace_is_the_simulated_arms_target_box():
-    """The safety layer's box (with its table clearance) is the sim controller's own, so a move the
-    arm's controller would clip is clipped, and recorded, by the safety layer first."""
+    """The safety layer's box (with its table clearance) is the sim controller's own: both clip at the
+    same walls (the sim's target leads the measured TCP, so the sim may still clip a move the safety
+    layer let through; the sim driver reports that)."""
     env_mod = pytest.importorskip("sim.env")
     from edge.safety import SafetyConfig
 
