@@ -34,7 +34,7 @@ one move, or an unknown history, restarts the context from the new frame (counte
 policy reports these counts and the model's one-step prediction error in the loop against the
 frames that followed (:meth:`episode_stats`).
 
-With a workspace (``--plan-workspace-mask on``: the robot spec's TCP box), the search does not
+With a workspace (``--plan-workspace-mask on``, ``edge run``'s default: the robot spec's TCP box), the search does not
 consider a move at its root that the box would cut to under half its length, from the TCP position
 in the observation's proprio (``tcp_x_m``, ``tcp_y_m``) plus, when the search starts after a queued
 move, that move: the arm's own position tells what the slots alone may not (the model was trained on

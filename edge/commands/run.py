@@ -115,7 +115,8 @@ def register(sub) -> None:
                         "graph exported once per model into the edge cache and checked against torch)")
     p.add_argument("--plan-workspace-mask", default=None, choices=("on", "off"),
                    help="--policy comet: on = the search does not consider a move the robot's workspace box "
-                        "would cut to under half its length, from the TCP position in the proprio (default off)")
+                        "would cut to under half its length, from the TCP position in the proprio (default on; "
+                        "--resume: as the run was started)")
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
                    help="virtual: deterministic, one period per tick, inference latency charged by "
@@ -285,6 +286,14 @@ def run(args: argparse.Namespace) -> int:
                 query_mode = config_from_meta(json.loads((Path(args.out) / "meta.json").read_text())).loop.execution
             except (OSError, ValueError, KeyError, TypeError):  # ConfigError is a ValueError
                 pass  # resume_state names what it cannot read
+    workspace_mask = args.plan_workspace_mask != "off"
+    if planner and args.plan_workspace_mask is None and args.resume and args.out and (Path(args.out) / "meta.json").is_file():
+        from edge.runtime.config import config_from_meta
+
+        try:  # as the run was started (runs recorded before the mask: off)
+            workspace_mask = config_from_meta(json.loads((Path(args.out) / "meta.json").read_text())).policy.comet.workspace_mask
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # resume_state names what it cannot read
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     if planner and args.latency in ("device", "per_step"):
@@ -321,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
                         adapter=args.adapter, verify=not args.no_verify,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
                         plan_backend=args.plan_backend or "onnxruntime",
-                        plan_workspace_mask=args.plan_workspace_mask == "on",
+                        plan_workspace_mask=workspace_mask,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
                         clock=args.clock, device=args.device,
                         episodes=args.episodes, seed=args.seed, **settings)

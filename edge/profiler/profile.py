@@ -75,7 +75,7 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         return {"scheduler": "eqrl", "adapter": arg}
     kind, mask = (kind[: -len("+mask")], True) if kind in ("comet+mask", "comet-ahead+mask") else (kind, False)
     if kind in ("comet", "comet-ahead"):  # the world-model planner: sync, or async with lookahead
-        extra = {"plan_workspace_mask": True} if mask else {}  # root moves the workspace box would cut: not searched
+        extra = {"plan_workspace_mask": mask}  # +mask: root moves the workspace box would cut are not searched
         if arg and not arg.isdigit():
             raise EdgeError(f"scheduler {spec!r}: write {kind} or {kind}:N (tree-search simulations per decision)")
         if int(arg or 0) > 10000:

@@ -98,7 +98,7 @@ class CometPolicyConfig:
     plan_backend: str = cfg("onnxruntime", "what runs the search's model passes: onnxruntime (an ONNX graph "
                                            "exported once per model into the edge cache) or torch",
                             choices=("torch", "onnxruntime"))
-    workspace_mask: bool = cfg(False, "the search does not consider root moves the robot's workspace box would "
+    workspace_mask: bool = cfg(True, "the search does not consider root moves the robot's workspace box would "
                                       "cut to under half their length (from the TCP in the proprio)")
 
     def __post_init__(self) -> None:
@@ -389,10 +389,15 @@ def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:
     if isinstance(nested, dict):
         comet = (nested.get("policy") or {}).get("comet")
         if isinstance(comet, dict) and "plan_backend" not in comet:  # before plan_backend: torch ran
-            nested = {**nested, "policy": {**nested["policy"], "comet": {**comet, "plan_backend": "torch"}}}
+            comet = {**comet, "plan_backend": "torch"}
+        if isinstance(comet, dict) and "workspace_mask" not in comet:  # before the mask: none
+            comet = {**comet, "workspace_mask": False}
+        if isinstance(comet, dict):
+            nested = {**nested, "policy": {**nested["policy"], "comet": comet}}
         return from_dict(RuntimeConfig, nested)
     session = dict(meta.get("session") or {})
     session.setdefault("plan_backend", "torch")  # such runs' planner ran on torch
+    session.setdefault("plan_workspace_mask", False)  # ... and without the workspace mask
     return RuntimeConfig.of(**session)
 
 

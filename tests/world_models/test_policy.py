@@ -369,6 +369,18 @@ def test_edge_run_comet_workspace_mask_is_recorded(slot_world_model, tmp_path, c
     assert meta["policy"]["workspace_mask"] == [[0.25, -0.35], [0.8, 0.35]]  # the panda spec's box
     (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert isinstance(ep["planner_masked"], int) and ep["planner_masked_moves"] >= ep["planner_masked"]
+    # the default is on, and a run resumes as it was started: one recorded before the mask existed, off
+    base = ["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+            "--plan-simulations", "2", "--set", "max_steps=4", "--latency", "constant", "--latency-ms", "20"]
+    assert main([*base, "--episodes", "1", "--out", str(tmp_path / "d")]) == 0
+    assert json.loads((tmp_path / "d" / "meta.json").read_text())["config"]["policy"]["comet"]["workspace_mask"] is True
+    assert main([*base, "--episodes", "1", "--plan-workspace-mask", "off", "--out", str(tmp_path / "old")]) == 0
+    meta = json.loads((tmp_path / "old" / "meta.json").read_text())
+    del meta["config"]["policy"]["comet"]["workspace_mask"], meta["session"]["plan_workspace_mask"]
+    (tmp_path / "old" / "meta.json").write_text(json.dumps(meta))
+    assert main([*base, "--episodes", "2", "--out", str(tmp_path / "old"), "--resume"]) == 0
+    eps = [json.loads(x) for x in (tmp_path / "old" / "episodes.jsonl").read_text().splitlines()]
+    assert len(eps) == 2 and not any("planner_masked" in e for e in eps)
     capsys.readouterr()
     assert main(["run", "--policy", "expert", "--episodes", "1", "--plan-workspace-mask", "on",
                  "--out", str(tmp_path / "x")]) == 2

@@ -129,7 +129,7 @@ def test_re_read_arms_name_the_policy_and_the_planners_backend():
     assert arm_of_session({**ahead, "plan_workspace_mask": True}).name == "comet-ahead+mask:8 / onnxruntime"
     masked = parse_scheduler("comet-ahead+mask:8")
     assert masked["plan_workspace_mask"] is True and masked["execution"] == "async"
-    assert "plan_workspace_mask" not in parse_scheduler("comet:8") and parse_scheduler("comet+mask")["execute"] == 1
+    assert parse_scheduler("comet:8")["plan_workspace_mask"] is False and parse_scheduler("comet+mask")["execute"] == 1
 
 
 def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeypatch):
@@ -161,7 +161,7 @@ def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
 def test_comet_arms_run_paired_on_both_planner_backends(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     assert parse_scheduler("comet:3") == {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1,
-                                          "execution": "sync", "plan_simulations": 3}
+                                          "execution": "sync", "plan_simulations": 3, "plan_workspace_mask": False}
     arm = make_arm("comet:3", "onnxruntime")
     assert arm.name == "comet:3 / onnxruntime" and arm.session["plan_backend"] == "onnxruntime"
     with pytest.raises(EdgeError, match="torch or onnxruntime"):
