@@ -88,8 +88,12 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d}/meta.json holds settings this version cannot read ({err}); "
                         "choose another --out") from None
     new = cfg_.dotted()
+    # the planner's own settings matter only to planner runs (runs of other policies recorded before a
+    # planner setting existed, or before its default changed, still resume)
+    planner = "comet" in (old.get("policy.name"), new.get("policy.name"))
     for key in new:
-        if key in RESUMABLE or old.get(key, new[key]) == new[key]:
+        if key in RESUMABLE or old.get(key, new[key]) == new[key] or (
+                not planner and key.startswith("policy.comet.")):
             continue
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
                         f"{key}={new[key]!r} ({flag_of(key)}); resume with the settings "

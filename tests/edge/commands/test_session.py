@@ -102,6 +102,21 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
     assert "image_size=16" in capsys.readouterr().err
 
 
+def test_a_run_of_another_policy_resumes_whatever_the_planners_settings(tmp_path, capsys):
+    """The planner's settings (policy.comet.*) do not decide whether an expert or VLA run resumes: one
+    recorded before the workspace mask existed (or the planner's backend) still continues."""
+    out = tmp_path / "r"
+    argv = ["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--set", "max_steps=4",
+            "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    comet = meta["config"]["policy"]["comet"]
+    del comet["workspace_mask"], comet["plan_backend"], meta["session"]["plan_workspace_mask"]
+    (out / "meta.json").write_text(json.dumps(meta))
+    assert main([*argv[:4], "2", *argv[5:], "--resume"]) == 0, capsys.readouterr().err
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+
+
 def test_a_run_from_another_physics_step_does_not_resume(tmp_path, capsys):
     """PyBullet's default step changed (2 ms -> 1/300 s); a run directory records its step, and one
     written before it was recorded counts as 2 ms."""
