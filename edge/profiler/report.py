@@ -42,7 +42,9 @@ def session_rows(session: dict[str, Any]) -> list[list[Any]]:
     if session.get("policy") == "comet":
         shown = {"world_model": session.get("world_model") or "(the shipped comet_push3)",
                  "plan_simulations": session.get("plan_simulations") or "0 (the model's own)",
-                 "plan_backend": session.get("plan_backend") or "torch"}
+                 "plan_backend": session.get("plan_backend") or "torch",
+                 "plan_workspace_mask": "on" if session.get("plan_workspace_mask") else
+                 ("off" if "plan_workspace_mask" in session else "off (recorded before the option)")}
         if session.get("execution") == "async":
             shown["execution"] = "async (lookahead: a decision every tick, searched from after the queued move)"
         return [[k, shown.get(k, session.get(k))] for k in PLANNER_SESSION_KEYS if k in session or k in shown]

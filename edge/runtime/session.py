@@ -316,8 +316,13 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
                             "another --out")
         old_box = (resumed[0].get("robot") or {}).get("workspace_m") or _box_before_recorded(cfg_, out_dir)
         new_box = _robot_meta(robot)["workspace_m"]
-        if old_box is not None and any(abs(float(u) - v) > 1e-9 for ou, nu in zip(old_box, new_box, strict=True)
-               for u, v in zip(ou, nu, strict=True)):
+        try:
+            same = old_box is None or all(abs(float(u) - v) <= 1e-9 for ou, nu in zip(old_box, new_box, strict=True)
+                                          for u, v in zip(ou, nu, strict=True))
+        except (TypeError, ValueError):
+            raise EdgeError(f"--resume: {out_dir}/meta.json robot.workspace_m {old_box!r} is not two corners of "
+                            "three numbers; choose another --out") from None
+        if not same:
             raise EdgeError(f"--resume: {out_dir} was run with the robot's workspace box {old_box} (lower, upper "
                             f"corner, m), this robot spec has {new_box} ({cfg_.scene.robot}); the safety layer "
                             "clips at the box, so its episodes and new ones would mix: choose another --out")

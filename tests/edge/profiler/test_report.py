@@ -82,3 +82,6 @@ def test_what_ran_shows_the_planners_settings_for_a_comet_run():
     assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["world_model"] == "runs/wm"
     assert "lookahead" in dict(session_rows({**comet, "execution": "async"}))["execution"]
     assert dict(session_rows({**comet, "execution": "sync"}))["execution"] == "sync"
+    assert rows["plan_workspace_mask"] == "off (recorded before the option)"
+    assert dict(session_rows({**comet, "plan_workspace_mask": True}))["plan_workspace_mask"] == "on"
+    assert dict(session_rows({**comet, "plan_workspace_mask": False}))["plan_workspace_mask"] == "off"
