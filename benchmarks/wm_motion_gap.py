@@ -54,6 +54,13 @@ def _summary(per_ep: dict[int, list[float]], rng: np.random.Generator) -> dict:
             "ci95_cm": [round(float(np.percentile(boots, 2.5)) * 100, 3), round(float(np.percentile(boots, 97.5)) * 100, 3)]}
 
 
+def sim_clipped(tick: dict) -> bool:
+    """Whether the simulated arm clipped the tick's move itself: what its driver ``sent`` differs in
+    x, y from the safety layer's ``command`` (runs recorded before the driver reported it: never)."""
+    sent, command = tick.get("sent"), tick.get("command")
+    return sent is not None and command is not None and not np.allclose(sent[:2], command[:2], rtol=0.0, atol=1e-7)
+
+
 def _reach_bin(xy: np.ndarray, bins: tuple[float, ...]) -> str:
     """The ``--reach-bins`` interval holding the horizontal distance of ``xy`` from the base axis."""
     r = float(np.hypot(*xy))
@@ -99,10 +106,8 @@ def runtime_steps(run_dir: Path, rng: np.random.Generator, first_moves: int = 0,
                 moves[t["ep"]] += 1
                 step = float(np.hypot(*(np.asarray(t["ee_pos_m"][:2]) - np.asarray(prev["ee_pos_m"][:2]))))
                 ivs = {k for k, _ in (prev.get("interventions") or ())}
-                sim_clip = (prev.get("sent") is not None and prev.get("command") is not None
-                            and not np.allclose(prev["sent"][:2], prev["command"][:2], rtol=0.0, atol=1e-7))
                 cls = ("accel_cap" if "accel_cap" in ivs else "workspace_clip" if "workspace_clip" in ivs
-                       else "sim_clip" if sim_clip else "clean")
+                       else "sim_clip" if sim_clipped(prev) else "clean")
                 by["all"][t["ep"]].append(step)
                 by[cls][t["ep"]].append(step)
                 b = _reach_bin(np.asarray(prev["ee_pos_m"][:2]), bins)

@@ -45,6 +45,7 @@ def move_stats(run_dir: Path) -> dict[str, list[float]]:
     box's walls (by the safety layer or the simulated arm), the share into a wall (the robot's box
     would cut the planner's move to under half its length from the TCP where it ran), and the TCP's
     mean xy step per move (cm)."""
+    from benchmarks.wm_motion_gap import sim_clipped
     from edge.robot_spec import load_robot_spec
     from world_models.policy import wall_cut
 
@@ -63,7 +64,7 @@ def move_stats(run_dir: Path) -> dict[str, list[float]]:
             t = json.loads(line)
             if prev is not None and prev["kind"] == "act" and prev["ep"] == t["ep"]:
                 ivs = {k for k, _ in (prev.get("interventions") or ())}
-                sim = not np.allclose(prev["sent"][:2], prev["command"][:2], rtol=0.0, atol=1e-7)
+                sim = sim_clipped(prev)
                 wall = "workspace_clip" in ivs or sim
                 cut[prev["ep"]].append(float(wall))
                 raw = np.asarray(prev.get("raw_action") or prev["command"], float)[None, :2]

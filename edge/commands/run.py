@@ -22,6 +22,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
@@ -30,6 +31,9 @@ from edge.commands._sim_args import add_env_args
 from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
+
+if TYPE_CHECKING:
+    from edge.runtime.config import RuntimeConfig
 
 
 class _Given(argparse.Action):
@@ -265,6 +269,19 @@ def _expert_settings(args: argparse.Namespace) -> dict:
     return out
 
 
+def _started_config(args: argparse.Namespace) -> RuntimeConfig | None:
+    """The config the run in ``--out`` was started with, or None (no run there, or unreadable)."""
+    meta = Path(args.out) / "meta.json" if args.out else None
+    if meta is None or not meta.is_file():
+        return None
+    from edge.runtime.config import config_from_meta
+
+    try:
+        return config_from_meta(json.loads(meta.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):  # ConfigError is a ValueError
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     planner = args.policy == "comet"
     custom = ":" in args.policy or planner
@@ -275,25 +292,18 @@ def run(args: argparse.Namespace) -> int:
                         "--policy comet; add --policy comet or drop them")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
+    # a resumed planner run keeps the defaults it was started with (None: not resumed, or unreadable:
+    # resume_state names what it cannot read)
+    started = _started_config(args) if planner and args.resume else None
     query_mode = args.query_mode or "async"
     if planner and args.query_mode is None:  # comet: async (lookahead) where it can run, else sync
         inline = args.inference == "inline" or (args.inference == "auto" and args.clock == "virtual")
         query_mode = "async" if inline and args.seam != "weighted" else "sync"
-        if args.resume and args.out and (Path(args.out) / "meta.json").is_file():  # as the run was started
-            from edge.runtime.config import config_from_meta
-
-            try:
-                query_mode = config_from_meta(json.loads((Path(args.out) / "meta.json").read_text())).loop.execution
-            except (OSError, ValueError, KeyError, TypeError):  # ConfigError is a ValueError
-                pass  # resume_state names what it cannot read
+        if started is not None:  # as the run was started
+            query_mode = started.loop.execution
     workspace_mask = args.plan_workspace_mask != "off"
-    if planner and args.plan_workspace_mask is None and args.resume and args.out and (Path(args.out) / "meta.json").is_file():
-        from edge.runtime.config import config_from_meta
-
-        try:  # as the run was started (runs recorded before the mask: off)
-            workspace_mask = config_from_meta(json.loads((Path(args.out) / "meta.json").read_text())).policy.comet.workspace_mask
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # resume_state names what it cannot read
+    if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
+        workspace_mask = started.policy.comet.workspace_mask
     if planner and args.task != "push":
         raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
     if planner and args.latency in ("device", "per_step"):

@@ -388,11 +388,8 @@ def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:
     nested = meta.get("config")
     if isinstance(nested, dict):
         comet = (nested.get("policy") or {}).get("comet")
-        if isinstance(comet, dict) and "plan_backend" not in comet:  # before plan_backend: torch ran
-            comet = {**comet, "plan_backend": "torch"}
-        if isinstance(comet, dict) and "workspace_mask" not in comet:  # before the mask: none
-            comet = {**comet, "workspace_mask": False}
-        if isinstance(comet, dict):
+        if isinstance(comet, dict):  # before plan_backend torch ran; before the mask there was none
+            comet = {"plan_backend": "torch", "workspace_mask": False, **comet}
             nested = {**nested, "policy": {**nested["policy"], "comet": comet}}
         return from_dict(RuntimeConfig, nested)
     session = dict(meta.get("session") or {})

@@ -260,7 +260,10 @@ def _box_before_recorded(cfg_: RuntimeConfig, out_dir: str | Path) -> list | Non
     if cfg_.scene.robot != "panda":
         return None
     path = Path(out_dir) / "episodes.jsonl"
-    first = path.read_text(encoding="utf-8").split("\n", 1)[0] if path.is_file() else ""
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
     try:
         return None if "sim_workspace_clips" in json.loads(first) else _PANDA_BOX_BEFORE_E95F17E
     except ValueError:  # no finished episode: nothing to mix
