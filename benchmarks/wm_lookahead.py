@@ -84,19 +84,22 @@ def train_env_reference(world_model: str, episodes: int, seed: int, simulations:
     pol = WorldModelPolicy(world_model or str(SHIPPED), simulations=simulations, seed=seed)
     env = ObjectTaskEnv(pol.cfg.env)
     per_ep, successes, pred, still, n = [], 0, 0.0, 0.0, 0
+    won, moves = [], []
     try:
         for ep in tqdm(range(episodes), desc="training env", disable=not progress):
             obs, _ = env.reset(seed=seed + ep)
             pol.reset()
             pol.episode_stats(reset=True)
             executed = None
-            for _ in range(env.cfg.steps):
+            for t in range(env.cfg.steps):
                 a, _ = pol.encode_query({"front": obs["frame"]}, None, executed, 0)
                 obs, _, success, truncated, _ = env.step(a)
                 executed = (pol.sample(a, None, 1)[0],)
                 if success or truncated:
                     break
             successes += bool(success)
+            won.append(bool(success))
+            moves.append(t + 1)
             st = pol.episode_stats(reset=True)
             k = st["planner_pred_n"]
             per_ep.append(st["planner_pred_mse"] / st["planner_still_mse"] if k and st["planner_still_mse"] else float("nan"))
@@ -106,7 +109,7 @@ def train_env_reference(world_model: str, episodes: int, seed: int, simulations:
     return {"episodes": episodes, "seeds": [seed, seed + episodes - 1], "steps_per_episode": env.cfg.steps,
             "successes": successes, "transitions": n, "pred_mse": pred / n if n else None,
             "still_mse": still / n if n else None, "R_pooled": round(pred / still, 4) if still else None,
-            "per_episode_R": per_ep}
+            "per_episode_R": per_ep, "per_episode_success": won, "per_episode_moves": moves}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from sim.randomization import COLORS, DISTRIBUTIONS, sample_scene
 from sim.realism import Realism, RealismConfig
 from sim.tasks import (
     INSTRUCTION_SETS,
+    PLANAR_TASKS,
     TASKS,
     TaskSpec,
     make_spec,
@@ -61,7 +62,7 @@ DISCRETE_STEP_M = 0.02
 # own default is 1/240 s; 1/300 s keeps every scripted-expert cell inside its interval
 # (docs/speed.md, "PyBullet physics step").
 DEFAULT_PHYSICS_DT_S = {"mujoco": 0.002, "pybullet": 1.0 / 300.0}
-DEFAULT_MAX_STEPS = {"stack": 220, "pick_place": 200, "push": 200}
+DEFAULT_MAX_STEPS = {"stack": 220, "pick_place": 200, "push": 200, "reach": 60}
 INSTRUCTION_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.:'-"
 # TARGET_BOX_M as the (3,) bounds np.clip takes (built once, not per step; read-only)
 _TARGET_LO_M = np.array([lo for lo, _ in TARGET_BOX_M])
@@ -98,9 +99,9 @@ class EnvConfig:
     render_mesh_cell_m: float = 0.0
     action_mode: str = "ee_delta"
     max_steps: int = 0  # 0 = task default
-    hold_s: float = 0.5
-    push_target_color: str = ""  # push: "" = two cubes, the instruction names one; a colour = one target cube
-    push_distractors: int = -1  # push with push_target_color: how many other cubes (default 0)
+    hold_s: float = 0.5  # how long success must hold (0 = one control step)
+    push_target_color: str = ""  # push / reach: "" = two cubes, the instruction names one; a colour = one target cube
+    push_distractors: int = -1  # push / reach with push_target_color: how many other cubes (default 0)
     realism: RealismConfig = field(default_factory=RealismConfig)
 
     def __post_init__(self) -> None:
@@ -129,13 +130,13 @@ class EnvConfig:
             raise ValueError(f"env.control_rate_hz={self.control_rate_hz} with physics_dt_s={self.physics_step_s}"
                              f"{' (the ' + self.sim + ' default)' if self.physics_dt_s == 0.0 else ''}: "
                              "the control period must be a whole number of physics steps")
-        if self.push_target_color and (self.task != "push" or self.push_target_color not in COLORS):
-            raise ValueError(f"env.push_target_color={self.push_target_color!r} needs task 'push' and one of "
+        if self.push_target_color and (self.task not in PLANAR_TASKS or self.push_target_color not in COLORS):
+            raise ValueError(f"env.push_target_color={self.push_target_color!r} needs task 'push' or 'reach' and one of "
                              f"{tuple(COLORS)}")
         if not -1 <= self.push_distractors <= 3:
             raise ValueError(f"env.push_distractors={self.push_distractors!r} is out of range; allowed [-1, 3]")
-        if self.action_mode == "discrete8" and self.task != "push":
-            raise ValueError("env.action_mode='discrete8' is only offered for task 'push'")
+        if self.action_mode == "discrete8" and self.task not in PLANAR_TASKS:
+            raise ValueError("env.action_mode='discrete8' is only offered for tasks 'push' and 'reach'")
         if isinstance(self.realism, dict):
             object.__setattr__(self, "realism", RealismConfig(**self.realism))
 
@@ -247,7 +248,7 @@ class TabletopEnv(gym.Env):
         self.backend.build(self.scene)
         self.realism.reset(np.random.default_rng(rng.integers(2**63)))
         q = np.array(self.scene.q_home_rad)
-        if self.cfg.task == "push":  # start low, in front of the workspace, gripper closed
+        if self.cfg.task in PLANAR_TASKS:  # start low, in front of the workspace, gripper closed
             for _ in range(30):
                 q = rm.ik_step(q, np.array(PUSH_START_M), rm.down_rotation(0.0))
             self.backend.reset_robot(q, 0.0)
@@ -255,7 +256,7 @@ class TabletopEnv(gym.Env):
         self._target_pos = p.copy()
         self._target_yaw = rm.tcp_yaw(R)
         self._q_target = q
-        self._gripper_cmd = 1.0 if self.cfg.task == "push" else 0.0
+        self._gripper_cmd = 1.0 if self.cfg.task in PLANAR_TASKS else 0.0
         self.backend.set_gripper_target(self._gripper_width_target(self._gripper_cmd))
         self.backend.step(self.n_substeps * 4)  # let the fingers settle / close before step 0
         self.t_step = 0
@@ -275,9 +276,10 @@ class TabletopEnv(gym.Env):
         self._apply(a)
         self.backend.step(self.n_substeps)
         self.t_step += 1
-        ok = success_now(self.spec_task, self.scene, self.backend)
+        ok = success_now(self.spec_task, self.scene, self.backend,
+                         self.tcp_pose()[0] if self.cfg.task == "reach" else None)
         self._hold_steps = self._hold_steps + 1 if ok else 0
-        success = self._hold_steps * self.control_dt_s >= self.cfg.hold_s - 1e-9
+        success = self._hold_steps > 0 and self._hold_steps * self.control_dt_s >= self.cfg.hold_s - 1e-9
         diverged = bool(getattr(self.backend, "diverged", False))
         truncated = (self.t_step >= self.max_steps or diverged) and not success
         info = self._info(success)
@@ -339,7 +341,7 @@ class TabletopEnv(gym.Env):
             self._gripper_cmd = float(a[7])
         else:
             new = self._target_pos + a[:3]
-            if self.cfg.task == "push":
+            if self.cfg.task in PLANAR_TASKS:
                 new[2] = PUSH_Z_M
             lim = new.clip(_TARGET_LO_M, _TARGET_HI_M)
             self._workspace_clipped = bool((lim != new).any())
@@ -352,7 +354,7 @@ class TabletopEnv(gym.Env):
             off = lim - p
             n = math.sqrt(off.dot(off))  # what np.linalg.norm computes for a float64 vector
             self._target_pos = p + off * min(1.0, 0.06 / n) if n > 1e-9 else lim
-            if self.cfg.task != "push":
+            if self.cfg.task not in PLANAR_TASKS:
                 # a numpy scalar's clip is what np.clip calls (same dtype rules and result)
                 self._target_yaw = float((self._target_yaw + a[3]).clip(_YAW_LO_RAD, _YAW_HI_RAD))
                 self._gripper_cmd = float(a[4])
@@ -439,7 +441,7 @@ class TabletopEnv(gym.Env):
             "success": bool(success), "is_success": bool(success), "task": self.cfg.task,
             "object_poses": poses, "order": self.spec_task.order, "goal": self.spec_task.goal,
             "clip_counts": dict(self.clip_counts), "step": self.t_step,
-            "ignored_dims": ("dz_m", "dyaw_rad", "gripper") if self.cfg.task == "push" else (),
+            "ignored_dims": ("dz_m", "dyaw_rad", "gripper") if self.cfg.task in PLANAR_TASKS else (),
         }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.env import MAX_DPOS_M, MAX_DYAW_RAD, PUSH_Z_M, TabletopEnv
+from sim.tasks import EXPERT_TASKS
 
 PHASES = ("transport", "approach", "grasp", "lift", "place", "release", "retreat")
 PHASE_ID = {p: i for i, p in enumerate(PHASES)}
@@ -85,6 +86,8 @@ class ScriptedExpert:
         self.regrasps = 0
         self.steps_in_seg = 0
         task = self.env.cfg.task
+        if task == "reach":
+            raise ValueError("task 'reach' has no scripted expert")
         self.legs = []
         order = self.env.spec_task.order
         if task == "stack":
@@ -348,5 +351,8 @@ class ScriptedExpert:
 
 def make_expert(task: str, approach_offset_m: float = APPROACH_OFFSET_M,
                 place_held_object: bool = False, regrasp_off_centre_m: float = 0.0) -> ScriptedExpert:
-    """The scripted expert for ``task`` (one class serves all tasks)."""
+    """The scripted expert for ``task`` (one class serves stack, pick_place and push; none for reach)."""
+    if task not in EXPERT_TASKS:
+        raise ValueError(f"task {task!r} has no scripted expert (it is the world-model planner's task: "
+                         "edge run --policy comet --task reach)")
     return ScriptedExpert(approach_offset_m, place_held_object, regrasp_off_centre_m)

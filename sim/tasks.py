@@ -10,6 +10,9 @@ control steps; see :class:`sim.env.TabletopEnv`.
 * ``pick_place``: the named cube's centre lies inside the goal square and the cube rests on the table.
 * ``push``: like pick_place, but the cube is pushed (gripper closed, TCP kept in a plane above the
   table), so there is no release condition.
+* ``reach``: the ``push`` scene and arm (gripper closed, TCP in the push plane); the measured TCP
+  comes within ``REACH_RADIUS_M`` (xy) of the named cube's centre. Nothing needs to be at rest:
+  ``hold_s`` counts the control steps the TCP stays there (0 = one step, the world models' reach3).
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from sim.scene import Scene
 
 LIN_REST_M_S = 0.02
 ANG_REST_RAD_S = 0.5
-TASKS = ("stack", "pick_place", "push")
+TASKS = ("stack", "pick_place", "push", "reach")
+EXPERT_TASKS = ("stack", "pick_place", "push")  # the tasks sim.experts scripts (demonstrations, DAgger)
+PLANAR_TASKS = ("push", "reach")  # gripper closed, the TCP kept in the push plane, xy moves only
+REACH_RADIUS_M = 0.05  # reach: TCP to the cube centre (xy); closer than ~4 cm the TCP already pushes the cube
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ _STACK3 = ("stack the {a} block on the {b} block, then the {c} block on the {a} 
 _PICK = ("put the {a} block in the white square", "place the {a} cube on the white square",
          "pick up the {a} block and put it on the white target")
 _PUSH = ("push the {a} block onto the white square", "slide the {a} cube to the white square")
+_REACH = ("move the gripper to the {a} block", "reach for the {a} cube")
 
 # Held-out phrasings for evaluation (instructions="paraphrase"): never in the demonstrations. Each list
 # has the length of its training list, so the same seed draws the same index: the scene, the roles and
@@ -55,6 +62,7 @@ _PARAPHRASE = {
     "pick_place": ("move the {a} block into the white square", "drop the {a} cube onto the white target",
                    "carry the {a} block over to the white square"),
     "push": ("nudge the {a} block into the white square", "shove the {a} cube onto the white target"),
+    "reach": ("bring the gripper over to the {a} block", "go to the {a} cube"),
 }
 INSTRUCTION_SETS = ("train", "paraphrase")
 
@@ -63,7 +71,9 @@ def scene_request(task: str, n_blocks: int, wrist_camera: bool, push_target_colo
                   push_distractors: int = -1) -> SceneRequest:
     """The scene a task needs. ``push_target_color`` (push only): one target cube of that colour and
     ``push_distractors`` other cubes (the object-centric world-model tasks), instead of two cubes
-    of which the instruction names one."""
+    of which the instruction names one. ``reach`` asks for the ``push`` scene."""
+    if task == "reach":
+        task = "push"
     if task == "stack":
         return SceneRequest(n_cubes=n_blocks, wrist_camera=wrist_camera)
     if task == "pick_place":
@@ -96,7 +106,7 @@ def make_spec(task: str, scene: Scene, rng: np.random.Generator, instructions: s
             text = lst[rng.integers(len(_STACK3))].format(a=order[1], b=order[0], c=order[2])
         return TaskSpec("stack", text, order)
     target = cubes[int(rng.integers(len(cubes)))]
-    templates = _PICK if task == "pick_place" else _PUSH
+    templates = {"pick_place": _PICK, "push": _PUSH, "reach": _REACH}[task]
     lst = _PARAPHRASE[task] if para else templates
     text = lst[rng.integers(len(templates))].format(a=target)
     return TaskSpec(task, text, (target,), goal=scene.goals[0].name)
@@ -114,8 +124,14 @@ def at_rest(lin: np.ndarray, ang: np.ndarray) -> bool:
     return _norm(lin) < LIN_REST_M_S and _norm(ang) < ANG_REST_RAD_S
 
 
-def success_now(spec: TaskSpec, scene: Scene, backend) -> bool:
-    """The instantaneous success condition (the env requires it to hold for ``hold_s``)."""
+def success_now(spec: TaskSpec, scene: Scene, backend, tcp_m: np.ndarray | None = None) -> bool:
+    """The instantaneous success condition (the env requires it to hold for ``hold_s``); ``reach``
+    needs the measured TCP position ``tcp_m`` (3,) m."""
+    if spec.name == "reach":
+        if tcp_m is None:
+            raise ValueError("task 'reach': success_now needs the measured TCP position (tcp_m)")
+        pos, _ = backend.object_pose(spec.order[0])
+        return _norm(np.asarray(tcp_m[:2], np.float64) - np.asarray(pos[:2], np.float64)) < REACH_RADIUS_M
     for name in spec.order:
         if not at_rest(*backend.object_velocity(name)):
             return False
@@ -145,11 +161,14 @@ def progress_stage(spec: TaskSpec, scene: Scene, backend, placed: bool | None = 
     0 ``reach``: the object to move has not been lifted; 1 ``grasp``: it is lifted ≥ 2 cm;
     2 ``transport``: it is lifted and within 2 cm (xy) of its destination; 3 ``place``: the
     instantaneous success condition holds (at rest, released); 4 ``success`` is set by the env.
-    For ``push`` (nothing is lifted) stage 1 means the block moved ≥ 2 cm. ``placed`` may pass
-    an already computed ``success_now`` (the env has it each step).
+    For ``push`` (nothing is lifted) stage 1 means the block moved ≥ 2 cm; ``reach`` has stages 0
+    and 3 only (the TCP is at the cube or not). ``placed`` may pass an already computed
+    ``success_now`` (the env has it each step; ``reach`` needs it).
     """
     if placed if placed is not None else success_now(spec, scene, backend):
         return 3
+    if spec.name == "reach":
+        return 0
     name = spec.order[-1] if spec.name == "stack" else spec.order[0]
     pos, _ = backend.object_pose(name)
     obj = scene.object(name)

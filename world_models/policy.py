@@ -1,4 +1,4 @@
-"""The world-model planner as a runtime policy: ``edge run --policy comet --task push``.
+"""The world-model planner as a runtime policy: ``edge run --policy comet --task push|reach``.
 
 Per query: the front camera frame (rendered at ``round(S * crop)`` square and cut to its centre S
 square, exactly the frames the model was trained on: :class:`world_models.object_env.ObjectTaskEnv`)
@@ -67,6 +67,8 @@ _PROPRIO_LEN = len(PROPRIO_LAYOUT)
 assert PROPRIO_LAYOUT[_TCP_XY_AT + 1] == "tcp_y_m"
 
 SHIPPED = Path(__file__).resolve().parent / "checkpoints" / "comet_push3"
+SHIPPED_BY_TASK = {"push": SHIPPED, "reach": SHIPPED.with_name("comet_reach3")}  # --world-model's default
+RUNTIME_TASK = {"push3": "push", "reach3": "reach"}  # the object task a model learned -> the sim task it runs
 PLAN_BACKENDS = ("torch", "onnxruntime")  # what runs the search's model passes
 STEP_M = 0.02
 LOOKAHEAD_CHUNK = 3  # async: [the move queued for the observation's tick, the new move, the new move again]
@@ -154,9 +156,11 @@ class WorldModelPolicy:
                                 f"{2 * STEP_M:g} m apart (the robot spec's workspace_min_m / workspace_max_m)")
             self.workspace = (lo, hi)
         # the camera renders round(S * crop) square and the model sees its centre S square, as trained
-        self.spec = PlannerSpec(image_hw=(self.render_side,) * 2, env={"push_target_color": "red",
-                                                      "push_distractors": cfg.env.distractors,
-                                                      "hold_s": cfg.env.hold_s},
+        # reach3's test holds for no time (ObjectTaskEnv judges each step), push3's for hold_s
+        task = RUNTIME_TASK[cfg.env.task]
+        self.spec = PlannerSpec(task=task, image_hw=(self.render_side,) * 2,
+                                env={"push_target_color": "red", "push_distractors": cfg.env.distractors,
+                                     "hold_s": cfg.env.hold_s if task == "push" else 0.0},
                                 chunk_len=LOOKAHEAD_CHUNK if self.lookahead else 1,
                                 execution="async" if self.lookahead else "sync")
         self.chunk_len, self.action_dim = self.spec.chunk_len, 5
@@ -385,11 +389,12 @@ def wall_cut(xy: np.ndarray, moves: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
 
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
-    """Registry factory: ``--world-model DIR`` ('' = the shipped push3 model), ``--plan-simulations``,
-    ``--plan-backend``."""
-    path = cfg.policy.comet.world_model or str(SHIPPED)
-    if cfg.scene.task != "push":
-        raise EdgeError(f"--policy comet plans pushes: run it with --task push (got --task {cfg.scene.task})")
+    """Registry factory: ``--world-model DIR`` ('' = the shipped model for the task: push3's or
+    reach3's), ``--plan-simulations``, ``--plan-backend``."""
+    if cfg.scene.task not in SHIPPED_BY_TASK:
+        raise EdgeError(f"--policy comet plans the object tasks: run it with --task push or reach (got --task "
+                        f"{cfg.scene.task})")
+    path = cfg.policy.comet.world_model or str(SHIPPED_BY_TASK[cfg.scene.task])
     lookahead = cfg.loop.execution == "async"
     if lookahead and (cfg.worker.mode in ("thread", "process")
                       or (cfg.worker.mode == "auto" and cfg.clock.kind == "real")):
@@ -416,6 +421,11 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
             raise EdgeError("--plan-workspace-mask on masks moves by the robot spec's workspace box; this run "
                             "has no robot spec (use --plan-workspace-mask off)")
         workspace = (robot.workspace_min_m, robot.workspace_max_m)
-    return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
-                            seed=int(cfg.run.seed), verify=cfg.policy.verify,
-                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace)
+    policy = WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
+                              seed=int(cfg.run.seed), verify=cfg.policy.verify,
+                              backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace)
+    if policy.spec.task != cfg.scene.task:
+        raise EdgeError(f"--world-model {path}: a {policy.cfg.env.task} model runs --task {policy.spec.task}, not "
+                        f"--task {cfg.scene.task}; pass a model trained with `edge train world-model --task "
+                        f"{cfg.scene.task}3` (or run --task {policy.spec.task})")
+    return policy

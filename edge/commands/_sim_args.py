@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-TASKS = ("stack", "pick_place", "push")
+TASKS = ("stack", "pick_place", "push", "reach")
+EXPERT_TASKS = ("stack", "pick_place", "push")  # with a scripted expert: demonstrations, expert eval, VLA training
 SIMS = ("mujoco", "pybullet")
 
 
-def add_env_args(p: argparse.ArgumentParser, episodes: int) -> None:
-    p.add_argument("--task", default="stack", choices=TASKS, help="task family")
+def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ...] = EXPERT_TASKS) -> None:
+    p.add_argument("--task", default="stack", choices=tasks, help="task family")
     p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
     p.add_argument("--n-blocks", type=int, default=2, choices=(2, 3), help="stack only: number of cubes")
     p.add_argument("--distribution", default="train", choices=("train", "ood"), help="randomisation")

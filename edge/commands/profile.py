@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--checkpoint", default="", metavar="CKPT", help="VLA checkpoint (default: the shipped stack model)")
     p.add_argument("--no-verify", action="store_true", help="skip the checkpoint's sha256 check")
     p.add_argument("--world-model", default="", metavar="DIR",
-                   help="comet arms: the world-model checkpoint (default: the shipped push3 model)")
+                   help="comet arms: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
                         "world-model planner with N simulations, --task push, one move per decision, sync; "
@@ -96,8 +96,9 @@ def run(args) -> int:
         backends = [b.strip() for b in (args.backends or "onnxruntime").split(",") if b.strip()]
         arms = [make_arm(spec, b) for spec in specs for b in backends]
         if args.runs is None and any(a.session.get("policy") == "comet" for a in arms):  # running them
-            if args.task != "push":
-                raise EdgeError(f"--task {args.task}: comet arms plan pushes; profile them with --task push")
+            if args.task not in ("push", "reach"):
+                raise EdgeError(f"--task {args.task}: comet arms plan the object tasks; profile them with --task push "
+                                "or reach")
             if args.latency in ("device", "per_step"):
                 raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the "
                                 "planner's; comet arms take --latency constant or measured")

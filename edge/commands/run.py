@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
 from edge.cli import add_deprecated_alias, add_subparser
-from edge.commands._sim_args import add_env_args
+from edge.commands._sim_args import TASKS, add_env_args
 from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
@@ -54,7 +54,7 @@ def register(sub) -> None:
   edge run --scheduler eqrl                          # the shipped EQRL adapter picks noise, K and C
   edge run --latency constant --latency-ms 100       # what happens at 100 ms inference latency
   edge run --policy expert --task pick_place --sim pybullet""")
-    add_env_args(p, episodes=3)
+    add_env_args(p, episodes=3, tasks=TASKS)
     p.set_defaults(seed=100000)
     p.add_argument("--policy", default="auto", metavar="NAME",
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
@@ -111,7 +111,7 @@ def register(sub) -> None:
                                "(the virtual clock's default) and the seam is not weighted, else sync; "
                                "--resume: as the run was started)")
     p.add_argument("--world-model", default="", metavar="DIR",
-                   help="--policy comet: the world-model checkpoint (default: the shipped push3 model)")
+                   help="--policy comet: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--plan-simulations", type=int, default=0,
                    help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
@@ -231,7 +231,7 @@ def _check_vla_args(args: argparse.Namespace, ckpt: str) -> None:
     if size is not None and (size, size) != (h, w):
         raise EdgeError(f"--image-size {size}: the VLA's camera images are {h}x{w}, fixed by "
                         f"its checkpoint {ckpt}; drop --image-size (it sets the scene for --policy expert)")
-    if spec.task in ("stack", "pick_place", "push") and spec.task != args.task:
+    if spec.task in ("stack", "pick_place", "push", "reach") and spec.task != args.task:
         raise EdgeError(f"--task {args.task}: the checkpoint {ckpt} was trained for task {spec.task!r} "
                         f"(its spec); run --task {spec.task} or pass a checkpoint trained for "
                         f"{args.task!r} (edge train vla --task {args.task})")
@@ -304,8 +304,8 @@ def run(args: argparse.Namespace) -> int:
     workspace_mask = args.plan_workspace_mask != "off"
     if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
         workspace_mask = started.policy.comet.workspace_mask
-    if planner and args.task != "push":
-        raise EdgeError(f"--task {args.task}: --policy comet plans pushes; run it with --task push")
+    if planner and args.task not in ("push", "reach"):
+        raise EdgeError(f"--task {args.task}: --policy comet plans the object tasks; run it with --task push or reach")
     if planner and args.latency in ("device", "per_step"):
         raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the planner's; "
                         "--policy comet takes --latency measured (the default) or constant")

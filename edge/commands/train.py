@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from edge.cli import add_subparser
-from edge.commands._sim_args import TASKS
+from edge.commands._sim_args import EXPERT_TASKS
 from edge.resources import config_dir
 
 # world_models.token_model.KINDS (literal here so that parsing the command line does not import torch)
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     models = parser.add_subparsers(dest="model", metavar="<model>")
     vla = add_subparser(models, "vla", "train the flow-matching VLA (EMA weights, checkpoint + "
                         "manifest, periodic evaluation in sim)", EXAMPLES)
-    vla.add_argument("--task", default="stack", choices=TASKS,
+    vla.add_argument("--task", default="stack", choices=EXPERT_TASKS,
                      help="task the demonstrations are for (and the evaluation runs)")
     vla.add_argument("--data", required=True, nargs="+",
                      help="demonstration directory (edge data record); several are trained on as one")

@@ -168,7 +168,7 @@ class ProfileConfig:
     max_steps: int = 0
     video_episodes: int = 0
     verify: bool = True
-    world_model: str = ""  # comet arms: the world-model checkpoint ('' = the shipped push3 model)
+    world_model: str = ""  # comet arms: the world-model checkpoint ('' = the shipped model for the task)
 
 
 def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:

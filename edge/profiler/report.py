@@ -40,7 +40,8 @@ def session_rows(session: dict[str, Any]) -> list[list[Any]]:
     """The "What ran" rows of a run's ``meta.json`` session (the planner's keys for a comet run; an
     empty world_model is the shipped one, plan_simulations 0 the model's own)."""
     if session.get("policy") == "comet":
-        shown = {"world_model": session.get("world_model") or "(the shipped comet_push3)",
+        shipped = "comet_reach3" if session.get("task") == "reach" else "comet_push3"
+        shown = {"world_model": session.get("world_model") or f"(the shipped {shipped})",
                  "plan_simulations": session.get("plan_simulations") or "0 (the model's own)",
                  "plan_backend": session.get("plan_backend") or "torch",
                  "plan_workspace_mask": "on" if session.get("plan_workspace_mask") else

@@ -51,7 +51,7 @@ from edge.schedulers import DvacSchedulerConfig, FixedSchedulerConfig
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "vla" / "checkpoints" / "stack"
 
-TASKS = ("stack", "pick_place", "push")
+TASKS = ("stack", "pick_place", "push", "reach")
 
 
 @dataclass(frozen=True)

@@ -304,7 +304,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
 
         robot = load_robot_spec(cfg_.scene.robot)
     trained_for = getattr(policy.spec, "task", None)
-    if trained_for in ("stack", "pick_place", "push") and trained_for != cfg_.scene.task:
+    if trained_for in ("stack", "pick_place", "push", "reach") and trained_for != cfg_.scene.task:
         raise EdgeError(f"--task {cfg_.scene.task}: the checkpoint {cfg_.policy.checkpoint} was trained for task "
                         f"{trained_for!r} (its spec); run --task {trained_for} or pass a checkpoint "
                         f"trained for {cfg_.scene.task!r} (edge train vla --task {cfg_.scene.task})")

@@ -121,16 +121,19 @@ def test_renamed_defaults_are_unchanged():
 
 def test_choices_match_the_packages_lists():
     from edge.backends import BACKENDS
-    from edge.commands._sim_args import TASKS
+    from edge.commands._sim_args import EXPERT_TASKS, TASKS
+    from sim.tasks import EXPERT_TASKS as SIM_EXPERT_TASKS
     from sim.tasks import TASKS as SIM_TASKS
 
-    assert TASKS == SIM_TASKS
+    assert TASKS == SIM_TASKS and EXPERT_TASKS == SIM_EXPERT_TASKS
     choices = {}
     for path, parser in _parsers():
         for a in parser._actions:
             if a.dest in ("task", "backend") and a.option_strings:
                 choices[(" ".join(path), a.dest)] = a.choices
-    assert choices[("edge train vla", "task")] == SIM_TASKS
+    assert choices[("edge train vla", "task")] == SIM_EXPERT_TASKS  # demonstrations come from the expert
+    assert choices[("edge run", "task")] == choices[("edge profile", "task")] == SIM_TASKS
+    assert choices[("edge data record", "task")] == choices[("edge expert eval", "task")] == SIM_EXPERT_TASKS
     assert choices[("edge data record", "backend")] == BACKENDS
     # edge run also takes a user's own backend ('pkg.module:factory'), checked by BackendConfig
     assert choices.pop(("edge run", "backend")) is None

@@ -1,6 +1,7 @@
 """`edge run --policy comet`: the planner in the runtime loop (frames in, timed moves out)."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -17,9 +18,43 @@ def slot_world_model(tmp_path_factory):
                  "--eval-frames", "24", "--steps", "2"]) == 0
     base = tiny()
     cfg = tiny(obs="slots", encoder=str(enc), env_steps=8, eval_every=8, checkpoint_every=8,
+               env=replace(base.env, task="push3"),  # runs --task push
                model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
     Trainer(cfg, d / "comet", progress=False).run()
     return d / "comet"
+
+
+@pytest.fixture(scope="module")
+def reach_world_model(slot_world_model):
+    """A tiny reach3 model over the same encoder (reach3 is tiny()'s own task)."""
+    base = tiny()
+    cfg = tiny(obs="slots", encoder=str(slot_world_model.parent / "slots"), env_steps=8, eval_every=8,
+               checkpoint_every=8, model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
+    Trainer(cfg, slot_world_model.parent / "comet_reach", progress=False).run()
+    return slot_world_model.parent / "comet_reach"
+
+
+def test_edge_run_comet_reach_runs_a_reach3_model_on_the_reach_task(reach_world_model, tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "--policy", "comet", "--world-model", str(reach_world_model), "--task", "reach",
+                 "--episodes", "1", "--out", str(out), "--plan-simulations", "3", "--set", "max_steps=8"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["task"] == "reach" and meta["session"]["execution"] == "async"
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert ep["steps"] <= 8 and ep["planner_decisions"] >= 7  # a decision every tick
+    from world_models.policy import WorldModelPolicy
+
+    pol = WorldModelPolicy(reach_world_model, simulations=2)
+    assert pol.spec.task == "reach" and pol.spec.env["hold_s"] == 0.0  # reach3 judges every step, no hold
+
+
+def test_a_world_model_runs_only_the_task_it_learned(slot_world_model, reach_world_model, tmp_path, capsys):
+    for model, task, other in ((slot_world_model, "reach", "push"), (reach_world_model, "push", "reach")):
+        rc = main(["run", "--policy", "comet", "--world-model", str(model), "--task", task, "--episodes", "1",
+                   "--out", str(tmp_path / task), "--plan-simulations", "2"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--world-model" in err and f"runs --task {other}" in err, err
+        assert not (tmp_path / task / "episodes.jsonl").exists()
 
 
 def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path):

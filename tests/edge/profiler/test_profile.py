@@ -205,9 +205,9 @@ def test_mixed_vla_and_planner_arms_keep_the_vla_arms_projection(profiled, tmp_p
     assert "fixed:2x4 / torch" in projected and "comet" not in projected
 
 
-def test_comet_arms_need_push_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
+def test_comet_arms_need_an_object_task_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
     # a VLA arm listed first would run before the comet arm's own checks: refused up front, nothing written
-    for extra, said in ((["--task", "stack"], "comet arms plan pushes"),
+    for extra, said in ((["--task", "stack"], "comet arms plan the object tasks"),
                         (["--task", "push", "--latency", "device"], "--latency device: charges the VLA")):
         out = tmp_path / "x"
         assert main(["profile", "--schedulers", "fixed:1x1,comet", *extra, "--out", str(out)]) == 2
