@@ -160,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency_ms is not None and not 0.0 <= args.latency_ms <= 10000.0:
         ap.error(f"--latency-ms {args.latency_ms:g}: must be in [0, 10000]")
     latency = ("measured", 0.0) if args.latency_ms is None else ("constant", args.latency_ms)
-    pc = ProfileConfig(task="push", episodes=args.episodes, seed=args.seed, latency=latency[0],
-                       latency_ms=latency[1], world_model=args.world_model, max_steps=args.max_steps)
+    from world_models.policy import RUNTIME_TASK, SHIPPED, load_world_model
+
+    wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    pc = ProfileConfig(task=RUNTIME_TASK[wm_env.task], sim=wm_env.sim, episodes=args.episodes, seed=args.seed,
+                       latency=latency[0], latency_ms=latency[1], world_model=args.world_model,
+                       max_steps=args.max_steps)
     sims = f":{args.simulations}" if args.simulations else ""
     arms = {"sync": make_arm(f"comet{sims}", args.backend), "async": make_arm(f"comet-ahead{sims}", args.backend)}
     from edge.vla.manifest import git_revision

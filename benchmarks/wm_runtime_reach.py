@@ -9,7 +9,8 @@ The same model (default: the shipped ``comet_reach3``) on the same scene seeds, 
   policy class (:func:`benchmarks.wm_lookahead.train_env_reference`);
 * ``async``: ``edge run --policy comet --task reach`` as a user runs it (a decision every tick,
   searched from after the queued move; ONNX Runtime search; the workspace mask on; each decision's
-  measured time charged on the virtual clock), ``--async-ticks`` ticks (default 30: 30 moves);
+  measured time charged on the virtual clock), ``--async-ticks`` ticks (default 31: 30 moves; the
+  first tick holds while the first decision is made);
 * ``sync``: the same with ``--query-mode sync``, ``--sync-ticks`` ticks (default 60: one move per two
   ticks, 30 moves);
 * ``constant``: the best constant action of ``object_task_scripted.py`` (action 7) in the training
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulations", type=int, default=0, help="search simulations per decision (0 = the model's own)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
     ap.add_argument("--seed", type=int, default=430000, help="first episode seed")
-    ap.add_argument("--async-ticks", type=int, default=30, help="ticks per async episode (one move each)")
+    ap.add_argument("--async-ticks", type=int, default=31,
+                    help="ticks per async episode (a move on every tick after the first)")
     ap.add_argument("--sync-ticks", type=int, default=60, help="ticks per sync episode (a move every other tick)")
     ap.add_argument("--runs-dir", default="/tmp/wm_runtime_reach_runs",
                     help="where the runtime arms' run directories go (must not exist)")
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         total = min(done + args.block, args.episodes)
         for name in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
             arm, ticks = arms[name]
-            pc = ProfileConfig(task="reach", episodes=args.episodes, seed=args.seed, latency=latency[0],
+            pc = ProfileConfig(task="reach", sim=cfg.env.sim, episodes=args.episodes, seed=args.seed, latency=latency[0],
                                latency_ms=latency[1], world_model=model, max_steps=ticks)
             t1 = time.perf_counter()
             run_session(session_config(pc, arm, args.seed, total), runs / name,

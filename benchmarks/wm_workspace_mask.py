@@ -122,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     latency = ("measured", 0.0) if args.latency_ms is None else ("constant", args.latency_ms)
-    pc = ProfileConfig(task="push", episodes=args.episodes, seed=args.seed, latency=latency[0],
-                       latency_ms=latency[1], world_model=args.world_model, max_steps=args.max_steps)
+    from world_models.policy import RUNTIME_TASK, SHIPPED, load_world_model
+
+    wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    pc = ProfileConfig(task=RUNTIME_TASK[wm_env.task], sim=wm_env.sim, episodes=args.episodes, seed=args.seed,
+                       latency=latency[0], latency_ms=latency[1], world_model=args.world_model,
+                       max_steps=args.max_steps)
     sims = f":{args.simulations}" if args.simulations else ""
     arms = {"async": make_arm(f"comet-ahead{sims}", args.backend),
             "async+mask": make_arm(f"comet-ahead+mask{sims}", args.backend)}

@@ -8,12 +8,12 @@ Actions (``action_mode``):
   deltas into a target pose, converts it to joint targets by damped-least-squares IK
   (:func:`sim.robot_model.ik_step`) and servos the joints for ``control_dt_s``.
 * ``joint_pos``, shape (8,): seven joint targets in rad (within the URDF limits) + gripper [0, 1].
-* ``discrete8`` (push only): ``Discrete(8)``, a 2 cm TCP move along one of 8 compass directions
+* ``discrete8`` (push and reach only): ``Discrete(8)``, a 2 cm TCP move along one of 8 compass directions
   (0 = +x, counter-clockwise in 45° steps).
 
 Clipping: values outside the action box are clipped to it, and the TCP target is kept inside the
 workspace box ``TARGET_BOX_M``; neither is silent — every clip is counted in ``info["clipped"]``
-/ ``info["workspace_clipped"]`` and ``info["clip_counts"]`` (per episode). In ``push``, z, yaw and the gripper are held by the env
+/ ``info["workspace_clipped"]`` and ``info["clip_counts"]`` (per episode). In ``push`` and ``reach``, z, yaw and the gripper are held by the env
 (TCP 1.5 cm above the table, gripper closed); ``info["ignored_dims"]`` names those action entries.
 
 Observations: ``front`` (H, W, 3) uint8, optional ``wrist`` (H, W, 3) uint8, ``proprio`` (22,)

@@ -103,7 +103,7 @@ class WorldModelPolicy:
 
     def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
                  backend: str = "torch", ort_threads: int = 1, lookahead: bool = False,
-                 workspace: tuple[Any, Any] | None = None) -> None:
+                 workspace: tuple[Any, Any] | None = None, task: str | None = None) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
@@ -112,6 +112,10 @@ class WorldModelPolicy:
         if backend not in PLAN_BACKENDS:
             raise EdgeError(f"--plan-backend {backend!r}: choose one of {PLAN_BACKENDS}")
         cfg, model, manifest = load_world_model(path, verify=verify)
+        if task is not None and RUNTIME_TASK[cfg.env.task] != task:  # before anything is exported or loaded
+            raise EdgeError(f"--world-model {path}: a {cfg.env.task} model runs --task {RUNTIME_TASK[cfg.env.task]}, "
+                            f"not --task {task}; pass a model trained with `edge train world-model --task {task}3` "
+                            f"(or run --task {RUNTIME_TASK[cfg.env.task]})")
         if cfg.obs == "oracle":
             raise EdgeError(f"{path}: an oracle-slot world model needs privileged object states; the runtime "
                             "gives it camera frames only: use a model trained with --obs slots or pixels")
@@ -421,11 +425,7 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
             raise EdgeError("--plan-workspace-mask on masks moves by the robot spec's workspace box; this run "
                             "has no robot spec (use --plan-workspace-mask off)")
         workspace = (robot.workspace_min_m, robot.workspace_max_m)
-    policy = WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
-                              seed=int(cfg.run.seed), verify=cfg.policy.verify,
-                              backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace)
-    if policy.spec.task != cfg.scene.task:
-        raise EdgeError(f"--world-model {path}: a {policy.cfg.env.task} model runs --task {policy.spec.task}, not "
-                        f"--task {cfg.scene.task}; pass a model trained with `edge train world-model --task "
-                        f"{cfg.scene.task}3` (or run --task {policy.spec.task})")
-    return policy
+    return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
+                            seed=int(cfg.run.seed), verify=cfg.policy.verify,
+                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace,
+                            task=cfg.scene.task)

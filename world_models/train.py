@@ -213,7 +213,7 @@ def load_world_model(path: str | Path, verify: bool = True):
     f = p / MODEL_FILE if p.is_dir() else p
     if not f.is_file():
         raise EdgeError(f"no world model at {p} (expected {MODEL_FILE}); train one with "
-                        "`edge train world-model --out DIR`")
+                        "`edge train world-model --out DIR --task push3|reach3`")
     mf = f.parent / MANIFEST_FILE
     manifest = json.loads(mf.read_text()) if mf.is_file() else {}
     want = (manifest.get("files") or {}).get(MODEL_FILE)

@@ -25,7 +25,7 @@ def register(sub) -> None:
                    help="comet arms: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--schedulers", default=None,
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
-                        "world-model planner with N simulations, --task push, one move per decision, sync; "
+                        "world-model planner with N simulations, --task push or reach, one move per decision, sync; "
                         "comet = the model's own number, labelled apart from comet:16) | comet-ahead[:N] (the "
                         "planner async: a decision every tick, searched from after the queued move) "
                         "(default fixed:10x8,fixed:2x8; with --runs: every arm found)")

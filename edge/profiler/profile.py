@@ -3,7 +3,7 @@ projected on-device cost, every number recomputable from the run records.
 
 An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10x8), ``dvac`` /
 ``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint), ``comet`` / ``comet:N`` (the world-model
-planner with N simulations on the push task, one move per decision, sync; ``comet-ahead[:N]``: async,
+planner with N simulations on the push or reach task, one move per decision, sync; ``comet-ahead[:N]``: async,
 a decision every tick searched from after the queued move; its backend is the search's, torch or
 onnxruntime, and no device cost is projected for it). Each arm runs its episodes through
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every

@@ -345,6 +345,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     env = sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution, n_blocks=cfg_.scene.n_blocks,
                        instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,
+                       # the episode's length: the env truncates there too (0 = the task's default)
+                       max_steps=cfg_.scene.max_steps,
                        # the loop reads the cameras once per query, not every tick: render then
                        **{"lazy_images": cfg_.scene.lazy_images, "render_mesh_cell_m": cfg_.scene.render_mesh_cell_m,
                           **dict(getattr(policy.spec, "env", None) or {})})

@@ -44,6 +44,10 @@ def test_every_arm_plays_the_same_seeds(reach_model, tmp_path, monkeypatch, caps
         assert meta["session"]["task"] == "reach" and meta["session"]["plan_workspace_mask"] is True
         assert [r["episodes_before"] for r in meta["resumed"]] == [2]
     assert arms["async"]["moves_per_tick"] > 0.8 and arms["sync"]["moves_per_tick"] < 0.6
+    # the move budgets: async moves on every tick after the first, sync on every other tick
+    for name, moves in (("async", 5), ("sync", 4)):
+        pe = arms[name]["per_episode"]
+        assert all(m == moves for m, won in zip(pe["moves"], pe["success"]) if not won), (name, pe["moves"])
     assert all(m <= 6 for m in arms["train_env"]["per_episode"]["moves"])  # the tiny task's 6 moves
     for k, p in res["paired"].items():
         a, b = k.split("_minus_")
