@@ -102,6 +102,10 @@ def run(args) -> int:
             if args.latency in ("device", "per_step"):
                 raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the "
                                 "planner's; comet arms take --latency constant or measured")
+            if args.latency == "constant" and not args.latency_ms:
+                print("note: comet arms are charged no decision time (--latency constant, 0 ms): each move runs "
+                      "on the tick it was decided for, however long the search took; add --latency measured to "
+                      "charge it as edge run does", file=sys.stderr)
     if args.world_model and not any(a.session.get("policy") == "comet" for a in arms or ()):
         raise EdgeError("--world-model configures comet arms; add --schedulers comet[:N] or drop it")
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,

@@ -171,6 +171,16 @@ class ProfileConfig:
     world_model: str = ""  # comet arms: the world-model checkpoint ('' = the shipped model for the task)
 
 
+def latency_text(cfg: dict) -> str:
+    """How a profile charged inference latency on the virtual clock, in words (the report's header)."""
+    kind, ms = cfg.get("latency"), cfg.get("latency_ms")
+    if kind == "constant":
+        return f"latency constant {ms} ms" + (" (none charged)" if not ms else "")
+    if kind == "measured":
+        return "latency measured (each query's own compute time charged)"
+    return f"latency {kind}"
+
+
 def session_config(pc: ProfileConfig, arm: Arm, seed: int, episodes: int) -> Any:
     from edge.runtime.config import DEFAULT_CHECKPOINT, RuntimeConfig
 
@@ -361,8 +371,8 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
     cfg = summary.get("config", {})
     doc.p(f"Reference arm: `{summary['reference']}`. Task {cfg.get('task')} / {cfg.get('sim')}, "
           f"{cfg.get('episodes')} episodes per arm from seed {cfg.get('seed')} (the same seeds for "
-          f"every arm), execution {cfg.get('execution')}, latency {cfg.get('latency')} "
-          f"{cfg.get('latency_ms')} ms, noise temperature {cfg.get('noise_temperature')}. "
+          f"every arm), execution {cfg.get('execution')}, {latency_text(cfg)}, noise temperature "
+          f"{cfg.get('noise_temperature')}. "
           "Every number is recomputed from the run records (summary.json has them all). Compute per "
           "action: host wall time of encode + scheduler + K steps per executed action (p50 / p99 over "
           "queries whose chunk executed an action). Overruns are not measured on a virtual clock (-).")

@@ -218,7 +218,17 @@ def test_comet_arms_need_an_object_task_and_a_planner_latency_before_anything_ru
     assert "--world-model configures comet arms" in capsys.readouterr().err
     assert main(["profile", "--schedulers", "comet", "--task", "push", "--world-model", str(tmp_path / "none"),
                  "--episodes", "1", "--out", str(tmp_path / "w2")]) == 2
-    assert "no world model" in capsys.readouterr().err  # the runtime's own refusal, passed through
+    err = capsys.readouterr().err
+    assert "no world model" in err  # the runtime's own refusal, passed through
+    assert "add --latency measured" in err  # comet arms charged no decision time by default: said
+    assert main(["profile", "--schedulers", "comet", "--task", "push", "--world-model", str(tmp_path / "none"),
+                 "--latency", "measured", "--episodes", "1", "--out", str(tmp_path / "w3")]) == 2
+    assert "add --latency measured" not in capsys.readouterr().err
+    from edge.profiler.profile import latency_text
+
+    assert latency_text({"latency": "constant", "latency_ms": 0.0}) == "latency constant 0.0 ms (none charged)"
+    assert latency_text({"latency": "constant", "latency_ms": 100.0}) == "latency constant 100.0 ms"
+    assert latency_text({"latency": "measured", "latency_ms": 0.0}).startswith("latency measured (")
     assert main(["run", "--policy", "comet", "--task", "push", "--latency", "per_step",
                  "--out", str(tmp_path / "r")]) == 2
     assert "--latency per_step" in capsys.readouterr().err
