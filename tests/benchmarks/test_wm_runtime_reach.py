@@ -5,24 +5,8 @@ import json
 import pytest
 
 from tests.benchmarks._load import load_benchmark
-from world_models.token_model import WorldModelConfig
-from world_models.train import Trainer, tiny
 
 bench = load_benchmark("wm_runtime_reach")
-
-
-@pytest.fixture(scope="module")
-def reach_model(tmp_path_factory):
-    from edge.cli import main
-
-    d = tmp_path_factory.mktemp("wm")
-    assert main(["train", "slot-encoder", "--out", str(d / "slots"), "--preset", "tiny", "--frames", "48",
-                 "--eval-frames", "24", "--steps", "2"]) == 0
-    base = tiny()
-    cfg = tiny(obs="slots", encoder=str(d / "slots"), env_steps=8, eval_every=8, checkpoint_every=8,
-               model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
-    Trainer(cfg, d / "reach", progress=False).run()
-    return d / "reach"
 
 
 def test_every_arm_plays_the_same_seeds(reach_model, tmp_path, monkeypatch, capsys):

@@ -1,0 +1,33 @@
+"""benchmarks/wm_real_clock.py: the planner on the real clock against the virtual clock, paired seeds."""
+
+import json
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("wm_real_clock")
+
+
+def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
+    assert bench.main(["--world-model", str(reach_model), "--episodes", "3", "--block", "2", "--max-steps", "6",
+                       "--seed", "7", "--runs-dir", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    v, r = res["arms"]["virtual"], res["arms"]["real"]
+    assert v["per_episode"]["seed"] == r["per_episode"]["seed"] == [7, 8, 9]
+    for name in ("virtual", "real"):
+        meta = json.loads((tmp_path / "runs" / name / "meta.json").read_text())
+        assert meta["session"]["clock"] == name and meta["session"]["execution"] == "sync"
+        assert [x["episodes_before"] for x in meta["resumed"]] == [2]  # blocks of 2: one resume per arm
+        eps = [json.loads(x) for x in (tmp_path / "runs" / name / "episodes.jsonl").read_text().splitlines()]
+        assert [e["success"] for e in eps] == res["arms"][name]["per_episode"]["success"]
+    assert "overruns" in r["clock"] and r["clock"]["lateness_p99_ms"] is not None
+    p = res["paired_real_minus_virtual"]
+    d = sum(r["per_episode"]["success"]) - sum(v["per_episode"]["success"])
+    assert p["only_first"] - p["only_second"] == d and p["difference"] == pytest.approx(d / 3, abs=1e-4)
+    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
+        with pytest.raises(SystemExit) as e:
+            bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
+        assert e.value.code == 2 and said in capsys.readouterr().err
