@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge.stats import wilson
     from edge.vla.manifest import git_revision
 
+    git = git_revision()  # the code the runs start from
     edge = str(Path(sys.executable).with_name("edge"))
     base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", "sync", "--seed", str(args.seed)]
     if args.world_model:
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"{name:8s} {total}/{args.episodes} episodes", flush=True)
     res: dict = {"benchmark": "wm_real_clock", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-                 "git": git_revision(), "versions": package_versions(), "task": args.task,
+                 "git": git, "versions": package_versions(), "task": args.task,
                  "world_model": args.world_model or f"(the shipped model for {args.task})",
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block, "arms": {}}
     won = {}
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         won[name] = st["per_episode"]["success"]
         st["success_rate"] = round(st["successes"] / st["episodes"], 4)
         st["success_wilson95"] = [round(x, 4) for x in wilson(st["successes"], st["episodes"])]
-        st["clock"] = {k: summary.get(k) for k in ("overruns", "lateness_p50_ms", "lateness_p99_ms", "jitter_p99_ms",
+        st["clock"] = {k: summary.get(k) for k in ("overruns", "reset_overruns", "lateness_p50_ms", "lateness_p99_ms", "jitter_p99_ms",
                                                   "tick_overhead_p50_ms", "tick_overhead_p99_ms") if k in summary}
         res["arms"][name] = {"wall_s": round(wall[name], 1), **st}
     rng = np.random.default_rng(0)
