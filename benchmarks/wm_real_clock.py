@@ -2,12 +2,14 @@
 
     python benchmarks/wm_real_clock.py --episodes 300 --seed 460000 --out benchmarks/results/wm_real_clock.json
 
-Two arms of ``edge run --policy comet --task TASK --query-mode sync`` (default task ``reach``, the
-shipped model for it), each over the same ``--episodes`` seeds, in blocks of ``--block`` episodes that
+Two arms of ``edge run --policy comet --task TASK --query-mode MODE`` (default task ``reach``, the
+shipped model for it; ``--query-mode sync`` by default), each over the same ``--episodes`` seeds, in blocks of ``--block`` episodes that
 alternate between the arms (each arm's run directory resumed block by block):
 
 * ``virtual``: the virtual clock, each decision's measured time charged (``edge run``'s default);
-* ``real``: ``--clock real``: the loop ticks in wall time and the planner decides in a worker thread.
+* ``real``: ``--clock real``: the loop ticks in wall time; sync: the planner decides in a worker thread;
+  async: inline (``--inference inline``: the decision is made before the tick's command, inside the
+  tick).
 
 Reported per arm from the run records: successes (Wilson interval), decision p50 / p99, moves per
 tick, starved ticks and, for the real clock, overruns, lateness and jitter p99 (the run's summary);
@@ -32,6 +34,7 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 ARMS = {"virtual": [], "real": ["--clock", "real"]}
+INLINE = ["--inference", "inline"]  # async on the real clock: the decision inside the tick
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
     ap.add_argument("--seed", type=int, default=460000, help="first episode seed")
     ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--query-mode", default="sync", choices=("sync", "async"),
+                    help="the planner's mode in both arms (async on the real clock decides inline)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/wm_real_clock_runs", help="where the two arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_real_clock.json", help="JSON written")
@@ -61,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
     git = git_revision()  # the code the runs start from
     edge = str(Path(sys.executable).with_name("edge"))
-    base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", "sync", "--seed", str(args.seed)]
+    base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", args.query_mode,
+            "--seed", str(args.seed)]
+    arms = {k: v + (INLINE if args.query_mode == "async" and k == "real" else []) for k, v in ARMS.items()}
     if args.world_model:
         base += ["--world-model", args.world_model]
     if args.max_steps:
@@ -69,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = dict.fromkeys(ARMS, 0.0)
     for b, done in enumerate(range(0, args.episodes, args.block)):
         total = min(done + args.block, args.episodes)
-        for name in (list(ARMS) if b % 2 == 0 else list(ARMS)[::-1]):
-            cmd = [*base, *ARMS[name], "--episodes", str(total), "--out", str(runs / name), *(["--resume"] if done else [])]
+        for name in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
+            cmd = [*base, *arms[name], "--episodes", str(total), "--out", str(runs / name), *(["--resume"] if done else [])]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             wall[name] += time.perf_counter() - t0
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"{name:8s} {total}/{args.episodes} episodes", flush=True)
     res: dict = {"benchmark": "wm_real_clock", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-                 "git": git, "versions": package_versions(), "task": args.task,
+                 "git": git, "versions": package_versions(), "task": args.task, "query_mode": args.query_mode,
                  "world_model": args.world_model or f"(the shipped model for {args.task})",
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block, "arms": {}}
     won = {}

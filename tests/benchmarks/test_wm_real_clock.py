@@ -27,6 +27,14 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     p = res["paired_real_minus_virtual"]
     d = sum(r["per_episode"]["success"]) - sum(v["per_episode"]["success"])
     assert p["only_first"] - p["only_second"] == d and p["difference"] == pytest.approx(d / 3, abs=1e-4)
+    # async: the real clock's arm decides inline, within the tick
+    assert bench.main(["--world-model", str(reach_model), "--episodes", "2", "--block", "1", "--max-steps", "5",
+                       "--query-mode", "async", "--runs-dir", str(tmp_path / "a"), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["query_mode"] == "async" and res["arms"]["real"]["moves_per_tick"] > 0.7
+    for name, inference in (("virtual", "auto"), ("real", "inline")):
+        meta = json.loads((tmp_path / "a" / name / "meta.json").read_text())
+        assert meta["session"]["execution"] == "async" and meta["session"]["inference"] == inference
     for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
