@@ -3,8 +3,9 @@
     python benchmarks/wm_real_clock.py --episodes 300 --seed 460000 --out benchmarks/results/wm_real_clock.json
 
 Two arms of ``edge run --policy comet --task TASK --query-mode MODE`` (default task ``reach``, the
-shipped model for it; ``--query-mode sync`` by default), each over the same ``--episodes`` seeds, in blocks of ``--block`` episodes that
-alternate between the arms (each arm's run directory resumed block by block):
+shipped model for it; ``--query-mode sync`` by default; ``--plan-simulations`` per decision, default the
+model's own), each over the same ``--episodes`` seeds, in blocks of ``--block`` episodes that alternate
+between the arms (each arm's run directory resumed block by block):
 
 * ``virtual``: the virtual clock, each decision's measured time charged (``edge run``'s default);
 * ``real``: ``--clock real``: the loop ticks in wall time; sync: the planner decides in a worker thread;
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
     ap.add_argument("--query-mode", default="sync", choices=("sync", "async"),
                     help="the planner's mode in both arms (async on the real clock decides inline)")
+    ap.add_argument("--plan-simulations", type=int, default=0,
+                    help="tree-search simulations per decision in both arms (0 = the model's own)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/wm_real_clock_runs", help="where the two arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_real_clock.json", help="JSON written")
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
     if args.block < 1:
         ap.error(f"--block {args.block}: must be >= 1")
+    if args.plan_simulations < 0:
+        ap.error(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     if args.max_steps < 0:
         ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     runs = Path(args.runs_dir)
@@ -73,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         base += ["--world-model", args.world_model]
     if args.max_steps:
         base += ["--set", f"max_steps={args.max_steps}"]
+    if args.plan_simulations:
+        base += ["--plan-simulations", str(args.plan_simulations)]
     wall = dict.fromkeys(ARMS, 0.0)
     for b, done in enumerate(range(0, args.episodes, args.block)):
         total = min(done + args.block, args.episodes)
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:8s} {total}/{args.episodes} episodes", flush=True)
     res: dict = {"benchmark": "wm_real_clock", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git, "versions": package_versions(), "task": args.task, "query_mode": args.query_mode,
+                 "plan_simulations": args.plan_simulations or "(the model's own)",
                  "world_model": args.world_model or f"(the shipped model for {args.task})",
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block, "arms": {}}
     won = {}

@@ -29,13 +29,15 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     assert p["only_first"] - p["only_second"] == d and p["difference"] == pytest.approx(d / 3, abs=1e-4)
     # async: the real clock's arm decides inline, within the tick
     assert bench.main(["--world-model", str(reach_model), "--episodes", "2", "--block", "1", "--max-steps", "5",
-                       "--query-mode", "async", "--runs-dir", str(tmp_path / "a"), "--out", str(out)]) == 0
+                       "--query-mode", "async", "--plan-simulations", "3", "--runs-dir", str(tmp_path / "a"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["query_mode"] == "async" and res["arms"]["real"]["moves_per_tick"] > 0.7
+    assert res["plan_simulations"] == 3
     for name, inference in (("virtual", "auto"), ("real", "inline")):
         meta = json.loads((tmp_path / "a" / name / "meta.json").read_text())
         assert meta["session"]["execution"] == "async" and meta["session"]["inference"] == inference
-    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
+        assert meta["session"]["plan_simulations"] == 3
+    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--plan-simulations", "-1"], "--plan-simulations -1"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err
