@@ -1,7 +1,10 @@
 """The simulated arm as a :class:`edge.contracts.RobotDriver` (MuJoCo or PyBullet, one class).
 
 Each ``send_command``/``hold`` advances the simulator by exactly one control period, so with the
-virtual clock the loop, the physics and the latency model stay in lock-step. The env clips
+virtual clock the loop, the physics and the latency model stay in lock-step. On the real clock a tick
+that overruns makes the loop skip deadlines; ``elapse(periods)`` advances the simulator through them
+with the arm tracking its last target, as a real arm's controller does, so the world does not wait
+for a late loop (``elapsed_periods`` counts them per episode). The env clips
 commands to its action box and its TCP target into its own workspace box (``sim.env.TARGET_BOX_M``;
 the target leads the measured TCP, so this clip can bind where a safety layer's clip of the measured
 TCP + the move, into the same box, did not) and counts both; ``send_command`` returns the command
@@ -39,6 +42,7 @@ class SimArmDriver:
         self.done = False
         self.success = False
         self.steps = 0
+        self.elapsed_periods = 0
         self.reward = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -47,6 +51,7 @@ class SimArmDriver:
         self.obs, self.info = self.env.reset(seed=seed)
         self.done = self.success = False
         self.steps = 0
+        self.elapsed_periods = 0
 
     def connect(self) -> None:
         if self.obs is None:
@@ -100,6 +105,21 @@ class SimArmDriver:
 
     def hold(self) -> np.ndarray:
         return self._step(self.hold_command())
+
+    def elapse(self, periods: int) -> None:
+        """``periods`` control periods passed with no command (the loop missed its deadlines): step
+        the simulator through them holding the commanded target, as a real arm's controller keeps
+        tracking its last one. Only while the arm is active or e-stopped (else nothing is being
+        controlled) and until the episode is done."""
+        if isinstance(periods, bool) or not isinstance(periods, (int, np.integer)) or periods < 0:
+            raise DriverError(f"elapse({periods!r}): periods must be an int >= 0")
+        if self.state not in (DriverState.ACTIVE, DriverState.ESTOPPED):
+            return
+        for _ in range(int(periods)):
+            if self.done:
+                break
+            self._step(self.hold_command())
+            self.elapsed_periods += 1
 
     def estop(self) -> None:
         """Latch ESTOPPED and hold position for one period (the simulated brakes engage)."""

@@ -200,7 +200,8 @@ class RobotDriver(Protocol):
 
     Commands are accepted only when active. ``estop`` latches ``ESTOPPED``; only an explicit
     ``activate()`` leaves it (never automatically). A simulated driver advances its physics by one
-    control period per ``send_command``/``hold`` call.
+    control period per ``send_command``/``hold`` call, and may offer ``elapse(periods)``: the loop
+    calls it with the deadlines it skipped after an overrun, so the simulated world does not wait.
     """
 
     action_layout: str

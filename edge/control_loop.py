@@ -2,7 +2,9 @@
 
 Timing: tick ``n`` has the absolute deadline ``t0_s + n * period_s`` on the injected clock. A tick
 that finishes after the next deadline is an *overrun*: the missed deadlines are counted and skipped
-(their actions are purged from the queue), never caught up in a burst. Lateness (wake time minus
+(their actions are purged from the queue), never caught up in a burst; a driver whose physics
+advances only with its commands (the simulated arm) is told how many periods passed (``elapse``), so
+the simulated world does not wait for a late tick. Lateness (wake time minus
 deadline) and tick overhead (wall time of the tick's own work) are measured every tick.
 
 Inference never blocks the loop (``execution="async"``): a query starts when none is in flight and
@@ -302,6 +304,7 @@ class ControlLoop:
                 skipped = int(late_by // self.period_s) + 1
                 self.n += skipped
                 self.overruns += skipped
+                self._elapse(skipped)
         self.lateness_s.append(now - deadline)
         self.overhead_s.append(overhead)
         self.command_s.append(command_s)
@@ -363,6 +366,14 @@ class ControlLoop:
             gc.collect(1)
         elif slack >= self.config.gc_min_slack_s:
             gc.collect(0)
+
+    def _elapse(self, periods: int) -> None:
+        """Skipped deadlines pass on the robot too: a real arm's controller keeps tracking its last
+        target meanwhile. A driver that keeps its own time in lock-step with its commands (a
+        simulator: ``elapse(periods)``) is told, so its world does not wait for a late tick."""
+        elapse = getattr(self.driver, "elapse", None)
+        if callable(elapse):
+            elapse(periods)
 
     # ------------------------------------------------------------------ queries
     def _maybe_query(self, state: Any, now: float) -> None:

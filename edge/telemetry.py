@@ -273,6 +273,7 @@ def summarize(run: RunData) -> dict[str, Any]:
     successes = sum(1 for e in episodes if e.get("success"))
     clipped_eps = [e for e in episodes if e.get("policy_outputs") is not None]
     sim_eps = [e for e in episodes if e.get("sim_workspace_clips") is not None]
+    elapsed_eps = [e for e in episodes if e.get("sim_elapsed_periods") is not None]
 
     def ms(x: float | None) -> float | None:
         return None if x is None else 1000.0 * x
@@ -314,6 +315,8 @@ def summarize(run: RunData) -> dict[str, Any]:
         "policy_clip_max": max(float(e.get("policy_clip_max") or 0.0) for e in clipped_eps) if clipped_eps else None,
         "sim_workspace_clips": sum(int(e["sim_workspace_clips"]) for e in sim_eps) if sim_eps else None,
         "sim_action_box_clips": sum(int(e.get("sim_action_box_clips") or 0) for e in sim_eps) if sim_eps else None,
+        "sim_elapsed_periods": (sum(int(e["sim_elapsed_periods"]) for e in elapsed_eps)
+                                if elapsed_eps and not virtual else None),
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
@@ -335,7 +338,7 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             "latency_p50_ms", "latency_p99_ms", "compute_p50_ms", "mean_K", "mean_C", "nfe_total",
             "executed_actions", "nfe_per_action", "starved_ticks", "dropped_late", "expired_chunks",
             "policy_outputs", "policy_clipped", "policy_clip_max", "interventions",
-            "interventions_total", "faults", "sim_workspace_clips", "sim_action_box_clips"}
+            "interventions_total", "faults", "sim_workspace_clips", "sim_action_box_clips", "sim_elapsed_periods"}
     n, k = s.get("episodes"), s.get("successes")
     if n:
         ci = s.get("success_ci95") or [None, None]
@@ -366,6 +369,9 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ovr = _num(s.get("overruns"))
         if s.get("reset_overruns"):
             ovr += f" (+{s['reset_overruns']} at episode starts, after the env reset: not counted)"
+        if s.get("sim_elapsed_periods") is not None:
+            ovr += (f"; the simulated arm stepped through {s['sim_elapsed_periods']} skipped periods "
+                    "tracking its last target (the world does not wait for a late tick)")
         rows += [("overruns", ovr),
                  ("lateness p50 / p99", f"{_num(s.get('lateness_p50_ms'))} / {_num(s.get('lateness_p99_ms'))} ms"),
                  ("jitter p99", _num(s.get("jitter_p99_ms"), " ms"))]

@@ -210,6 +210,9 @@ class Runtime:
         sim_clips = driver.info.get("clip_counts") if isinstance(getattr(driver, "info", None), dict) else None
         if isinstance(sim_clips, dict):  # a simulated arm's controller clamps (not the safety layer's)
             extra.update({f"sim_{k}_clips": int(v) for k, v in sim_clips.items()})
+        elapsed = getattr(driver, "elapsed_periods", None)
+        if isinstance(elapsed, int) and not loop.clock.is_virtual:  # skipped deadlines the sim stepped through
+            extra["sim_elapsed_periods"] = elapsed
         ep = loop.end_episode(success=bool(driver.success), seed=seed, steps=driver.steps,
                               instruction=driver.obs["instruction"], stop_reason=res.reason,
                               sim_diverged=bool(driver.info.get("sim_diverged")),

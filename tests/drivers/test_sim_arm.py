@@ -70,3 +70,30 @@ def test_send_command_reports_the_sim_workspace_clip():
         # what the driver reports is the target's own move (before the env's 6 cm leash)
         assert sent[1] == pytest.approx(min(y0 + 0.03, TARGET_BOX_M[1][1]) - y0, abs=1e-6)
     assert clipped >= 10 and d.info["clip_counts"]["workspace"] == clipped
+
+
+def test_elapse_steps_the_world_through_skipped_periods(driver):
+    """Deadlines the loop skipped pass in the simulator too: the arm keeps tracking its last target
+    (as a hold does), one period per skipped deadline, only while it is controlled."""
+    driver.elapse(3)  # passive: nothing is being controlled, nothing is stepped
+    assert driver.steps == 0 and driver.elapsed_periods == 0
+    driver.connect()
+    driver.activate()
+    s0 = driver.read_state()
+    driver.send_command(np.array([0.03, 0, 0, 0, 0], np.float32))
+    after_move = driver.read_state()
+    driver.elapse(5)
+    s1 = driver.read_state()
+    assert driver.steps == 6 and driver.elapsed_periods == 5
+    assert s1.ee_pos_m[0] - s0.ee_pos_m[0] > after_move.ee_pos_m[0] - s0.ee_pos_m[0] + 0.002  # it kept moving
+    np.testing.assert_allclose(driver.env.commanded_target()[0][0], s0.ee_pos_m[0] + 0.03, atol=0.01)  # to its target
+    driver.elapse(0)
+    assert driver.steps == 6
+    for bad in (-1, 1.5, True):
+        with pytest.raises(DriverError, match="elapse"):
+            driver.elapse(bad)
+    driver.done = True  # the episode ended: nothing more is stepped
+    driver.elapse(4)
+    assert driver.steps == 6 and driver.elapsed_periods == 5
+    driver.reset_episode(seed=3)
+    assert driver.elapsed_periods == 0

@@ -129,12 +129,16 @@ def test_overrun_skips_deadlines_without_burst():
 
     class SlowDriver(FakeDriver):
         reads = 0
+        elapsed: list = []
 
         def read_state(self):
             self.reads += 1
             if self.reads == 5:  # start() reads once, then ticks 0, 1, 2, 3
                 clock.spend(0.12)  # tick 3 takes 2.4 periods
             return super().read_state()
+
+        def elapse(self, periods):  # a simulator is told the deadlines that passed
+            self.elapsed.append((periods, clock.now()))
 
     driver = SlowDriver(clock, spec)
     loop = ControlLoop(
@@ -151,6 +155,7 @@ def test_overrun_skips_deadlines_without_burst():
     slots = [r.slot for r in loop._records]
     assert slots == [0, 1, 2, 3, 6, 7, 8, 9]
     assert loop.overruns == 2 and loop._records[3].overrun_ticks == 2
+    assert driver.elapsed == [(2, pytest.approx(3 * DT + 0.12))]  # once, right after the late tick
     assert [r.lateness_s for r in loop._records[4:]] == [0.0] * 4  # back on the grid, no catch-up burst
     for r in loop._records:
         if r.raw_action is not None:

@@ -53,6 +53,13 @@ def test_env_reset_between_episodes_is_not_an_overrun():
     assert s["overruns"] == 1 and s["reset_overruns"] == 2
     assert s["lateness_p99_ms"] == pytest.approx(1.0)  # the 120 ms wake after the reset is left out
     assert "+2 at episode starts" in format_summary(s)
+    assert s["sim_elapsed_periods"] is None  # no driver reported stepping through skipped periods
+    run = _run("real")
+    for e, k in zip(run.episodes, (1, 2)):
+        e["sim_elapsed_periods"] = k
+    s = summarize(run)
+    assert s["sim_elapsed_periods"] == 3
+    assert "the simulated arm stepped through 3 skipped periods" in format_summary(s)
 
 
 def test_summary_without_a_loop_lists_outcome_and_extras():

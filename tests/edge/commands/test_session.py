@@ -239,3 +239,36 @@ def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
     rt.run_episode(100000)
     rt.close()
     assert seen == [1]  # embedded once, before the loop started
+
+
+def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp_path, monkeypatch):
+    """A tick that overruns makes the loop skip deadlines; the simulated arm steps through them
+    holding its target (as a real arm's controller does), so simulated time keeps pace with the
+    deadlines: every episode's physics steps = its ticks + the periods it skipped."""
+    import time
+
+    from drivers.sim_arm import SimArmDriver
+
+    real_read = SimArmDriver.read_state
+    calls = {"n": 0}
+
+    def slow_read(self):
+        calls["n"] += 1
+        if calls["n"] % 7 == 0:
+            time.sleep(0.13)  # this tick runs past two more deadlines at 20 Hz
+        return real_read(self)
+
+    monkeypatch.setattr(SimArmDriver, "read_state", slow_read)
+    out = tmp_path / "r"
+    assert main(["run", "--policy", "expert", "--episodes", "2", "--image-size", "16", "--clock", "real",
+                 "--set", "max_steps=30", "--out", str(out)]) == 0
+    eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
+    for e in eps:
+        skipped = sum(t["overrun_ticks"] for t in ticks if t["ep"] == e["ep"])
+        assert skipped >= 2 * 3 and skipped == e["overruns"]
+        # every skipped deadline stepped (but none past the episode's end), one physics period per tick
+        assert skipped - 2 <= e["sim_elapsed_periods"] <= skipped
+        assert e["steps"] == e["ticks"] + e["sim_elapsed_periods"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sim_elapsed_periods"] == sum(e["sim_elapsed_periods"] for e in eps)
