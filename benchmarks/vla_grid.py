@@ -53,6 +53,16 @@ def run_shard(job: dict) -> dict:
             "wall_s": time.perf_counter() - t0}
 
 
+def stamp(results: dict, argv: list[str]) -> dict:
+    """The settings themselves (beyond ``open_resumable``'s identity), this invocation's command and
+    machine, and the git revision of every invocation that added to the file (a start and its resumes)."""
+    from edge.vla.manifest import git_revision
+
+    results.update({"task": "stack", "n_blocks": 2, "command": " ".join(argv), "machine": machine_info()})
+    results.setdefault("git_runs", []).append(git_revision())
+    return results
+
+
 def cell_from_shards(k: int, c: int, shards: list[dict]) -> dict:
     """Pool a cell's shards with the profiler (:func:`edge.profiler.episodes.pool`): success with a
     95 % Wilson interval, NFE per executed action, the furthest task stage reached by failed
@@ -159,8 +169,7 @@ def main() -> None:
         identity["physics_step_s"] = env_cfg.physics_step_s
     identity["render_mesh_cell_m"] = a.render_mesh_cell_m  # other pixels: runs never mix
     results = open_resumable(out, identity)
-    results.update({"task": "stack", "n_blocks": 2,  # the settings themselves: open_resumable
-                    "command": " ".join(["python", *sys.argv]), "machine": machine_info()})
+    stamp(results, ["python", *sys.argv])
     results.setdefault("cells", {})
     shards = results.setdefault("shards", {})  # finished shards of unfinished cells (resume)
     cells = [(int(k), int(c)) for k in a.ks.split(",") for c in a.cs.split(",")

@@ -23,3 +23,12 @@ def test_cell_from_shards_pools_episodes_in_seed_order():
     assert cell["failure_stage"] == {"reach": 1, "grasp": 0, "transport": 1, "place": 0}
     lo, hi = cell["ci95"]
     assert lo < 0.5 < hi and cell["wall_s"] == 3.0
+
+
+def test_every_invocation_records_its_command_machine_and_git_revision():
+    res = vla_grid.stamp({"cells": {}}, ["python", "benchmarks/vla_grid.py", "--episodes", "3"])
+    assert res["command"] == "python benchmarks/vla_grid.py --episodes 3" and "platform" in res["machine"]
+    first = res["git_runs"][0]  # this checkout's revision (or why it could not be read)
+    assert (len(first["commit"]) == 40 and isinstance(first["dirty"], bool)) if first["commit"] else first["error"]
+    vla_grid.stamp(res, ["python", "benchmarks/vla_grid.py", "--episodes", "3", "--resume"])  # a resume adds one
+    assert len(res["git_runs"]) == 2 and res["command"].endswith("--resume")
