@@ -54,12 +54,17 @@ def run_shard(job: dict) -> dict:
 
 
 def stamp(results: dict, argv: list[str]) -> dict:
-    """The settings themselves (beyond ``open_resumable``'s identity), this invocation's command and
-    machine, and the git revision of every invocation that added to the file (a start and its resumes)."""
+    """The settings themselves (beyond ``open_resumable``'s identity); ``command`` / ``machine`` of
+    this invocation, and in ``invocations`` the command, machine and git revision of every one that
+    added to the file (a start and its resumes; a file with results from before they were recorded
+    starts the list with an ``unrecorded`` entry). Shards name the invocation that ran them."""
     from edge.vla.manifest import git_revision
 
-    results.update({"task": "stack", "n_blocks": 2, "command": " ".join(argv), "machine": machine_info()})
-    results.setdefault("git_runs", []).append(git_revision())
+    command, machine = " ".join(argv), machine_info()
+    results.update({"task": "stack", "n_blocks": 2, "command": command, "machine": machine})
+    if "invocations" not in results and (results.get("cells") or results.get("shards")):
+        results["invocations"] = [{"unrecorded": "results written before invocations were recorded"}]
+    results.setdefault("invocations", []).append({"command": command, "machine": machine, "git": git_revision()})
     return results
 
 
@@ -73,7 +78,8 @@ def cell_from_shards(k: int, c: int, shards: list[dict]) -> dict:
     p = pool(rows)
     keep = ("episodes", "successes", "success_rate", "ci95", "nfe_per_action", "failure_stage", "sim_diverged",
             "mean_steps", "success_by_seed")
-    return {"K": k, "C": c, **{key: p[key] for key in keep}, "wall_s": sum(sh["wall_s"] for sh in shards)}
+    return {"K": k, "C": c, **{key: p[key] for key in keep}, "wall_s": sum(sh["wall_s"] for sh in shards),
+            "invocations": sorted({sh["invocation"] for sh in shards if "invocation" in sh})}
 
 
 def plot(results: dict, path: Path) -> None:
@@ -187,6 +193,7 @@ def main() -> None:
 
     def keep(_i: int, sh: dict) -> None:  # finished shards and cells survive an interruption
         k, c = sh["K"], sh["C"]
+        sh["invocation"] = len(results["invocations"]) - 1  # which entry of results["invocations"] ran it
         shards[f"K{k}_C{c}_{sh['seed0']}"] = sh
         mine = [shards[f"K{k}_C{c}_{s0}"] for s0 in starts if f"K{k}_C{c}_{s0}" in shards]
         if len(mine) == len(starts):

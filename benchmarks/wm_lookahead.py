@@ -57,8 +57,11 @@ def arm_stats(run_dir: Path) -> dict:
     pred = sum((e.get("planner_pred_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
     still = sum((e.get("planner_still_mse") or 0.0) * (e.get("planner_pred_n") or 0) for e in eps)
     keys = ("decisions", "ahead", "held", "modified", "context_resets", "foreign_queued")
+    periods = sum(e["steps"] for e in eps)  # simulated periods: ticks, and the real clock's skipped deadlines
     return {"run_dir": str(run_dir), "episodes": len(eps), "ticks": n_ticks, "moves": moves,
-            "moves_per_tick": round(moves / n_ticks, 4), "starved": sum(e["starved"] for e in eps),
+            "moves_per_tick": round(moves / n_ticks, 4), "sim_periods": periods,
+            "moves_per_sim_period": round(moves / periods, 4) if periods else None,
+            "starved": sum(e["starved"] for e in eps),
             "decision_ms": {"p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(np.percentile(lat, 99)), 2),
                             "n": int(lat.size)},
             "interventions": dict(ivs), "interventions_per_move": {k: round(v / max(moves, 1), 4) for k, v in ivs.items()},

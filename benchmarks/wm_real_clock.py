@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world-model", default="", metavar="DIR", help="a world-model directory (default: the task's shipped one)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
     ap.add_argument("--seed", type=int, default=460000, help="first episode seed")
-    ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own): loop ticks, and on the real "
+                         "clock the deadlines a late tick skipped, which the sim steps through")
     ap.add_argument("--query-mode", default="sync", choices=("sync", "async"),
                     help="the planner's mode in both arms (async on the real clock decides inline)")
     ap.add_argument("--plan-simulations", type=int, default=0,
@@ -108,13 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         st["success_rate"] = round(st["successes"] / st["episodes"], 4)
         st["success_wilson95"] = [round(x, 4) for x in wilson(st["successes"], st["episodes"])]
         st["clock"] = {k: summary.get(k) for k in ("overruns", "reset_overruns", "lateness_p50_ms", "lateness_p99_ms", "jitter_p99_ms",
-                                                  "tick_overhead_p50_ms", "tick_overhead_p99_ms") if k in summary}
+                                                  "tick_overhead_p50_ms", "tick_overhead_p99_ms", "sim_elapsed_periods") if k in summary}
         res["arms"][name] = {"wall_s": round(wall[name], 1), **st}
     rng = np.random.default_rng(0)
     res["paired_real_minus_virtual"] = paired(won["real"], won["virtual"], rng)
     for name, v in res["arms"].items():
         print(f"{name:8s} {v['successes']}/{v['episodes']} {v['success_wilson95']}  decision p50 / p99 "
               f"{v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  moves/tick {v['moves_per_tick']}  "
+              f"moves/sim period {v['moves_per_sim_period']}  "
               f"starved {v['starved']}  {v['clock']}")
     p = res["paired_real_minus_virtual"]
     print(f"real - virtual {p['difference']:+.3f} {p['ci95']}  McNemar p {p['mcnemar_exact_p']}")

@@ -109,8 +109,9 @@ class SimArmDriver:
     def elapse(self, periods: int) -> None:
         """``periods`` control periods passed with no command (the loop missed its deadlines): step
         the simulator through them holding the commanded target, as a real arm's controller keeps
-        tracking its last one. Only while the arm is active or e-stopped (else nothing is being
-        controlled) and until the episode is done."""
+        tracking its last one (e-stopped, as :meth:`estop` holds: the simulated brakes keep the
+        target). Only while the arm is active or e-stopped (else nothing is being controlled) and
+        until the episode is done."""
         if isinstance(periods, bool) or not isinstance(periods, (int, np.integer)) or periods < 0:
             raise DriverError(f"elapse({periods!r}): periods must be an int >= 0")
         if self.state not in (DriverState.ACTIVE, DriverState.ESTOPPED):

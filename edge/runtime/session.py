@@ -273,6 +273,24 @@ def _box_before_recorded(cfg_: RuntimeConfig, out_dir: str | Path) -> list | Non
         return None
 
 
+def _world_waited(cfg_: RuntimeConfig, out_dir: str | Path) -> bool:
+    """A simulated run on the real clock written before the simulated arm stepped through the
+    deadlines a late tick skips (c5792cc): its first episode counts the sim's clips but not
+    ``sim_elapsed_periods``, so in its episodes the world waited for a late tick."""
+    import json
+
+    path = Path(out_dir) / "episodes.jsonl"
+    if cfg_.clock.kind != "real" or not path.is_file():
+        return False
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        ep = json.loads(first)
+    except ValueError:  # no finished episode: nothing to mix
+        return False
+    return isinstance(ep, dict) and "sim_workspace_clips" in ep and "sim_elapsed_periods" not in ep
+
+
 def _robot_meta(robot: Any) -> dict[str, Any]:
     """What a run records of its robot spec: the name and the workspace box the safety layer clips at."""
     return {"name": getattr(robot, "name", None),
@@ -337,6 +355,10 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
             raise EdgeError(f"--resume: {out_dir} was run when the planner's camera frame was "
                             f"{old_policy.get('frame') or 'not recorded (runs before 8040dcc; those before 6151150 saw the whole 64x64 view)'}"
                             "; its episodes and new ones could mix: choose another --out")
+        if _world_waited(cfg_, out_dir):
+            raise EdgeError(f"--resume: {out_dir} ran on the real clock before the simulated arm stepped through "
+                            "the deadlines a late tick skips (c5792cc): in its episodes the world waited for a "
+                            "late tick, so they and new ones would mix: choose another --out")
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
     side = int(policy.spec.image_hw[0])
     if cfg_.scene.image_size and cfg_.scene.image_size != side:

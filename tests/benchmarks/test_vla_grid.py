@@ -28,7 +28,19 @@ def test_cell_from_shards_pools_episodes_in_seed_order():
 def test_every_invocation_records_its_command_machine_and_git_revision():
     res = vla_grid.stamp({"cells": {}}, ["python", "benchmarks/vla_grid.py", "--episodes", "3"])
     assert res["command"] == "python benchmarks/vla_grid.py --episodes 3" and "platform" in res["machine"]
-    first = res["git_runs"][0]  # this checkout's revision (or why it could not be read)
-    assert (len(first["commit"]) == 40 and isinstance(first["dirty"], bool)) if first["commit"] else first["error"]
+    first = res["invocations"][0]
+    assert first["command"] == res["command"] and first["machine"] == res["machine"]
+    git = first["git"]  # this checkout's revision (or why it could not be read)
+    assert (len(git["commit"]) == 40 and isinstance(git["dirty"], bool)) if git["commit"] else git["error"]
     vla_grid.stamp(res, ["python", "benchmarks/vla_grid.py", "--episodes", "3", "--resume"])  # a resume adds one
-    assert len(res["git_runs"]) == 2 and res["command"].endswith("--resume")
+    assert len(res["invocations"]) == 2 and res["invocations"][1]["command"].endswith("--resume")
+    assert res["invocations"][0]["command"].endswith("3")  # the first one's record is kept
+    # a file with results from before invocations were recorded says so first
+    old = vla_grid.stamp({"cells": {"K2_C8": {}}}, ["python", "benchmarks/vla_grid.py"])
+    assert "unrecorded" in old["invocations"][0] and old["invocations"][1]["command"] == "python benchmarks/vla_grid.py"
+
+
+def test_a_cell_names_the_invocations_that_ran_its_shards():
+    a = {"episodes": [_ep(10, True, 4)], "wall_s": 1.0, "invocation": 0}
+    b = {"episodes": [_ep(11, False, 1)], "wall_s": 1.0, "invocation": 2}
+    assert vla_grid.cell_from_shards(2, 8, [b, a])["invocations"] == [0, 2]

@@ -41,7 +41,8 @@ def test_play_episodes_are_the_oracle_scripts(slot_run):
 
 
 def test_scripted_test_episodes_in_lockstep_match_a_sequential_encoding(slot_run):
-    """840,000,002 succeeds after 26 steps, 840,000,001 runs all 60: the group goes on with one row."""
+    """840,000,002 succeeds early (after 26 steps on one machine, 15 on another: the contact's
+    physics differs in the last bits between CPUs), 840,000,001 runs all 60: the group goes on with one row."""
     import torch
 
     from world_models.object_env import ObjectTaskEnv
@@ -69,7 +70,8 @@ def test_scripted_test_episodes_in_lockstep_match_a_sequential_encoding(slot_run
             for f in frames[1:]:
                 slots.append(enc.encode(f[None], init_slots=slots[-1]))
         np.testing.assert_allclose(e["states"], np.concatenate([x.numpy() for x in slots]), atol=1e-4)
-    assert [len(e["actions"]) for e in got] == [26, 60] and [e["success"] for e in got] == [True, False]
+    lengths = [len(e["actions"]) for e in got]
+    assert lengths[0] < lengths[1] == 60 and [e["success"] for e in got] == [True, False]
 
 
 def test_main_saves_reuses_and_refuses_other_data(slot_run, tmp_path, capsys):

@@ -24,6 +24,8 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
         eps = [json.loads(x) for x in (tmp_path / "runs" / name / "episodes.jsonl").read_text().splitlines()]
         assert [e["success"] for e in eps] == res["arms"][name]["per_episode"]["success"]
     assert "overruns" in r["clock"] and r["clock"]["lateness_p99_ms"] is not None
+    assert v["sim_periods"] == v["ticks"] and r["sim_periods"] == r["ticks"] + r["clock"]["sim_elapsed_periods"]
+    assert r["moves_per_sim_period"] == pytest.approx(r["moves"] / r["sim_periods"], abs=1e-4)
     p = res["paired_real_minus_virtual"]
     d = sum(r["per_episode"]["success"]) - sum(v["per_episode"]["success"])
     assert p["only_first"] - p["only_second"] == d and p["difference"] == pytest.approx(d / 3, abs=1e-4)

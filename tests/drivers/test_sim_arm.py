@@ -89,11 +89,17 @@ def test_elapse_steps_the_world_through_skipped_periods(driver):
     np.testing.assert_allclose(driver.env.commanded_target()[0][0], s0.ee_pos_m[0] + 0.03, atol=0.01)  # to its target
     driver.elapse(0)
     assert driver.steps == 6
+    driver.estop()  # e-stopped: the simulated brakes hold, time still passes
+    held = driver.env.commanded_target()[0].copy()
+    driver.elapse(2)
+    assert driver.steps == 9 and driver.elapsed_periods == 7
+    np.testing.assert_allclose(driver.env.commanded_target()[0], held)
+    driver.activate()
     for bad in (-1, 1.5, True):
         with pytest.raises(DriverError, match="elapse"):
             driver.elapse(bad)
     driver.done = True  # the episode ended: nothing more is stepped
     driver.elapse(4)
-    assert driver.steps == 6 and driver.elapsed_periods == 5
+    assert driver.steps == 9 and driver.elapsed_periods == 7
     driver.reset_episode(seed=3)
     assert driver.elapsed_periods == 0

@@ -59,7 +59,9 @@ def test_env_reset_between_episodes_is_not_an_overrun():
         e["sim_elapsed_periods"] = k
     s = summarize(run)
     assert s["sim_elapsed_periods"] == 3
-    assert "the simulated arm stepped through 3 skipped periods" in format_summary(s)
+    assert "the simulated arm stepped through 3 of the 3 skipped deadlines, episode starts included" in format_summary(s)
+    s = summarize(_run("virtual"))  # on the virtual clock nothing is skipped, nothing reported
+    assert s["sim_elapsed_periods"] is None and "stepped through" not in format_summary(s)
 
 
 def test_summary_without_a_loop_lists_outcome_and_extras():

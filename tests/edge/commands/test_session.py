@@ -241,7 +241,7 @@ def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
     assert seen == [1]  # embedded once, before the loop started
 
 
-def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp_path, monkeypatch):
+def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp_path, monkeypatch, capsys):
     """A tick that overruns makes the loop skip deadlines; the simulated arm steps through them
     holding its target (as a real arm's controller does), so simulated time keeps pace with the
     deadlines: every episode's physics steps = its ticks + the periods it skipped."""
@@ -267,8 +267,21 @@ def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp
     for e in eps:
         skipped = sum(t["overrun_ticks"] for t in ticks if t["ep"] == e["ep"])
         assert skipped >= 2 * 3 and skipped == e["overruns"]
-        # every skipped deadline stepped (but none past the episode's end), one physics period per tick
-        assert skipped - 2 <= e["sim_elapsed_periods"] <= skipped
-        assert e["steps"] == e["ticks"] + e["sim_elapsed_periods"]
+        # the expert cannot stack in 30 periods: every episode runs its 30 simulated periods, one per
+        # tick and one per skipped deadline (none stepped past the episode's end)
+        assert not e["success"] and e["steps"] == 30
+        assert e["sim_elapsed_periods"] == 30 - e["ticks"] <= skipped
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sim_elapsed_periods"] == sum(e["sim_elapsed_periods"] for e in eps)
+    # a real-clock run recorded before the sim stepped through skipped deadlines does not resume
+    lines = (out / "episodes.jsonl").read_text().splitlines()
+    old = []
+    for x in lines:
+        e = json.loads(x)
+        del e["sim_elapsed_periods"]
+        old.append(json.dumps(e))
+    (out / "episodes.jsonl").write_text("\n".join(old) + "\n")
+    monkeypatch.setattr(SimArmDriver, "read_state", real_read)
+    assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "16", "--clock", "real",
+                 "--set", "max_steps=30", "--out", str(out), "--resume"]) == 2
+    assert "world waited for a late tick" in capsys.readouterr().err
