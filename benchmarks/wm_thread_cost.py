@@ -1,0 +1,135 @@
+"""What the real clock's worker thread costs the planner's decisions, against the inline time the
+virtual clock charges (a diagnostic).
+
+    python benchmarks/wm_thread_cost.py --simulations 64 --episodes 50 --seed 480000 \\
+        --out benchmarks/results/wm_thread_cost.json
+
+Arms of ``edge run --policy comet --task TASK --query-mode sync --plan-simulations N`` on the same
+seeds, in blocks of ``--block`` episodes that alternate between the arms (so the machine's drift
+falls on all of them):
+
+* ``virtual``: the virtual clock; the decision runs inline and its measured time is what is charged;
+* ``real``: ``--clock real``: the decision runs in the worker thread while the loop ticks beside it;
+* ``real_pinned``: the same with the loop thread on CPU ``--loop-cpu`` and the worker (and the
+  threads it starts) on the others (``--set loop_cpus=… --set inference_cpus=…``).
+
+Reported per arm from the run records: the decision's compute time (``compute_s``) and its latency
+p50 / p99, their p50 ratio to the virtual arm's, ticks per decision, overruns, successes (context
+only: the seeds may have been used before). Keep the machine otherwise idle. Writes JSON (machine,
+command, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from edge.telemetry import machine_info, package_versions
+
+
+def arms(loop_cpu: int) -> dict[str, list[str]]:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    others = ",".join(str(c) for c in cpus if c != loop_cpu)
+    out = {"virtual": [], "real": ["--clock", "real"]}
+    if others and loop_cpu in cpus:
+        out["real_pinned"] = ["--clock", "real", "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
+    return out
+
+
+def _pct(a: list[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(a, float) * 1e3, q)), 2)
+
+
+def arm_figures(run_dir: Path) -> dict:
+    queries = [json.loads(x) for x in (run_dir / "queries.jsonl").read_text().splitlines()]
+    eps = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    comp = [q["compute_s"] for q in queries if q.get("compute_s") is not None]
+    lat = [q["latency_s"] for q in queries if q.get("latency_s") is not None]
+    ticks = sum(e["ticks"] for e in eps)
+    return {"episodes": len(eps), "successes": sum(bool(e.get("success")) for e in eps), "decisions": len(queries),
+            "compute_ms": {"p50": _pct(comp, 50), "p99": _pct(comp, 99)},
+            "latency_ms": {"p50": _pct(lat, 50), "p99": _pct(lat, 99)},
+            "ticks_per_decision": round(ticks / max(len(queries), 1), 3),
+            "overruns": summary.get("overruns"), "seeds": [e["seed"] for e in eps]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--task", default="reach", choices=("reach", "push"), help="the runtime task (its shipped model)")
+    ap.add_argument("--world-model", default="", metavar="DIR", help="a world-model directory (default: the task's shipped one)")
+    ap.add_argument("--simulations", type=int, default=64, help="tree-search simulations per decision")
+    ap.add_argument("--episodes", type=int, default=50, help="episodes per arm (seeds SEED .. SEED+N-1)")
+    ap.add_argument("--seed", type=int, default=480000, help="first episode seed")
+    ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own)")
+    ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
+    ap.add_argument("--loop-cpu", type=int, default=0, help="real_pinned: the CPU of the loop thread (the worker gets the others)")
+    ap.add_argument("--runs-dir", default="/tmp/wm_thread_cost_runs", help="where the arms' run directories go (must not exist)")
+    ap.add_argument("--out", default="benchmarks/results/wm_thread_cost.json", help="JSON written")
+    args = ap.parse_args(argv)
+    if args.simulations < 1:
+        ap.error(f"--simulations {args.simulations}: must be >= 1")
+    if args.max_steps < 0:
+        ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
+    if args.episodes < 1 or args.block < 1:
+        ap.error(f"--episodes {args.episodes} / --block {args.block}: must be >= 1")
+    runs = Path(args.runs_dir)
+    if runs.exists():
+        ap.error(f"--runs-dir {runs}: exists; give a new directory (two runs never mix)")
+    from edge.vla.manifest import git_revision
+
+    git = git_revision()
+    edge = str(Path(sys.executable).with_name("edge"))
+    base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", "sync",
+            "--plan-simulations", str(args.simulations), "--seed", str(args.seed)]
+    if args.world_model:
+        base += ["--world-model", args.world_model]
+    if args.max_steps:
+        base += ["--set", f"max_steps={args.max_steps}"]
+    arm_flags = arms(args.loop_cpu)
+    names = list(arm_flags)
+    wall = dict.fromkeys(names, 0.0)
+    for b, done in enumerate(range(0, args.episodes, args.block)):
+        total = min(done + args.block, args.episodes)
+        for name in names[b % len(names):] + names[:b % len(names)]:  # rotate who runs first
+            cmd = [*base, *arm_flags[name], "--episodes", str(total), "--out", str(runs / name),
+                   *(["--resume"] if done else [])]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wall[name] += time.perf_counter() - t0
+            if proc.returncode != 0:
+                print(f"error: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return 2
+            print(f"{name:12s} {total}/{args.episodes} episodes", flush=True)
+    res: dict = {"benchmark": "wm_thread_cost", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
+                 "git": git, "versions": package_versions(), "task": args.task, "simulations": args.simulations,
+                 "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block,
+                 "flags": arm_flags, "arms": {}}
+    for name in names:
+        fig = arm_figures(runs / name)
+        fig["wall_s"] = round(wall[name], 1)
+        res["arms"][name] = fig
+    ref = res["arms"]["virtual"]["compute_ms"]["p50"]
+    for name, fig in res["arms"].items():
+        fig["compute_p50_vs_virtual"] = round(fig["compute_ms"]["p50"] / ref, 3)
+        print(f"{name:12s} compute p50 / p99 {fig['compute_ms']['p50']} / {fig['compute_ms']['p99']} ms "
+              f"({fig['compute_p50_vs_virtual']}x)  latency p50 {fig['latency_ms']['p50']} ms  "
+              f"ticks/decision {fig['ticks_per_decision']}  overruns {fig['overruns']}  "
+              f"successes {fig['successes']}/{fig['episodes']}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

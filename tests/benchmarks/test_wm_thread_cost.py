@@ -1,0 +1,34 @@
+"""benchmarks/wm_thread_cost.py: the planner's decision time inline (virtual clock) against the real
+clock's worker thread, with and without pinning."""
+
+import json
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+bench = load_benchmark("wm_thread_cost")
+
+
+def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
+    assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
+                       "--max-steps", "5", "--seed", "11", "--runs-dir", str(tmp_path / "runs"),
+                       "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["arms"]) >= {"virtual", "real"} and res["arms"]["virtual"]["compute_p50_vs_virtual"] == 1.0
+    for name, fig in res["arms"].items():
+        assert fig["seeds"] == [11, 12] and fig["decisions"] > 0 and fig["compute_ms"]["p50"] > 0
+        meta = json.loads((tmp_path / "runs" / name / "meta.json").read_text())
+        assert meta["session"]["clock"] == ("virtual" if name == "virtual" else "real")
+        assert meta["session"]["plan_simulations"] == 2 and meta["session"]["execution"] == "sync"
+        assert fig["compute_p50_vs_virtual"] == pytest.approx(
+            fig["compute_ms"]["p50"] / res["arms"]["virtual"]["compute_ms"]["p50"], abs=1e-3)
+    if "real_pinned" in res["arms"]:
+        session = json.loads((tmp_path / "runs" / "real_pinned" / "meta.json").read_text())["session"]
+        assert session["loop_cpus"] == "0" and session["inference_cpus"] and "0" not in session["inference_cpus"].split(",")
+    for bad, said in ((["--simulations", "0"], "--simulations 0"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
+        with pytest.raises(SystemExit) as e:
+            bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
+        assert e.value.code == 2 and said in capsys.readouterr().err
