@@ -45,8 +45,8 @@ def arms(loop_cpu: int) -> dict[str, list[str]]:
     return out
 
 
-def _pct(a: list[float], q: float) -> float:
-    return round(float(np.percentile(np.asarray(a, float) * 1e3, q)), 2)
+def _pct(a: list[float], q: float) -> float | None:
+    return round(float(np.percentile(np.asarray(a, float) * 1e3, q)), 2) if a else None  # None: no decision finished
 
 
 def arm_figures(run_dir: Path) -> dict:
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         res["arms"][name] = fig
     ref = res["arms"]["virtual"]["compute_ms"]["p50"]
     for name, fig in res["arms"].items():
-        fig["compute_p50_vs_virtual"] = round(fig["compute_ms"]["p50"] / ref, 3)
+        p50 = fig["compute_ms"]["p50"]
+        fig["compute_p50_vs_virtual"] = round(p50 / ref, 3) if p50 is not None and ref else None
         print(f"{name:12s} compute p50 / p99 {fig['compute_ms']['p50']} / {fig['compute_ms']['p99']} ms "
               f"({fig['compute_p50_vs_virtual']}x)  latency p50 {fig['latency_ms']['p50']} ms  "
               f"ticks/decision {fig['ticks_per_decision']}  overruns {fig['overruns']}  "

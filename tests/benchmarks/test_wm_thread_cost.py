@@ -13,8 +13,8 @@ bench = load_benchmark("wm_thread_cost")
 def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
-    assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
-                       "--max-steps", "5", "--seed", "11", "--runs-dir", str(tmp_path / "runs"),
+    assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "2",
+                       "--max-steps", "20", "--seed", "11", "--runs-dir", str(tmp_path / "runs"),
                        "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert set(res["arms"]) >= {"virtual", "real"} and res["arms"]["virtual"]["compute_p50_vs_virtual"] == 1.0
