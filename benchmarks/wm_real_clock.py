@@ -38,6 +38,27 @@ ARMS = {"virtual": [], "real": ["--clock", "real"]}
 INLINE = ["--inference", "inline"]  # async on the real clock: the decision inside the tick
 
 
+def run_blocks(base: list[str], arms: dict[str, list[str]], episodes: int, block: int, runs: Path) -> dict[str, float] | None:
+    """Each arm's ``edge run`` (``base`` + its flags) into ``runs/<arm>`` over ``episodes`` episodes, in
+    blocks of ``block`` that resume the run directory; which arm goes first rotates block by block (two
+    arms: they alternate), so the machine's drift falls on all. Returns each arm's wall time, or None
+    after printing the command that failed."""
+    names = list(arms)
+    wall = dict.fromkeys(names, 0.0)
+    for b, done in enumerate(range(0, episodes, block)):
+        total = min(done + block, episodes)
+        for name in names[b % len(names):] + names[:b % len(names)]:
+            cmd = [*base, *arms[name], "--episodes", str(total), "--out", str(runs / name), *(["--resume"] if done else [])]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            wall[name] += time.perf_counter() - t0
+            if proc.returncode != 0:
+                print(f"error: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return None
+            print(f"{name:12s} {total}/{episodes} episodes", flush=True)
+    return wall
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", default="reach", choices=("reach", "push"), help="the runtime task (its shipped model)")
@@ -81,18 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         base += ["--set", f"max_steps={args.max_steps}"]
     if args.plan_simulations:
         base += ["--plan-simulations", str(args.plan_simulations)]
-    wall = dict.fromkeys(ARMS, 0.0)
-    for b, done in enumerate(range(0, args.episodes, args.block)):
-        total = min(done + args.block, args.episodes)
-        for name in (list(arms) if b % 2 == 0 else list(arms)[::-1]):
-            cmd = [*base, *arms[name], "--episodes", str(total), "--out", str(runs / name), *(["--resume"] if done else [])]
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            wall[name] += time.perf_counter() - t0
-            if proc.returncode != 0:
-                print(f"error: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
-                return 2
-            print(f"{name:8s} {total}/{args.episodes} episodes", flush=True)
+    wall = run_blocks(base, arms, args.episodes, args.block, runs)
+    if wall is None:
+        return 2
     res: dict = {"benchmark": "wm_real_clock", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git, "versions": package_versions(), "task": args.task, "query_mode": args.query_mode,
                  "plan_simulations": args.plan_simulations or "(the model's own)",

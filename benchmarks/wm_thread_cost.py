@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -95,21 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         base += ["--world-model", args.world_model]
     if args.max_steps:
         base += ["--set", f"max_steps={args.max_steps}"]
+    from benchmarks.wm_real_clock import run_blocks
+
     arm_flags = arms(args.loop_cpu)
     names = list(arm_flags)
-    wall = dict.fromkeys(names, 0.0)
-    for b, done in enumerate(range(0, args.episodes, args.block)):
-        total = min(done + args.block, args.episodes)
-        for name in names[b % len(names):] + names[:b % len(names)]:  # rotate who runs first
-            cmd = [*base, *arm_flags[name], "--episodes", str(total), "--out", str(runs / name),
-                   *(["--resume"] if done else [])]
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            wall[name] += time.perf_counter() - t0
-            if proc.returncode != 0:
-                print(f"error: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
-                return 2
-            print(f"{name:12s} {total}/{args.episodes} episodes", flush=True)
+    wall = run_blocks(base, arm_flags, args.episodes, args.block, runs)
+    if wall is None:
+        return 2
     res: dict = {"benchmark": "wm_thread_cost", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git, "versions": package_versions(), "task": args.task, "simulations": args.simulations,
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block,

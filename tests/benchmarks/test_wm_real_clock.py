@@ -45,3 +45,22 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_run_blocks_resumes_each_arm_and_rotates_who_goes_first(tmp_path, capsys):
+    import sys
+
+    log = tmp_path / "calls.txt"
+    fake = [sys.executable, "-c", f"import sys; open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')"]
+    arms = {"a": ["--x"], "b": [], "c": ["--y", "1"]}
+    wall = bench.run_blocks(fake, arms, 5, 2, tmp_path / "runs")
+    assert set(wall) == {"a", "b", "c"} and all(w > 0 for w in wall.values())
+    calls = log.read_text().splitlines()
+    firsts = [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls[::3]]
+    assert firsts == ["a", "b", "c"]  # the arm that goes first rotates block by block
+    assert calls[0] == f"--x --episodes 2 --out {tmp_path / 'runs' / 'a'}"
+    assert calls[-1].endswith("--episodes 5 --out " + str(tmp_path / "runs" / "b") + " --resume")
+    assert sum("--resume" in c for c in calls) == 6  # every block after the first resumes, per arm
+    fail = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    assert bench.run_blocks(fail, {"a": []}, 2, 1, tmp_path / "r2") is None
+    assert "exited 3" in capsys.readouterr().err
