@@ -258,37 +258,34 @@ def _box_before_recorded(cfg_: RuntimeConfig, out_dir: str | Path) -> list | Non
     """The workspace box of a run written before ``meta.json`` recorded it: the panda's of before
     e95f17e for a panda run whose episodes predate the simulated arm's clip counts (fcb4357, landed
     with e95f17e); else unknown (None: not checked)."""
-    import json
-
     if cfg_.scene.robot != "panda":
         return None
-    path = Path(out_dir) / "episodes.jsonl"
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf-8") as f:
-        first = f.readline()
-    try:
-        return None if "sim_workspace_clips" in json.loads(first) else _PANDA_BOX_BEFORE_E95F17E
-    except ValueError:  # no finished episode: nothing to mix
-        return None
+    ep = _first_episode(out_dir)
+    return None if ep is None or "sim_workspace_clips" in ep else _PANDA_BOX_BEFORE_E95F17E
 
 
 def _world_waited(cfg_: RuntimeConfig, out_dir: str | Path) -> bool:
     """A simulated run on the real clock written before the simulated arm stepped through the
     deadlines a late tick skips (c5792cc): its first episode counts the sim's clips but not
     ``sim_elapsed_periods``, so in its episodes the world waited for a late tick."""
+    ep = _first_episode(out_dir) if cfg_.clock.kind == "real" else None
+    return ep is not None and "sim_workspace_clips" in ep and "sim_elapsed_periods" not in ep
+
+
+def _first_episode(out_dir: str | Path) -> dict | None:
+    """The run directory's first finished episode record (None: none, or not a record)."""
     import json
 
     path = Path(out_dir) / "episodes.jsonl"
-    if cfg_.clock.kind != "real" or not path.is_file():
-        return False
+    if not path.is_file():
+        return None
     with open(path, encoding="utf-8") as f:
         first = f.readline()
     try:
         ep = json.loads(first)
     except ValueError:  # no finished episode: nothing to mix
-        return False
-    return isinstance(ep, dict) and "sim_workspace_clips" in ep and "sim_elapsed_periods" not in ep
+        return None
+    return ep if isinstance(ep, dict) else None
 
 
 def _robot_meta(robot: Any) -> dict[str, Any]:
