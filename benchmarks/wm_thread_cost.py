@@ -11,11 +11,17 @@ falls on all of them):
 * ``virtual``: the virtual clock; the decision runs inline and its measured time is what is charged;
 * ``real``: ``--clock real``: the decision runs in the worker thread while the loop ticks beside it;
 * ``real_pinned``: the same with the loop thread on CPU ``--loop-cpu`` and the worker (and the
-  threads it starts) on the others (``--set loop_cpus=… --set inference_cpus=…``).
+  threads it starts) on the others (``--set loop_cpus=… --set inference_cpus=…``);
+* ``real_process``: ``--inference process``: the decision runs in a worker process (its own
+  interpreter, so no lock shared with the loop thread; SCHED_BATCH, nice 5);
+* ``real_switch5ms``: the worker thread with Python's default thread switch interval (5 ms) instead
+  of the real clock's 0.5 ms (``--set loop.gil_switch_interval_s=0``).
+
+``--arms`` picks which run (default: all).
 
 Reported per arm from the run records: the decision's compute time (``compute_s``) and its latency
-p50 / p99, their p50 ratio to the virtual arm's, ticks per decision, overruns, successes (context
-only: the seeds may have been used before). Keep the machine otherwise idle. Writes JSON (machine,
+p50 / p99, their p50 ratio to the virtual arm's, the compute p50 of each block of episodes, ticks per
+decision, overruns, successes (context only: the seeds may have been used before). Keep the machine otherwise idle. Writes JSON (machine,
 command, versions).
 """
 
@@ -34,12 +40,17 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 
+ARM_NAMES = ("virtual", "real", "real_pinned", "real_process", "real_switch5ms")
+
+
 def arms(loop_cpu: int) -> dict[str, list[str]]:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     others = ",".join(str(c) for c in cpus if c != loop_cpu)
     out = {"virtual": [], "real": ["--clock", "real"]}
     if others and loop_cpu in cpus:
         out["real_pinned"] = ["--clock", "real", "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
+    out["real_process"] = ["--clock", "real", "--inference", "process"]
+    out["real_switch5ms"] = ["--clock", "real", "--set", "loop.gil_switch_interval_s=0"]
     return out
 
 
@@ -47,18 +58,25 @@ def _pct(a: list[float], q: float) -> float | None:
     return round(float(np.percentile(np.asarray(a, float) * 1e3, q)), 2) if a else None  # None: no decision finished
 
 
-def arm_figures(run_dir: Path) -> dict:
+def arm_figures(run_dir: Path, block: int = 0) -> dict:
+    """One arm's figures from its run directory; ``block`` > 0 adds the compute p50 of each block of
+    that many episodes (in episode order: how the arm drifted over the run)."""
     queries = [json.loads(x) for x in (run_dir / "queries.jsonl").read_text().splitlines()]
     eps = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
     summary = json.loads((run_dir / "summary.json").read_text())
     comp = [q["compute_s"] for q in queries if q.get("compute_s") is not None]
+    by_block: dict[int, list[float]] = {}
+    for q in queries:
+        if block > 0 and q.get("compute_s") is not None:
+            by_block.setdefault(int(q["ep"]) // block, []).append(q["compute_s"])
     lat = [q["latency_s"] for q in queries if q.get("latency_s") is not None]
     ticks = sum(e["ticks"] for e in eps)
     return {"episodes": len(eps), "successes": sum(bool(e.get("success")) for e in eps), "decisions": len(queries),
             "compute_ms": {"p50": _pct(comp, 50), "p99": _pct(comp, 99)},
             "latency_ms": {"p50": _pct(lat, 50), "p99": _pct(lat, 99)},
             "ticks_per_decision": round(ticks / max(len(queries), 1), 3),
-            "overruns": summary.get("overruns"), "seeds": [e["seed"] for e in eps]}
+            "overruns": summary.get("overruns"), "seeds": [e["seed"] for e in eps],
+            **({"compute_p50_ms_by_block": [_pct(by_block[b], 50) for b in sorted(by_block)]} if block > 0 else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=480000, help="first episode seed")
     ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own)")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
+    ap.add_argument("--arms", default=",".join(ARM_NAMES), help=f"comma-separated arms to run, of {', '.join(ARM_NAMES)} "
+                    "(virtual is always run: the ratios are to it)")
     ap.add_argument("--loop-cpu", type=int, default=0, help="real_pinned: the CPU of the loop thread (the worker gets the others)")
     ap.add_argument("--runs-dir", default="/tmp/wm_thread_cost_runs", help="where the arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_thread_cost.json", help="JSON written")
@@ -80,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     if args.episodes < 1 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: must be >= 1")
+    wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in ARM_NAMES]
+    if unknown:
+        ap.error(f"--arms {args.arms}: unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARM_NAMES)}")
     runs = Path(args.runs_dir)
     if runs.exists():
         ap.error(f"--runs-dir {runs}: exists; give a new directory (two runs never mix)")
@@ -95,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         base += ["--set", f"max_steps={args.max_steps}"]
     from benchmarks.wm_real_clock import run_blocks
 
-    arm_flags = arms(args.loop_cpu)
+    available = arms(args.loop_cpu)
+    if "real_pinned" in wanted and "real_pinned" not in available:
+        ap.error(f"--arms real_pinned: needs --loop-cpu {args.loop_cpu} among this process's CPUs and another beside it")
+    arm_flags = {name: flags for name, flags in available.items() if name == "virtual" or name in wanted}
     names = list(arm_flags)
     wall = run_blocks(base, arm_flags, args.episodes, args.block, runs)
     if wall is None:
@@ -105,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block,
                  "flags": arm_flags, "arms": {}}
     for name in names:
-        fig = arm_figures(runs / name)
+        fig = arm_figures(runs / name, args.block)
         fig["wall_s"] = round(wall[name], 1)
         res["arms"][name] = fig
     ref = res["arms"]["virtual"]["compute_ms"]["p50"]

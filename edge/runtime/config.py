@@ -183,6 +183,9 @@ class LoopSettings:
                     "leave as is); with worker.cpus on the others, inference never shares the loop's core")
     timer_slack_ns: int = cfg(1, "real clock, Linux: how late the kernel may fire the loop thread's sleeps, in ns "
                               "(Linux gives normal threads 50,000; 0 = leave as is)", range=(0, 10_000_000))
+    gil_switch_interval_s: float = cfg(
+        0.0005, "real clock: Python's thread switch interval while the loop runs, so the loop thread wakes "
+        "on time beside a worker thread (0 = leave Python's as is, 5 ms by default)", range=(0.0, 0.1))
 
     def __post_init__(self) -> None:
         check_fields(self)

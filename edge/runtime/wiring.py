@@ -29,5 +29,6 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg.loop.execution,
                                   record_ticks=cfg.loop.record_ticks and recorder is not None, cpus=cfg.loop.cpus,
-                                  timer_slack_ns=cfg.loop.timer_slack_ns),
+                                  timer_slack_ns=cfg.loop.timer_slack_ns,
+                                  gil_switch_interval_s=cfg.loop.gil_switch_interval_s),
                        clock, driver, observer, worker, SafetySupervisor(robot, cfg.safety), cfg.queue, recorder)

@@ -1,5 +1,5 @@
 """benchmarks/wm_thread_cost.py: the planner's decision time inline (virtual clock) against the real
-clock's worker thread, with and without pinning."""
+clock's worker thread (pinned or not, Python's switch interval) and a worker process."""
 
 import json
 
@@ -25,10 +25,30 @@ def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path,
         assert meta["session"]["plan_simulations"] == 2 and meta["session"]["execution"] == "sync"
         assert fig["compute_p50_vs_virtual"] == pytest.approx(
             fig["compute_ms"]["p50"] / res["arms"]["virtual"]["compute_ms"]["p50"], abs=1e-3)
+    assert {"real_process", "real_switch5ms"} <= set(res["arms"])
+    config = {name: json.loads((tmp_path / "runs" / name / "meta.json").read_text())["config"] for name in res["arms"]}
+    assert config["real_process"]["worker"]["mode"] == "process" and config["real"]["worker"]["mode"] == "auto"
+    assert config["real_switch5ms"]["loop"]["gil_switch_interval_s"] == 0.0
+    assert config["real"]["loop"]["gil_switch_interval_s"] > 0.0
+    for fig in res["arms"].values():  # one block of 2 episodes: its p50 is the arm's
+        assert fig["compute_p50_ms_by_block"] == [fig["compute_ms"]["p50"]]
     if "real_pinned" in res["arms"]:
         session = json.loads((tmp_path / "runs" / "real_pinned" / "meta.json").read_text())["session"]
         assert session["loop_cpus"] == "0" and session["inference_cpus"] and "0" not in session["inference_cpus"].split(",")
-    for bad, said in ((["--simulations", "0"], "--simulations 0"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
+    for bad, said in ((["--simulations", "0"], "--simulations 0"), (["--runs-dir", str(tmp_path / "runs")], "exists"),
+                      (["--arms", "real,threads"], "unknown arm(s) threads")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
+    assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
+                       "--max-steps", "10", "--seed", "11", "--arms", "real_process", "--runs-dir",
+                       str(tmp_path / "runs"), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert list(res["arms"]) == ["virtual", "real_process"]  # virtual always: the ratios are to it
+    for fig in res["arms"].values():
+        assert len(fig["compute_p50_ms_by_block"]) == 2 and all(v > 0 for v in fig["compute_p50_ms_by_block"])

@@ -129,18 +129,28 @@ def test_options_sections_pass_through_for_plugins():
 
 
 def test_loop_os_settings_reach_the_control_loop():
-    """loop.timer_slack_ns and loop.cpus of the runtime config are the ControlLoop's."""
+    """loop.timer_slack_ns, loop.gil_switch_interval_s and loop.cpus of the runtime config are the
+    ControlLoop's."""
     from edge.clock import VirtualClock
+    from edge.control_loop import LoopConfig
+    from edge.runtime.config import config_from_meta, to_dict
     from edge.runtime.wiring import wire_loop
     from tests.fakes import FakeDriver, FakeObserver, joint_spec, ramp_for
 
-    cfg = RuntimeConfig.of(**{"loop.timer_slack_ns": 50_000})
+    cfg = RuntimeConfig.of(**{"loop.timer_slack_ns": 50_000, "loop.gil_switch_interval_s": 0.0})
     spec, clock = joint_spec(), VirtualClock()
     loop = wire_loop(spec, clock, FakeDriver(clock, spec), FakeObserver(), ramp_for(spec), None, None, cfg)
     assert loop.config.timer_slack_ns == 50_000 and loop.config.cpus == ""
+    assert loop.config.gil_switch_interval_s == 0.0
     assert RuntimeConfig().loop.timer_slack_ns == 1
+    assert RuntimeConfig().loop.gil_switch_interval_s == LoopConfig().gil_switch_interval_s == 0.0005
     with pytest.raises(ConfigError, match="timer_slack_ns"):
         RuntimeConfig.of(**{"loop.timer_slack_ns": -1})
+    with pytest.raises(ConfigError, match="gil_switch_interval_s"):
+        RuntimeConfig.of(**{"loop.gil_switch_interval_s": 0.5})
+    nested = to_dict(RuntimeConfig())
+    del nested["loop"]["gil_switch_interval_s"]  # runs recorded before the key: the loop used 0.5 ms
+    assert config_from_meta({"config": nested}).loop.gil_switch_interval_s == 0.0005
 
 
 def test_runs_recorded_before_plan_backend_resume_on_torch():
