@@ -154,6 +154,8 @@ class InferenceWorker:
         self._frames = SharedFrames()  # process mode: camera frames travel through shared memory
         self._pending: QueryRequest | None = None  # process mode: the request in flight
         self._outbox: QueryRequest | None = None  # process mode: submitted, sent by flush()
+        self._counts: tuple[bool, Any] = (True, None)  # process mode: (ok, counts or error), when asked
+        self._counts_ready = False
         if self.mode == "process":
             self._start_process(policy_factory)
         if self.mode == "thread":
@@ -256,6 +258,35 @@ class InferenceWorker:
             observe(res)
         return res
 
+    def policy_counts(self, method: str, reset: bool = False, timeout_s: float = 30.0) -> dict[str, Any] | None:
+        """The deciding policy's own per-episode counts: ``getattr(policy, method)(reset=reset)``
+        (``clip_counts``, ``episode_stats``), or None when the policy has no such method. In
+        process mode it is the worker process's copy that decides, so the counts are asked of it
+        (answered after any query it is computing); raises InferenceError if it does not answer
+        within ``timeout_s``."""
+        if self.mode != "process":
+            fn = getattr(self.policy, method, None)
+            return fn(reset=reset) if callable(fn) else None
+        self.flush()
+        self._counts, self._counts_ready = (True, None), False
+        try:
+            self._conn.send(("counts", (method, reset)))
+        except (OSError, ValueError) as err:
+            raise InferenceError(f"inference process unreachable: {err}") from None
+        deadline = time.monotonic() + timeout_s
+        while not self._counts_ready:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._proc is None or not self._proc.is_alive():
+                raise InferenceError(f"inference process did not answer for the policy's {method} "
+                                     f"within {timeout_s:.0f} s" + ("" if self._proc is not None and self._proc.is_alive()
+                                                                  else " (it is not running)"))
+            if self._readable(min(left, 0.5)):
+                self._drain_process()
+        ok, value = self._counts
+        if not ok:
+            raise InferenceError(f"the policy's {method} failed in the worker process: {value}")
+        return value
+
     def cancel(self) -> None:
         """Discard whatever is in flight (reset, e-stop, new episode). Bumps the epoch."""
         with self._lock:
@@ -326,6 +357,9 @@ class InferenceWorker:
             while self._readable(0.0):
                 kind, epoch, payload = self._conn.recv()
                 t_received = self.clock.now()
+                if kind == "counts":  # the answer to policy_counts (no query's)
+                    self._counts, self._counts_ready = payload, True
+                    continue
                 with self._lock:
                     if epoch != self.epoch:  # planned before a cancel: discard
                         self._inflight = False

@@ -251,6 +251,23 @@ class SteppingClock:
         self.t += dt_s
 
 
+def counting_ramp_for(spec: RobotSpec, fail: bool = False) -> RampPolicy:
+    """TEST FIXTURE. A ramp policy with its own per-episode counts (``episode_stats``: the queries
+    and denoising steps it ran since the last reset); ``fail``: counting raises."""
+
+    class Counting(RampPolicy):
+        def episode_stats(self, reset: bool = False) -> dict[str, int]:
+            if fail:
+                raise RuntimeError("fake counting failure")
+            out = {"ramp_queries": len(self.queries), "ramp_steps": self.steps}
+            if reset:
+                self.queries, self.steps = [], 0
+            return out
+
+    base = ramp_for(spec)
+    return Counting(base.base, base.slope, rate_hz=spec.control_rate_hz)
+
+
 def dying_ramp_for(spec: RobotSpec) -> RampPolicy:
     """TEST FIXTURE. A ramp policy whose process exits (as on a segfault) when it is queried."""
 

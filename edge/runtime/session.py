@@ -176,13 +176,9 @@ class Runtime:
         policy = loop.worker.policy
         driver.reset_episode(seed)
         self._warm_up(policy, driver.obs)
-        clips = getattr(policy, "clip_counts", None)
-        if callable(clips):
-            clips(reset=True)
-        # a policy's own per-episode counts (not in process mode: the worker's copy decides)
-        stats = getattr(policy, "episode_stats", None) if loop.worker.mode != "process" else None
-        if callable(stats):
-            stats(reset=True)
+        # the deciding policy's own per-episode counts (in process mode the worker process's copy's)
+        loop.worker.policy_counts("clip_counts", reset=True)
+        loop.worker.policy_counts("episode_stats", reset=True)
         frames: list = []
         if not self.episodes and not loop._started:
             loop.start()
@@ -201,12 +197,11 @@ class Runtime:
         if res.reason in ("fault", "estop"):
             loop.reset()
         extra: dict[str, Any] = {}
-        counts = clips(reset=True) if callable(clips) else None
-        if counts and counts.get("outputs"):  # None in process mode: the worker's copy clips
+        counts = loop.worker.policy_counts("clip_counts", reset=True)
+        if counts and counts.get("outputs"):
             extra = {"policy_outputs": int(counts["outputs"]), "policy_clipped": int(counts["clipped"]),
                      "policy_clip_max": float(counts["max_abs"])}
-        if callable(stats):
-            extra.update(stats(reset=True))
+        extra.update(loop.worker.policy_counts("episode_stats", reset=True) or {})
         sim_clips = driver.info.get("clip_counts") if isinstance(getattr(driver, "info", None), dict) else None
         if isinstance(sim_clips, dict):  # a simulated arm's controller clamps (not the safety layer's)
             extra.update({f"sim_{k}_clips": int(v) for k, v in sim_clips.items()})

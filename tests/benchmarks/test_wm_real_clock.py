@@ -41,7 +41,18 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
         meta = json.loads((tmp_path / "a" / name / "meta.json").read_text())
         assert meta["session"]["execution"] == "async" and meta["session"]["inference"] == inference
         assert meta["session"]["plan_simulations"] == 3
-    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--plan-simulations", "-1"], "--plan-simulations -1"), (["--runs-dir", str(tmp_path / "runs")], "exists")):
+    assert res["real_inference"] == "inline"
+    # sync with the real clock's decision in a worker process
+    assert bench.main(["--world-model", str(reach_model), "--episodes", "2", "--block", "2", "--max-steps", "6",
+                       "--plan-simulations", "2", "--real-inference", "process", "--runs-dir", str(tmp_path / "p"),
+                       "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["real_inference"] == "process" and res["arms"]["real"]["decision_ms"]["n"] > 0
+    for name, inference in (("virtual", "auto"), ("real", "process")):
+        assert json.loads((tmp_path / "p" / name / "meta.json").read_text())["session"]["inference"] == inference
+    for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--plan-simulations", "-1"], "--plan-simulations -1"),
+                      (["--runs-dir", str(tmp_path / "runs")], "exists"),
+                      (["--query-mode", "async", "--real-inference", "process"], "--real-inference process")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err

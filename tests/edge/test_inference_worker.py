@@ -278,6 +278,57 @@ def test_process_mode_errors_surface_and_bad_setups_are_refused():
                         policy_factory=functools.partial(ramp_for, "not a spec"))
 
 
+@pytest.mark.parametrize("mode", ["inline", "thread", "process"])
+def test_policy_counts_come_from_the_copy_that_decides(mode):
+    """The policy's own per-episode counts (episode_stats, clip_counts) are the deciding copy's: in
+    process mode the worker process's, asked over the pipe, not the parent's idle copy."""
+    import functools
+
+    from tests.fakes import counting_ramp_for
+
+    clock = VirtualClock() if mode == "inline" else RealClock()
+    parent = counting_ramp_for(SPEC)
+    w = InferenceWorker(parent, fixed(3, 4), clock, WorkerConfig(mode=mode),
+                        policy_factory=functools.partial(counting_ramp_for, SPEC) if mode == "process" else None)
+    try:
+        for qid in (1, 2):
+            w.submit(request(clock.now(), qid=qid))
+            if mode == "inline":
+                assert w.poll(1e9) is not None
+            else:
+                _wait_result(w, clock)
+        assert w.policy_counts("episode_stats", reset=True) == {"ramp_queries": 2, "ramp_steps": 6}
+        assert w.policy_counts("episode_stats") == {"ramp_queries": 0, "ramp_steps": 0}  # reset
+        assert w.policy_counts("clip_counts") is None  # the policy has none
+        if mode == "process":
+            assert parent.queries == [] and parent.steps == 0  # the parent's copy never decided
+    finally:
+        w.close()
+
+
+def test_process_mode_policy_counts_errors_surface():
+    import functools
+
+    from tests.fakes import counting_ramp_for
+
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(counting_ramp_for, SPEC, fail=True))
+    try:
+        with pytest.raises(InferenceError, match="episode_stats failed in the worker process: RuntimeError: fake counting"):
+            w.policy_counts("episode_stats")
+    finally:
+        w.close()
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(ramp_for, SPEC))
+    w._proc.kill()
+    w._proc.join(5.0)
+    try:
+        with pytest.raises(InferenceError, match="not running|unreachable"):
+            w.policy_counts("episode_stats", timeout_s=2.0)
+    finally:
+        w.close()
+
+
 def test_process_mode_reports_a_dead_worker_process():
     import functools
 
