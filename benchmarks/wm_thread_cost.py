@@ -15,9 +15,11 @@ falls on all of them):
 * ``real_process``: ``--inference process``: the decision runs in a worker process (its own
   interpreter, so no lock shared with the loop thread; SCHED_BATCH, nice 5);
 * ``real_switch5ms``: the worker thread with Python's default thread switch interval (5 ms) instead
-  of the real clock's 0.5 ms (``--set loop.gil_switch_interval_s=0``).
+  of the real clock's 0.5 ms (``--set loop.gil_switch_interval_s=0``);
+* ``real_torch1``: the worker thread with one torch thread, as the worker process has
+  (``--set worker.torch_threads=1``; a thread otherwise takes as many as the loop's).
 
-``--arms`` picks which run (default: all).
+``--arms`` picks which run (default: all this machine can run).
 
 Reported per arm from the run records: the decision's compute time (``compute_s``) and its latency
 p50 / p99, their p50 ratio to the virtual arm's, the compute p50 of each block of episodes, ticks per
@@ -40,7 +42,7 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 
-ARM_NAMES = ("virtual", "real", "real_pinned", "real_process", "real_switch5ms")
+ARM_NAMES = ("virtual", "real", "real_pinned", "real_process", "real_switch5ms", "real_torch1")
 
 
 def arms(loop_cpu: int) -> dict[str, list[str]]:
@@ -51,6 +53,7 @@ def arms(loop_cpu: int) -> dict[str, list[str]]:
         out["real_pinned"] = ["--clock", "real", "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
     out["real_process"] = ["--clock", "real", "--inference", "process"]
     out["real_switch5ms"] = ["--clock", "real", "--set", "loop.gil_switch_interval_s=0"]
+    out["real_torch1"] = ["--clock", "real", "--set", "worker.torch_threads=1"]
     return out
 
 
@@ -88,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=480000, help="first episode seed")
     ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own)")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
-    ap.add_argument("--arms", default=",".join(ARM_NAMES), help=f"comma-separated arms to run, of {', '.join(ARM_NAMES)} "
-                    "(virtual is always run: the ratios are to it)")
+    ap.add_argument("--arms", default="", help=f"comma-separated arms to run, of {', '.join(ARM_NAMES)} (default: "
+                    "all this machine can run; real_pinned needs two CPUs); virtual always runs: the ratios are to it")
     ap.add_argument("--loop-cpu", type=int, default=0, help="real_pinned: the CPU of the loop thread (the worker gets the others)")
     ap.add_argument("--runs-dir", default="/tmp/wm_thread_cost_runs", help="where the arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_thread_cost.json", help="JSON written")
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     available = arms(args.loop_cpu)
     if "real_pinned" in wanted and "real_pinned" not in available:
         ap.error(f"--arms real_pinned: needs --loop-cpu {args.loop_cpu} among this process's CPUs and another beside it")
-    arm_flags = {name: flags for name, flags in available.items() if name == "virtual" or name in wanted}
+    arm_flags = {name: flags for name, flags in available.items() if name == "virtual" or not wanted or name in wanted}
     names = list(arm_flags)
     wall = run_blocks(base, arm_flags, args.episodes, args.block, runs)
     if wall is None:

@@ -5,11 +5,11 @@ Parent <-> child messages over one duplex pipe (the camera frames go through
 :class:`edge.shared_frames.SharedFrames`, only a small request is pickled):
 
 * parent -> child: ``("query", (request without images, frame layout))``, ``("reset", None)`` (new
-  episode: scheduler history and the policy's episode memory), ``("counts", (method, reset))`` (the
-  policy's own per-episode counts, e.g. ``episode_stats``), ``("stop", None)``;
+  episode: scheduler history and the policy's episode memory), ``("counts", (seq, method, reset))``
+  (the policy's own per-episode counts, e.g. ``episode_stats``), ``("stop", None)``;
 * child -> parent: ``("ready", backend)`` or ``("error", message)`` once at start; per query
   ``("result", epoch, ((plan, chunk, nfe, guided), compute_s, t_ready_s))`` or ``("error", epoch,
-  message)``; per counts request ``("counts", None, (True, dict or None))`` or ``("counts", None,
+  message)``; per counts request ``("counts", seq, (True, dict or None))`` or ``("counts", seq,
   (False, message))``.
 
 The process runs as SCHED_BATCH with extra niceness and on its own CPUs if configured, so a query
@@ -66,12 +66,18 @@ def process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Sched
             reset_policy_episode(policy)
             continue
         if kind == "counts":
-            method, reset = msg
+            seq, method, reset = msg
             fn = getattr(policy, method, None)
             try:
-                conn.send(("counts", None, (True, fn(reset=reset) if callable(fn) else None)))
+                reply = (True, fn(reset=reset) if callable(fn) else None)
             except Exception as err:  # noqa: BLE001 - raised in the parent, as it would be in thread mode
-                conn.send(("counts", None, (False, f"{type(err).__name__}: {err}")))
+                reply = (False, f"{type(err).__name__}: {err}")
+            try:
+                conn.send(("counts", seq, reply))
+            except (EOFError, OSError):
+                return  # the parent is gone
+            except Exception as err:  # noqa: BLE001 - counts that cannot be pickled (nothing was written)
+                conn.send(("counts", seq, (False, f"its counts cannot be sent: {type(err).__name__}: {err}")))
             continue
         try:
             req: QueryRequest = frames.unpack(msg)

@@ -98,7 +98,9 @@ class WorkerConfig:
         range=(0, 1024),
     )
     start_timeout_s: float = cfg(120.0, "process mode: how long the worker process may take to load "
-                                 "the policy before startup fails", range=(1.0, 3600.0))
+                                 "the policy before startup fails; thread/process mode: how long an "
+                                 "episode's end waits for the query in flight before the policy's "
+                                 "counts are read", range=(1.0, 3600.0))
     process_nice: int = cfg(5, "process mode: niceness added to the worker process, which also runs "
                             "as SCHED_BATCH (Linux). Inference is background work next to the loop: "
                             "without this, a query woken on the loop's core preempts the loop for a "
@@ -154,8 +156,9 @@ class InferenceWorker:
         self._frames = SharedFrames()  # process mode: camera frames travel through shared memory
         self._pending: QueryRequest | None = None  # process mode: the request in flight
         self._outbox: QueryRequest | None = None  # process mode: submitted, sent by flush()
-        self._counts: tuple[bool, Any] = (True, None)  # process mode: (ok, counts or error), when asked
-        self._counts_ready = False
+        self._counts: tuple[bool, Any] | None = None  # process mode: (ok, counts or error) once answered
+        self._counts_seq = 0  # process mode: the counts request answers must carry
+        self._computing = False  # thread mode: a query is being computed
         if self.mode == "process":
             self._start_process(policy_factory)
         if self.mode == "thread":
@@ -258,30 +261,49 @@ class InferenceWorker:
             observe(res)
         return res
 
-    def policy_counts(self, method: str, reset: bool = False, timeout_s: float = 30.0) -> dict[str, Any] | None:
+    def policy_counts(self, method: str, reset: bool = False, timeout_s: float | None = None) -> dict[str, Any] | None:
         """The deciding policy's own per-episode counts: ``getattr(policy, method)(reset=reset)``
-        (``clip_counts``, ``episode_stats``), or None when the policy has no such method. In
-        process mode it is the worker process's copy that decides, so the counts are asked of it
-        (answered after any query it is computing); raises InferenceError if it does not answer
-        within ``timeout_s``."""
+        (``clip_counts``, ``episode_stats``), or None when the policy has no such method. A query
+        still being computed is counted first (it belongs to the episode that asked it): a worker
+        thread is waited for; in process mode the worker process's copy decides, so the counts are
+        asked of it over the pipe and it answers after its query. Raises InferenceError if the
+        answer does not come within ``timeout_s`` (default ``start_timeout_s``)."""
+        timeout = self.config.start_timeout_s if timeout_s is None else timeout_s
         if self.mode != "process":
+            if self.mode == "thread":
+                with self._lock:
+                    idle = self._done.wait_for(lambda: self._request is None and not self._computing,
+                                               timeout=timeout)
+                if not idle:
+                    raise InferenceError(f"the inference thread was still computing a query after {timeout:g} s "
+                                         f"when the policy's {method} was asked for (raise inference.start_timeout_s "
+                                         "for a policy this slow)")
             fn = getattr(self.policy, method, None)
             return fn(reset=reset) if callable(fn) else None
         self.flush()
-        self._counts, self._counts_ready = (True, None), False
+        self._counts_seq += 1
+        self._counts = None
         try:
-            self._conn.send(("counts", (method, reset)))
+            self._conn.send(("counts", (self._counts_seq, method, reset)))
         except (OSError, ValueError) as err:
-            raise InferenceError(f"inference process unreachable: {err}") from None
-        deadline = time.monotonic() + timeout_s
-        while not self._counts_ready:
+            raise InferenceError(f"inference process unreachable ({err}) when the policy's {method} was asked "
+                                 "for; see the worker process's error above, or run with --inference thread") from None
+        deadline = time.monotonic() + timeout
+        while self._counts is None:
             left = deadline - time.monotonic()
-            if left <= 0 or self._proc is None or not self._proc.is_alive():
-                raise InferenceError(f"inference process did not answer for the policy's {method} "
-                                     f"within {timeout_s:.0f} s" + ("" if self._proc is not None and self._proc.is_alive()
-                                                                  else " (it is not running)"))
-            if self._readable(min(left, 0.5)):
-                self._drain_process()
+            if self._readable(min(max(left, 0.0), 0.5)):
+                self._drain_process()  # (a closed pipe reads as readable: fall through to the checks)
+                if self._counts is not None:
+                    break
+            if self._proc is None or not self._proc.is_alive():
+                self._drain_process()  # an answer sent just before it exited
+                if self._counts is None:
+                    code = self._proc.exitcode if self._proc is not None else None
+                    raise InferenceError(f"inference process exited (exit code {code}) before it answered for the "
+                                         f"policy's {method}; see its error above, or run with --inference thread")
+            elif left <= 0:
+                raise InferenceError(f"inference process did not answer for the policy's {method} within "
+                                     f"{timeout:g} s (raise inference.start_timeout_s for a policy this slow)")
         ok, value = self._counts
         if not ok:
             raise InferenceError(f"the policy's {method} failed in the worker process: {value}")
@@ -357,9 +379,10 @@ class InferenceWorker:
             while self._readable(0.0):
                 kind, epoch, payload = self._conn.recv()
                 t_received = self.clock.now()
-                if kind == "counts":  # the answer to policy_counts (no query's)
-                    self._counts, self._counts_ready = payload, True
-                    continue
+                if kind == "counts":  # an answer to policy_counts, tagged with its request (not an epoch)
+                    if epoch == self._counts_seq:
+                        self._counts = payload
+                    continue  # else the late answer to a request that timed out: dropped
                 with self._lock:
                     if epoch != self.epoch:  # planned before a cancel: discard
                         self._inflight = False
@@ -404,7 +427,7 @@ class InferenceWorker:
                 if self._stop:
                     return
                 req = self._request
-                self._request = None
+                self._request, self._computing = None, True
             t0 = time.perf_counter()
             try:
                 out = self.compute(req)
@@ -414,6 +437,7 @@ class InferenceWorker:
                         self._error = err
                     else:
                         self._inflight = False
+                    self._computing = False
                     self._done.notify_all()
                 continue
             compute_s = time.perf_counter() - t0
@@ -425,6 +449,7 @@ class InferenceWorker:
                     self._result = result
                 else:
                     self._inflight = False
+                self._computing = False
                 self._done.notify_all()
 
 

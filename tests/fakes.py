@@ -6,6 +6,7 @@ These are test doubles at the boundaries (policy, robot), not product code.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,14 +252,26 @@ class SteppingClock:
         self.t += dt_s
 
 
-def counting_ramp_for(spec: RobotSpec, fail: bool = False) -> RampPolicy:
+def counting_ramp_for(spec: RobotSpec, fail: bool = False, exit_code: int | None = None,
+                      count_sleep_s: float = 0.0, encode_sleep_s: float = 0.0) -> RampPolicy:
     """TEST FIXTURE. A ramp policy with its own per-episode counts (``episode_stats``: the queries
-    and denoising steps it ran since the last reset); ``fail``: counting raises."""
+    and denoising steps it ran since the last reset); ``fail``: counting raises; ``exit_code``: the
+    process exits when asked to count; ``count_sleep_s`` / ``encode_sleep_s``: counting / each
+    query's encode takes that long."""
 
     class Counting(RampPolicy):
+        def encode(self, obs: Observation) -> dict[str, Any]:
+            time.sleep(encode_sleep_s)
+            return super().encode(obs)
+
         def episode_stats(self, reset: bool = False) -> dict[str, int]:
             if fail:
                 raise RuntimeError("fake counting failure")
+            if exit_code is not None:
+                import os
+
+                os._exit(exit_code)
+            time.sleep(count_sleep_s)
             out = {"ramp_queries": len(self.queries), "ramp_steps": self.steps}
             if reset:
                 self.queries, self.steps = [], 0

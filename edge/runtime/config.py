@@ -165,6 +165,8 @@ class WorkerSettings:
                               "guided (-1 = all, as the RTC paper; 0 = only the frozen ones)",
                               range=(-1, 1024))
     cpus: str = cfg("", "mode process: CPUs the worker process runs on, e.g. '1' (empty = inherit)")
+    torch_threads: int = cfg(0, "thread/process mode: torch intra-op threads for inference (0 = a thread: as "
+                             "many as the thread that built the worker; a process: 1)", range=(0, 1024))
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -306,6 +306,37 @@ def test_policy_counts_come_from_the_copy_that_decides(mode):
         w.close()
 
 
+@pytest.mark.parametrize("mode", ["thread", "process"])
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_policy_counts_include_the_query_in_flight(mode, cancelled):
+    """Asked while a query is computed (an episode's end): the counts include it, and the query's
+    result still reaches poll (or, cancelled, is discarded)."""
+    import functools
+
+    from tests.fakes import counting_ramp_for
+
+    clock = RealClock()
+    slow = functools.partial(counting_ramp_for, SPEC, encode_sleep_s=0.3)
+    w = InferenceWorker(slow(), fixed(3, 4), clock, WorkerConfig(mode=mode),
+                        policy_factory=slow if mode == "process" else None)
+    try:
+        w.submit(request(clock.now()))
+        if cancelled:  # once its compute started (cancelled before, it is never computed)
+            w.flush()  # process mode: sent to the worker process
+            t_end = time.monotonic() + 5
+            while mode == "thread" and not w._computing and time.monotonic() < t_end:
+                time.sleep(0.001)
+            w.cancel()
+        assert w.policy_counts("episode_stats", reset=True) == {"ramp_queries": 1, "ramp_steps": 3}
+        if cancelled:
+            assert w.poll(clock.now()) is None and not w.busy
+        else:
+            assert _wait_result(w, clock, timeout_s=2.0).request.query_id == 1
+        assert w.policy_counts("episode_stats") == {"ramp_queries": 0, "ramp_steps": 0}
+    finally:
+        w.close()
+
+
 def test_process_mode_policy_counts_errors_surface():
     import functools
 
@@ -318,13 +349,22 @@ def test_process_mode_policy_counts_errors_surface():
             w.policy_counts("episode_stats")
     finally:
         w.close()
+    # the process exits while asked: its exit code, not a timeout
     w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
-                        policy_factory=functools.partial(ramp_for, SPEC))
-    w._proc.kill()
-    w._proc.join(5.0)
+                        policy_factory=functools.partial(counting_ramp_for, SPEC, exit_code=4))
     try:
-        with pytest.raises(InferenceError, match="not running|unreachable"):
-            w.policy_counts("episode_stats", timeout_s=2.0)
+        with pytest.raises(InferenceError, match="exited \\(exit code 4\\) before it answered for the policy's episode_stats"):
+            w.policy_counts("episode_stats", timeout_s=20.0)
+    finally:
+        w.close()
+    # no answer in time; the late answer is not taken for the next request's
+    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
+                        policy_factory=functools.partial(counting_ramp_for, SPEC, count_sleep_s=0.6))
+    try:
+        with pytest.raises(InferenceError, match="did not answer for the policy's episode_stats within 0.2 s"):
+            w.policy_counts("episode_stats", timeout_s=0.2)
+        assert w.policy_counts("clip_counts", timeout_s=5.0) is None  # not the late episode_stats answer
+        assert w.policy_counts("episode_stats", timeout_s=5.0) == {"ramp_queries": 0, "ramp_steps": 0}
     finally:
         w.close()
 

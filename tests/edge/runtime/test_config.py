@@ -130,8 +130,8 @@ def test_options_sections_pass_through_for_plugins():
 
 def test_loop_os_settings_reach_the_control_loop():
     """loop.timer_slack_ns, loop.gil_switch_interval_s and loop.cpus of the runtime config are the
-    ControlLoop's."""
-    from edge.clock import VirtualClock
+    ControlLoop's, worker.torch_threads its worker's."""
+    from edge.clock import RealClock, VirtualClock
     from edge.control_loop import LoopConfig
     from edge.runtime.config import config_from_meta, to_dict
     from edge.runtime.wiring import wire_loop
@@ -150,7 +150,17 @@ def test_loop_os_settings_reach_the_control_loop():
         RuntimeConfig.of(**{"loop.gil_switch_interval_s": 0.5})
     nested = to_dict(RuntimeConfig())
     del nested["loop"]["gil_switch_interval_s"]  # runs recorded before the key: the loop used 0.5 ms
-    assert config_from_meta({"config": nested}).loop.gil_switch_interval_s == 0.0005
+    del nested["worker"]["torch_threads"]  # ... and the worker its default threads
+    old = config_from_meta({"config": nested})
+    assert old.loop.gil_switch_interval_s == 0.0005 and old.worker.torch_threads == 0
+    cfg = RuntimeConfig.of(**{"worker.torch_threads": 1, "clock": "real", "inference": "thread"})
+    loop = wire_loop(spec, RealClock(), FakeDriver(clock, spec), FakeObserver(), ramp_for(spec), None, None, cfg)
+    try:
+        assert loop.worker.config.torch_threads == 1 and loop.worker._torch_threads == 1
+    finally:
+        loop.worker.close()
+    with pytest.raises(ConfigError, match="torch_threads"):
+        RuntimeConfig.of(**{"worker.torch_threads": -1})
 
 
 def test_runs_recorded_before_plan_backend_resume_on_torch():
