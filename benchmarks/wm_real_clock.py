@@ -8,9 +8,9 @@ model's own), each over the same ``--episodes`` seeds, in blocks of ``--block`` 
 between the arms (each arm's run directory resumed block by block):
 
 * ``virtual``: the virtual clock, each decision's measured time charged (``edge run``'s default);
-* ``real``: ``--clock real``: the loop ticks in wall time; sync: the planner decides in a worker thread
-  (``--real-inference process``: a worker process); async: inline (``--inference inline``: the
-  decision is made before the tick's command, inside the tick).
+* ``real``: ``--clock real``: the loop ticks in wall time; sync: the planner decides in a worker process
+  (``--real-inference process``, ``edge run``'s default there) or thread (``thread``); async: inline
+  (``--inference inline``: the decision is made before the tick's command, inside the tick).
 
 Reported per arm from the run records: successes (Wilson interval), decision p50 / p99, moves per
 tick, starved ticks and, for the real clock, overruns, lateness and jitter p99 (the run's summary);
@@ -35,7 +35,6 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 ARMS = {"virtual": [], "real": ["--clock", "real"]}
-INLINE = ["--inference", "inline"]  # async on the real clock: the decision inside the tick
 
 
 def run_blocks(base: list[str], arms: dict[str, list[str]], episodes: int, block: int, runs: Path) -> dict[str, float] | None:
@@ -71,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the planner's mode in both arms (async on the real clock decides inline)")
     ap.add_argument("--plan-simulations", type=int, default=0,
                     help="tree-search simulations per decision in both arms (0 = the model's own)")
-    ap.add_argument("--real-inference", default="thread", choices=("thread", "process"),
-                    help="sync: where the real clock's arm decides (a worker thread, edge run's default, or a worker process)")
+    ap.add_argument("--real-inference", default=None, choices=("thread", "process"),
+                    help="sync: where the real clock's arm decides (a worker process, edge run's default, or a worker thread)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/wm_real_clock_runs", help="where the two arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_real_clock.json", help="JSON written")
@@ -85,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
     if args.max_steps < 0:
         ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
-    if args.real_inference == "process" and args.query_mode == "async":
-        ap.error("--real-inference process: async on the real clock decides inline (the frame is read before the "
-                 "tick's command); use --query-mode sync")
+    if args.real_inference is not None and args.query_mode == "async":
+        ap.error(f"--real-inference {args.real_inference}: async on the real clock decides inline (the frame is read "
+                 "before the tick's command); use --query-mode sync")
     runs = Path(args.runs_dir)
     if runs.exists():
         ap.error(f"--runs-dir {runs}: exists; give a new directory (two runs never mix)")
@@ -100,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     edge = str(Path(sys.executable).with_name("edge"))
     base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", args.query_mode,
             "--seed", str(args.seed)]
-    real_extra = INLINE if args.query_mode == "async" else (["--inference", "process"] if args.real_inference == "process" else [])
+    real_inference = "inline" if args.query_mode == "async" else (args.real_inference or "process")
+    real_extra = ["--inference", real_inference]
     arms = {k: v + (real_extra if k == "real" else []) for k, v in ARMS.items()}
     if args.world_model:
         base += ["--world-model", args.world_model]
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"benchmark": "wm_real_clock", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
                  "git": git, "versions": package_versions(), "task": args.task, "query_mode": args.query_mode,
                  "plan_simulations": args.plan_simulations or "(the model's own)",
-                 "real_inference": "inline" if args.query_mode == "async" else args.real_inference,
+                 "real_inference": real_inference,
                  "world_model": args.world_model or f"(the shipped model for {args.task})",
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block, "arms": {}}
     won = {}

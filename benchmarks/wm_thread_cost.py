@@ -9,11 +9,13 @@ seeds, in blocks of ``--block`` episodes that alternate between the arms (so the
 falls on all of them):
 
 * ``virtual``: the virtual clock; the decision runs inline and its measured time is what is charged;
-* ``real``: ``--clock real``: the decision runs in the worker thread while the loop ticks beside it;
+* ``real``: ``--clock real --inference thread``: the decision runs in a worker thread while the loop
+  ticks beside it;
 * ``real_pinned``: the same with the loop thread on CPU ``--loop-cpu`` and the worker (and the
   threads it starts) on the others (``--set loop_cpus=… --set inference_cpus=…``);
-* ``real_process``: ``--inference process``: the decision runs in a worker process (its own
-  interpreter, so no lock shared with the loop thread; SCHED_BATCH, nice 5);
+* ``real_process``: ``--inference process`` (``edge run --policy comet``'s default on the real clock,
+  sync): the decision runs in a worker process (its own interpreter, so no lock shared with the loop
+  thread; SCHED_BATCH, nice 5, one torch thread);
 * ``real_switch5ms``: the worker thread with Python's default thread switch interval (5 ms) instead
   of the real clock's 0.5 ms (``--set loop.gil_switch_interval_s=0``);
 * ``real_torch1``: the worker thread with one torch thread, as the worker process has
@@ -48,12 +50,13 @@ ARM_NAMES = ("virtual", "real", "real_pinned", "real_process", "real_switch5ms",
 def arms(loop_cpu: int) -> dict[str, list[str]]:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     others = ",".join(str(c) for c in cpus if c != loop_cpu)
-    out = {"virtual": [], "real": ["--clock", "real"]}
+    thread = ["--clock", "real", "--inference", "thread"]  # named: comet's default there is a process
+    out = {"virtual": [], "real": thread}
     if others and loop_cpu in cpus:
-        out["real_pinned"] = ["--clock", "real", "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
+        out["real_pinned"] = [*thread, "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
     out["real_process"] = ["--clock", "real", "--inference", "process"]
-    out["real_switch5ms"] = ["--clock", "real", "--set", "loop.gil_switch_interval_s=0"]
-    out["real_torch1"] = ["--clock", "real", "--set", "worker.torch_threads=1"]
+    out["real_switch5ms"] = [*thread, "--set", "loop.gil_switch_interval_s=0"]
+    out["real_torch1"] = [*thread, "--set", "worker.torch_threads=1"]
     return out
 
 

@@ -127,8 +127,9 @@ def register(sub) -> None:
                         "--latency; real: the wall clock")
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
                    help="where queries run: auto = inline on the virtual clock, a thread on the real "
-                        "one (--policy expert: always inline, it reads the simulator the loop steps); "
-                        "process = a separate worker process (no GIL contention with the loop)")
+                        "one (--policy comet --query-mode sync: a worker process; --policy expert: always "
+                        "inline, it reads the simulator the loop steps); process = a separate worker "
+                        "process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step", "device"),
                    action=_Given,
                    help="virtual clock: how inference latency is charged (device: the query time "
@@ -301,6 +302,12 @@ def run(args: argparse.Namespace) -> int:
         query_mode = "async" if inline and args.seam != "weighted" else "sync"
         if started is not None:  # as the run was started
             query_mode = started.loop.execution
+    inference = args.inference
+    if planner and inference == "auto":  # comet on the real clock, sync: the search in a worker process
+        if started is not None:  # as the run was started (auto: a thread, before this default)
+            inference = started.worker.mode
+        elif args.clock == "real" and query_mode == "sync":
+            inference = "process"
     workspace_mask = args.plan_workspace_mask != "off"
     if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
         workspace_mask = started.policy.comet.workspace_mask
@@ -328,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
     settings = {"num_steps": 1 if planner else args.num_steps,
                 "execute": (3 if lookahead else 1) if planner else args.execute,
                 **({"scheduler.fixed.next_query_in_steps": 1} if lookahead else {}),
-                "execution": query_mode, "inference": args.inference, "latency": args.latency,
+                "execution": query_mode, "inference": inference, "latency": args.latency,
                 "latency_ms": args.latency_ms or 0.0,
                 # the VLA's image size is its checkpoint's (checked above); others' is their spec's
                 "image_size": (getattr(args, "image_size", None) or 0) if custom else 0}

@@ -17,9 +17,11 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     res = json.loads(out.read_text())
     v, r = res["arms"]["virtual"], res["arms"]["real"]
     assert v["per_episode"]["seed"] == r["per_episode"]["seed"] == [7, 8, 9]
-    for name in ("virtual", "real"):
+    assert res["real_inference"] == "process"  # edge run's default for the planner there
+    for name, inference in (("virtual", "auto"), ("real", "process")):
         meta = json.loads((tmp_path / "runs" / name / "meta.json").read_text())
         assert meta["session"]["clock"] == name and meta["session"]["execution"] == "sync"
+        assert meta["session"]["inference"] == inference
         assert [x["episodes_before"] for x in meta["resumed"]] == [2]  # blocks of 2: one resume per arm
         eps = [json.loads(x) for x in (tmp_path / "runs" / name / "episodes.jsonl").read_text().splitlines()]
         assert [e["success"] for e in eps] == res["arms"][name]["per_episode"]["success"]
@@ -42,17 +44,17 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
         assert meta["session"]["execution"] == "async" and meta["session"]["inference"] == inference
         assert meta["session"]["plan_simulations"] == 3
     assert res["real_inference"] == "inline"
-    # sync with the real clock's decision in a worker process
+    # sync with the real clock's decision in a worker thread
     assert bench.main(["--world-model", str(reach_model), "--episodes", "2", "--block", "2", "--max-steps", "6",
-                       "--plan-simulations", "2", "--real-inference", "process", "--runs-dir", str(tmp_path / "p"),
+                       "--plan-simulations", "2", "--real-inference", "thread", "--runs-dir", str(tmp_path / "p"),
                        "--out", str(out)]) == 0
     res = json.loads(out.read_text())
-    assert res["real_inference"] == "process" and res["arms"]["real"]["decision_ms"]["n"] > 0
-    for name, inference in (("virtual", "auto"), ("real", "process")):
+    assert res["real_inference"] == "thread" and res["arms"]["real"]["decision_ms"]["n"] > 0
+    for name, inference in (("virtual", "auto"), ("real", "thread")):
         assert json.loads((tmp_path / "p" / name / "meta.json").read_text())["session"]["inference"] == inference
     for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--plan-simulations", "-1"], "--plan-simulations -1"),
                       (["--runs-dir", str(tmp_path / "runs")], "exists"),
-                      (["--query-mode", "async", "--real-inference", "process"], "--real-inference process")):
+                      (["--query-mode", "async", "--real-inference", "thread"], "--real-inference thread")):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err

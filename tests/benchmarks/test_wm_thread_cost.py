@@ -27,7 +27,7 @@ def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path,
             fig["compute_ms"]["p50"] / res["arms"]["virtual"]["compute_ms"]["p50"], abs=1e-3)
     assert {"real_process", "real_switch5ms", "real_torch1"} <= set(res["arms"])
     config = {name: json.loads((tmp_path / "runs" / name / "meta.json").read_text())["config"] for name in res["arms"]}
-    assert config["real_process"]["worker"]["mode"] == "process" and config["real"]["worker"]["mode"] == "auto"
+    assert config["real_process"]["worker"]["mode"] == "process" and config["real"]["worker"]["mode"] == "thread"
     assert config["real_switch5ms"]["loop"]["gil_switch_interval_s"] == 0.0
     assert config["real_torch1"]["worker"]["torch_threads"] == 1 and config["real"]["worker"]["torch_threads"] == 0
     assert config["real"]["loop"]["gil_switch_interval_s"] > 0.0

@@ -51,18 +51,28 @@ def test_edge_run_comet_reach_runs_a_reach3_model_on_the_reach_task(reach_world_
 
 
 def test_comet_in_a_worker_process_keeps_the_planners_counts(reach_world_model, tmp_path):
-    """--inference process: the worker process's planner decides, and its per-episode counts reach
-    the episode records (they were left out before: the parent's copy never decides)."""
+    """On the real clock the planner decides in a worker process by default (sync); its per-episode
+    counts reach the episode records (they were left out before: the parent's copy never decides)."""
     out = tmp_path / "proc"
     assert main(["run", "--policy", "comet", "--world-model", str(reach_world_model), "--task", "reach",
-                 "--query-mode", "sync", "--clock", "real", "--inference", "process", "--episodes", "2",
-                 "--out", str(out), "--plan-simulations", "2", "--set", "max_steps=12"]) == 0
+                 "--clock", "real", "--episodes", "2", "--out", str(out), "--plan-simulations", "2",
+                 "--set", "max_steps=12"]) == 0
+    session = json.loads((out / "meta.json").read_text())["session"]
+    assert session["inference"] == "process" and session["execution"] == "sync"
     eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
     assert len(eps) == 2 and sum(e["planner_decisions"] for e in eps) >= len(queries) > 0
     for ep in eps:  # counted per episode (reset between them), one decision per query at most one ahead
         assert 0 < ep["planner_decisions"] <= sum(q["ep"] == ep["ep"] for q in queries) + 1
         assert "planner_pred_mse" in ep and ep["planner_ahead"] == 0  # sync: every search from the frame
+    # a thread when asked, and a resumed run keeps the worker it was started with
+    thread = tmp_path / "thread"
+    base = ["run", "--policy", "comet", "--world-model", str(reach_world_model), "--task", "reach", "--clock", "real",
+            "--plan-simulations", "2", "--set", "max_steps=6", "--out", str(thread)]
+    assert main([*base, "--inference", "thread", "--episodes", "1"]) == 0
+    assert main([*base, "--episodes", "2", "--resume"]) == 0
+    meta = json.loads((thread / "meta.json").read_text())
+    assert meta["session"]["inference"] == "thread" and meta["resumed"][0]["session"]["inference"] == "thread"
 
 
 def test_a_world_model_runs_only_the_task_it_learned(slot_world_model, reach_world_model, tmp_path, capsys):
