@@ -1,6 +1,7 @@
 """The world-model planner on the real clock against the virtual clock, on the same seeds.
 
-    python benchmarks/wm_real_clock.py --episodes 300 --seed 460000 --out benchmarks/results/wm_real_clock.json
+    python benchmarks/wm_real_clock.py --episodes 300 --seed 460000 --real-inference thread \
+        --out benchmarks/results/wm_real_clock.json
 
 Two arms of ``edge run --policy comet --task TASK --query-mode MODE`` (default task ``reach``, the
 shipped model for it; ``--query-mode sync`` by default; ``--plan-simulations`` per decision, default the

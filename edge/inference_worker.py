@@ -271,13 +271,21 @@ class InferenceWorker:
         timeout = self.config.start_timeout_s if timeout_s is None else timeout_s
         if self.mode != "process":
             if self.mode == "thread":
-                with self._lock:
-                    idle = self._done.wait_for(lambda: self._request is None and not self._computing,
-                                               timeout=timeout)
+                deadline = time.monotonic() + timeout
+                with self._lock:  # (re-checked every 0.5 s: a thread that died notifies nobody)
+                    while (self._request is not None or self._computing) and self._thread.is_alive():
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._done.wait(min(left, 0.5))
+                    idle = self._request is None and not self._computing
+                if not self._thread.is_alive():
+                    raise InferenceError(f"the inference thread has stopped; the policy's {method} cannot be read "
+                                         "(see the error above)")
                 if not idle:
                     raise InferenceError(f"the inference thread was still computing a query after {timeout:g} s "
-                                         f"when the policy's {method} was asked for (raise inference.start_timeout_s "
-                                         "for a policy this slow)")
+                                         f"when the policy's {method} was asked for (raise worker.start_timeout_s, "
+                                         "e.g. --set worker.start_timeout_s=300, for a policy this slow)")
             fn = getattr(self.policy, method, None)
             return fn(reset=reset) if callable(fn) else None
         self.flush()
@@ -295,6 +303,8 @@ class InferenceWorker:
                 self._drain_process()  # (a closed pipe reads as readable: fall through to the checks)
                 if self._counts is not None:
                     break
+                if self._proc is not None:
+                    self._proc.join(min(max(left, 0.0), 0.01))  # no spinning on a closed pipe while it exits
             if self._proc is None or not self._proc.is_alive():
                 self._drain_process()  # an answer sent just before it exited
                 if self._counts is None:
@@ -303,7 +313,8 @@ class InferenceWorker:
                                          f"policy's {method}; see its error above, or run with --inference thread")
             elif left <= 0:
                 raise InferenceError(f"inference process did not answer for the policy's {method} within "
-                                     f"{timeout:g} s (raise inference.start_timeout_s for a policy this slow)")
+                                     f"{timeout:g} s (raise worker.start_timeout_s, e.g. --set "
+                                     "worker.start_timeout_s=300, for a policy this slow)")
         ok, value = self._counts
         if not ok:
             raise InferenceError(f"the policy's {method} failed in the worker process: {value}")
@@ -367,7 +378,8 @@ class InferenceWorker:
         if not self._conn.poll(self.config.start_timeout_s):
             self.close()
             raise EdgeError(f"inference process did not start within {self.config.start_timeout_s:.0f} s "
-                            "(raise inference.start_timeout_s for slow model loads)")
+                            "(raise worker.start_timeout_s, e.g. --set worker.start_timeout_s=300, for slow "
+                            "model loads)")
         kind, detail = self._conn.recv()
         if kind != "ready":
             self.close()
@@ -431,6 +443,10 @@ class InferenceWorker:
             t0 = time.perf_counter()
             try:
                 out = self.compute(req)
+                compute_s = time.perf_counter() - t0
+                if self.latency_model is not None:  # emulate a slower device on a real clock
+                    self.clock.sleep_until(req.t_submit_s + self.latency_model.sample(out[0].num_steps))
+                result = self._make_result(req, out, self.clock.now(), compute_s)
             except Exception as err:  # noqa: BLE001 - handed to the loop thread, which re-raises it
                 with self._lock:
                     if req.epoch == self.epoch:
@@ -440,10 +456,6 @@ class InferenceWorker:
                     self._computing = False
                     self._done.notify_all()
                 continue
-            compute_s = time.perf_counter() - t0
-            if self.latency_model is not None:  # emulate a slower device on a real clock
-                self.clock.sleep_until(req.t_submit_s + self.latency_model.sample(out[0].num_steps))
-            result = self._make_result(req, out, self.clock.now(), compute_s)
             with self._lock:
                 if req.epoch == self.epoch:
                     self._result = result

@@ -127,9 +127,9 @@ def register(sub) -> None:
                         "--latency; real: the wall clock")
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
                    help="where queries run: auto = inline on the virtual clock, a thread on the real "
-                        "one (--policy comet --query-mode sync: a worker process; --policy expert: always "
-                        "inline, it reads the simulator the loop steps); process = a separate worker "
-                        "process (no GIL contention with the loop)")
+                        "one (--policy comet, sync there by default: a worker process; --policy expert: "
+                        "always inline, it reads the simulator the loop steps; --resume: as the run was "
+                        "started); process = a separate worker process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step", "device"),
                    action=_Given,
                    help="virtual clock: how inference latency is charged (device: the query time "

@@ -156,8 +156,9 @@ class SchedulerSettings:
 class WorkerSettings:
     """Where and how queries are computed."""
 
-    mode: str = cfg("auto", "auto (virtual clock: inline, real: thread), thread, process (own process: "
-                    "no GIL contention with the loop), inline", choices=("auto", "thread", "process", "inline"))
+    mode: str = cfg("auto", "auto (virtual clock: inline, real: thread; `edge run --policy comet` sync on the "
+                    "real clock sets process), thread, process (own process: no GIL contention with the loop), "
+                    "inline", choices=("auto", "thread", "process", "inline"))
     noise_temperature: float = cfg(0.5, "scale of the initial noise the worker draws for a query when "
                                    "the scheduler leaves it to it (1 = as trained, 0 = deterministic)",
                                    range=(0.0, 4.0))
@@ -167,6 +168,9 @@ class WorkerSettings:
     cpus: str = cfg("", "mode process: CPUs the worker process runs on, e.g. '1' (empty = inherit)")
     torch_threads: int = cfg(0, "thread/process mode: torch intra-op threads for inference (0 = a thread: as "
                              "many as the thread that built the worker; a process: 1)", range=(0, 1024))
+    start_timeout_s: float = cfg(120.0, "process mode: how long the worker process may take to load the policy; "
+                                 "thread/process mode: how long an episode's end waits for the query in flight "
+                                 "before the policy's counts are read", range=(1.0, 3600.0))
 
     def __post_init__(self) -> None:
         check_fields(self)

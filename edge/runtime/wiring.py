@@ -25,7 +25,8 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
     worker = InferenceWorker(policy, scheduler, clock,
                              WorkerConfig(mode=w.mode, latency=latency or LatencyConfig(), seed=seed,
                                           rtc_soft_steps=w.rtc_soft_steps, noise_temperature=w.noise_temperature,
-                                          process_cpus=w.cpus, torch_threads=w.torch_threads),
+                                          process_cpus=w.cpus, torch_threads=w.torch_threads,
+                                          start_timeout_s=w.start_timeout_s),
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg.loop.execution,
                                   record_ticks=cfg.loop.record_ticks and recorder is not None, cpus=cfg.loop.cpus,

@@ -337,6 +337,22 @@ def test_policy_counts_include_the_query_in_flight(mode, cancelled):
         w.close()
 
 
+def test_thread_mode_policy_counts_wait_for_the_query_within_the_timeout():
+    from tests.fakes import counting_ramp_for
+
+    w = InferenceWorker(counting_ramp_for(SPEC, encode_sleep_s=1.0), fixed(2, 2), RealClock(),
+                        WorkerConfig(mode="thread"))
+    try:
+        w.submit(request(RealClock().now()))
+        t0 = time.monotonic()
+        with pytest.raises(InferenceError, match="still computing a query after 0.2 s .*worker.start_timeout_s"):
+            w.policy_counts("episode_stats", timeout_s=0.2)
+        assert time.monotonic() - t0 < 0.9
+        assert w.policy_counts("episode_stats", timeout_s=5.0) == {"ramp_queries": 1, "ramp_steps": 2}
+    finally:
+        w.close()
+
+
 def test_process_mode_policy_counts_errors_surface():
     import functools
 

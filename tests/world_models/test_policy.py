@@ -73,6 +73,12 @@ def test_comet_in_a_worker_process_keeps_the_planners_counts(reach_world_model, 
     assert main([*base, "--episodes", "2", "--resume"]) == 0
     meta = json.loads((thread / "meta.json").read_text())
     assert meta["session"]["inference"] == "thread" and meta["resumed"][0]["session"]["inference"] == "thread"
+    # a run started before this default (auto: a thread there) resumes as it was started
+    before = [*base[:-1], str(tmp_path / "before")]
+    assert main([*before, "--episodes", "1", "--set", "worker.mode=auto"]) == 0
+    assert main([*before, "--episodes", "2", "--resume"]) == 0
+    meta = json.loads((tmp_path / "before" / "meta.json").read_text())
+    assert meta["session"]["inference"] == "auto" and meta["resumed"][0]["session"]["inference"] == "auto"
 
 
 def test_a_world_model_runs_only_the_task_it_learned(slot_world_model, reach_world_model, tmp_path, capsys):

@@ -153,10 +153,12 @@ def test_loop_os_settings_reach_the_control_loop():
     del nested["worker"]["torch_threads"]  # ... and the worker its default threads
     old = config_from_meta({"config": nested})
     assert old.loop.gil_switch_interval_s == 0.0005 and old.worker.torch_threads == 0
-    cfg = RuntimeConfig.of(**{"worker.torch_threads": 1, "clock": "real", "inference": "thread"})
+    cfg = RuntimeConfig.of(**{"worker.torch_threads": 1, "worker.start_timeout_s": 30.0, "clock": "real",
+                              "inference": "thread"})
     loop = wire_loop(spec, RealClock(), FakeDriver(clock, spec), FakeObserver(), ramp_for(spec), None, None, cfg)
     try:
         assert loop.worker.config.torch_threads == 1 and loop.worker._torch_threads == 1
+        assert loop.worker.config.start_timeout_s == 30.0
     finally:
         loop.worker.close()
     with pytest.raises(ConfigError, match="torch_threads"):
