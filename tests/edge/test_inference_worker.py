@@ -353,27 +353,29 @@ def test_thread_mode_policy_counts_wait_for_the_query_within_the_timeout():
         w.close()
 
 
-def test_process_mode_policy_counts_errors_surface():
+@pytest.mark.parametrize("fake, said", [
+    ({"fail": True}, "episode_stats failed in the worker process: RuntimeError: fake counting"),
+    ({"exit_code": 4}, "exited \\(exit code 4\\) before it answered for the policy's episode_stats"),  # not a timeout
+])
+def test_process_mode_policy_counts_errors_surface(fake, said):
     import functools
 
     from tests.fakes import counting_ramp_for
 
     w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
-                        policy_factory=functools.partial(counting_ramp_for, SPEC, fail=True))
+                        policy_factory=functools.partial(counting_ramp_for, SPEC, **fake))
     try:
-        with pytest.raises(InferenceError, match="episode_stats failed in the worker process: RuntimeError: fake counting"):
-            w.policy_counts("episode_stats")
-    finally:
-        w.close()
-    # the process exits while asked: its exit code, not a timeout
-    w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
-                        policy_factory=functools.partial(counting_ramp_for, SPEC, exit_code=4))
-    try:
-        with pytest.raises(InferenceError, match="exited \\(exit code 4\\) before it answered for the policy's episode_stats"):
+        with pytest.raises(InferenceError, match=said):
             w.policy_counts("episode_stats", timeout_s=20.0)
     finally:
         w.close()
-    # no answer in time; the late answer is not taken for the next request's
+
+
+def test_process_mode_policy_counts_time_out_and_drop_the_late_answer():
+    import functools
+
+    from tests.fakes import counting_ramp_for
+
     w = InferenceWorker(ramp_for(SPEC), fixed(2, 2), RealClock(), WorkerConfig(mode="process"),
                         policy_factory=functools.partial(counting_ramp_for, SPEC, count_sleep_s=0.6))
     try:
