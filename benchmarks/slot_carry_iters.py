@@ -9,7 +9,9 @@ per episode with the first ``--carry-prior`` listed (``paired`` in the JSON).
 
 An encoder is a shipped directory (its manifest is verified) or a ``train_state.pt`` written by
 ``edge train slot-encoder`` (a run in progress). The frames are collected fresh with each ``--seed``;
-pick one that no training run or earlier selection used. Writes
+pick one that no training run or earlier selection used. With an RGB-D encoder among them
+(``in_channels`` 4) the frames are collected with depth and the RGB encoders read their colour
+channels (the same episodes, so the pairs hold). Writes
 ``benchmarks/results/slot_carry_iters.json`` (machine, command, versions).
 """
 
@@ -109,14 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results, pooled, heldout = [], [], []
     per_ep: dict[tuple[str, int], dict[str, list]] = {}
+    loaded = {enc: load_any(enc) for enc in args.encoders}
+    # RGB-D encoders (in_channels 4) need depth; RGB encoders read the same frames' colour channels,
+    # which are those of a collection without depth (same seed, same episodes): pairs stay paired
+    depth = any(m.cfg.in_channels == 4 for m, _ in loaded.values())
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seed:
             data = Path(tmp) / f"heldout_{seed}.npz"
-            meta = collect_frames(args.frames, seed, data, progress=False)
-            heldout.append({"seed": seed, "frames": args.frames, "data_hash": meta["data_hash"]})
-            arrays, _ = load_dataset(data)
+            meta = collect_frames(args.frames, seed, data, progress=False, depth=depth)
+            heldout.append({"seed": seed, "frames": args.frames, "data_hash": meta["data_hash"], "depth": depth,
+                            **({"depth_settings": meta["depth"]} if depth else {})})
+            arrays_all, _ = load_dataset(data)
             for enc in args.encoders:
-                model, desc = load_any(enc)
+                model, desc = loaded[enc]
+                arrays = {**arrays_all, "frames": arrays_all["frames"][..., :model.cfg.in_channels]}
                 base = model.cfg
                 for c, prior in [(c, b) for c in args.carry_iters for b in args.carry_prior]:
                     model.cfg = dataclasses.replace(base, carry_iters=c, carry_prior=prior)

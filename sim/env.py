@@ -87,6 +87,7 @@ class EnvConfig:
     image_size: int = 96
     wrist_camera: bool = False
     segmentation: bool = False  # add "front_seg" (H, W) int32 to observations
+    depth: bool = False  # add "front_depth" (H, W) float32, metres from the front camera's image plane
     render_images: bool = True  # False: image observations are black (state-only evaluation, benchmarks)
     # True: camera images are rendered when first read, not at every step (an observation is a
     # read-only Mapping; reading an image after the env has stepped on raises). For a consumer that
@@ -217,6 +218,8 @@ class TabletopEnv(gym.Env):
             spaces["wrist"] = gym.spaces.Box(0, 255, (s, s, 3), np.uint8)
         if cfg.segmentation:
             spaces["front_seg"] = gym.spaces.Box(0, 255, (s, s), np.int32)
+        if cfg.depth:
+            spaces["front_depth"] = gym.spaces.Box(0.0, np.inf, (s, s), np.float32)
         self.observation_space = gym.spaces.Dict(spaces)
         if cfg.action_mode == "ee_delta":
             hi = np.array([MAX_DPOS_M] * 3 + [MAX_DYAW_RAD, 1.0], np.float32)
@@ -420,6 +423,8 @@ class TabletopEnv(gym.Env):
             render = {n: functools.partial(self.backend.render, n, s, s) for n in names}
             if self.cfg.segmentation:
                 render["front_seg"] = functools.partial(self.backend.render_segmentation, "front", s, s)
+            if self.cfg.depth:
+                render["front_depth"] = functools.partial(self.backend.render_depth, "front", s, s)
             return LazyObservation({"proprio": proprio, "instruction": self.spec_task.instruction}, render,
                                    self, self._obs_serial)
         if self.cfg.render_images:
@@ -432,6 +437,8 @@ class TabletopEnv(gym.Env):
         obs = {**imgs, "proprio": proprio, "instruction": self.spec_task.instruction}
         if self.cfg.segmentation:
             obs["front_seg"] = self.backend.render_segmentation("front", s, s)
+        if self.cfg.depth:
+            obs["front_depth"] = self.backend.render_depth("front", s, s)
         return obs
 
     def _info(self, success: bool) -> dict:
@@ -457,7 +464,8 @@ class LazyObservation(Mapping):
         self._values = dict(values)
         self._render = dict(render)
         self._env, self._serial = env, serial
-        self._order = (*[k for k in render if k != "front_seg"], *values, *[k for k in render if k == "front_seg"])
+        tail = ("front_seg", "front_depth")  # after the values, as in an eager observation
+        self._order = (*[k for k in render if k not in tail], *values, *[k for k in tail if k in render])
 
     def __getitem__(self, key: str) -> Any:
         if key in self._values:

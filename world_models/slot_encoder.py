@@ -46,6 +46,9 @@ class SlotEncoderConfig:
     slot_dim: int = 64  # D of one slot
     iters: int = 3  # slot-attention rounds per frame
     image_size: int = 64  # side of the input frame in pixels
+    # channels of the input frame and of the reconstruction: 3 (RGB) or 4 (RGB-D: the object env's
+    # ``depth`` frames, the fourth channel the camera's depth as an 8-bit image)
+    in_channels: int = 3
     decoder_res: int = 32  # side of the reconstructed (area-downsampled) frame
     broadcast_res: int = 8  # side of the grid each slot is broadcast onto before upsampling
     cnn_channels: int = 32  # channels of the first two conv layers
@@ -86,7 +89,7 @@ class SlotEncoderConfig:
                   "decoder_res": (8, 256), "broadcast_res": (2, 64), "cnn_channels": (4, 512),
                   "cnn_channels_wide": (4, 512), "mlp_hidden": (8, 4096), "decoder_channels": (4, 512),
                   "fg_weight": (0, 1000), "fg_window": (3, 63), "motion_weight": (0, 1000), "predict_weight": (0, 1000), "latent_weight": (0, 1000),
-                  "carry_iters": (0, 10), "first_stride": (1, 2)}
+                  "carry_iters": (0, 10), "first_stride": (1, 2), "in_channels": (3, 4)}
         for key, (lo, hi) in ranges.items():
             v = getattr(self, key)
             if not isinstance(v, int) or not lo <= v <= hi:
@@ -207,7 +210,7 @@ class SlotAutoencoder(nn.Module):
         self.cfg = cfg = config or SlotEncoderConfig()
         c1, c2 = cfg.cnn_channels, cfg.cnn_channels_wide
         self.cnn = nn.Sequential(
-            nn.Conv2d(3, c1, 5, stride=cfg.first_stride, padding=2), nn.ReLU(),
+            nn.Conv2d(cfg.in_channels, c1, 5, stride=cfg.first_stride, padding=2), nn.ReLU(),
             nn.Conv2d(c1, c1, 5, padding=2), nn.ReLU(),
             nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(),
             nn.Conv2d(c2, c2, 5, padding=2))
@@ -221,7 +224,8 @@ class SlotAutoencoder(nn.Module):
         layers: list[nn.Module] = [nn.Conv2d(cd, cd, 5, padding=2), nn.ReLU()]
         for _ in range((cfg.decoder_res // cfg.broadcast_res).bit_length() - 1):
             layers += [nn.ConvTranspose2d(cd, cd, 5, stride=2, padding=2, output_padding=1), nn.ReLU()]
-        layers.append(nn.Conv2d(cd, 4, 3, padding=1))  # no extra conv at full resolution: K·B maps there cost most
+        # the channels and a mask logit; no extra conv at full resolution: K·B maps there cost most
+        layers.append(nn.Conv2d(cd, cfg.in_channels + 1, 3, padding=1))
         self.decoder = nn.Sequential(*layers)
         self.to(cfg.device)
 
@@ -231,11 +235,12 @@ class SlotAutoencoder(nn.Module):
 
     # ------------------------------------------------------------------ encode
     def prepare(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """(B, S, S, 3) uint8 -> (B, 3, S, S) float in [0, 1] on the model's device."""
+        """(B, S, S, C) uint8 -> (B, C, S, S) float in [0, 1] on the model's device (C = ``in_channels``)."""
         x = torch.as_tensor(np.asarray(frames) if not torch.is_tensor(frames) else frames)
-        s = self.cfg.image_size
-        if x.ndim != 4 or tuple(x.shape[1:]) != (s, s, 3) or x.dtype != torch.uint8:
-            raise ValueError(f"frames must be (B, {s}, {s}, 3) uint8, got {tuple(x.shape)} {x.dtype}")
+        s, c = self.cfg.image_size, self.cfg.in_channels
+        if x.ndim != 4 or tuple(x.shape[1:]) != (s, s, c) or x.dtype != torch.uint8:
+            what = "RGB-D (in_channels=4: frames of an object env with depth on)" if c == 4 else "RGB (in_channels=3)"
+            raise ValueError(f"frames must be (B, {s}, {s}, {c}) uint8, {what}; got {tuple(x.shape)} {x.dtype}")
         return x.to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
 
     def encode_masks(self, frames: np.ndarray | torch.Tensor, init_slots: torch.Tensor | None = None
@@ -292,13 +297,15 @@ class SlotAutoencoder(nn.Module):
 
     # ------------------------------------------------------------------ decode
     def decode(self, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """slots (B, K, D) -> recon (B, 3, R, R), per-slot rgb (B, K, 3, R, R), masks (B, K, R, R)."""
+        """slots (B, K, D) -> recon (B, C, R, R), per-slot images (B, K, C, R, R), masks (B, K, R, R)
+        (C = ``in_channels``)."""
         b, k, _ = slots.shape
         g = self.cfg.broadcast_res
         z = self.dec_in(slots.reshape(b * k, -1))[:, None, None, :].expand(-1, g, g, -1)  # (BK, g, g, C)
-        out = self.decoder(self.dec_pos(z).permute(0, 3, 1, 2))  # (BK, 4, R, R)
-        out = out.reshape(b, k, 4, *out.shape[-2:])
-        rgb, masks = out[:, :, :3], torch.softmax(out[:, :, 3], dim=1)
+        c = self.cfg.in_channels
+        out = self.decoder(self.dec_pos(z).permute(0, 3, 1, 2))  # (BK, C + 1, R, R)
+        out = out.reshape(b, k, c + 1, *out.shape[-2:])
+        rgb, masks = out[:, :, :c], torch.softmax(out[:, :, c], dim=1)
         recon = (rgb * masks[:, :, None]).sum(1)
         return recon, rgb, masks
 

@@ -72,13 +72,15 @@ def data_hash(arrays: dict[str, np.ndarray]) -> str:
 # ---------------------------------------------------------------------- collection
 def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "push3", episode_len: int = 40,
                    *, image_size: int = 64, progress: bool = True, policy: str = "random", eps: float = 0.2,
-                   play_segment: float = 20.0) -> dict:
+                   play_segment: float = 20.0, depth: bool = False) -> dict:
     """Roll out a policy and save ``n_frames`` frames with segmentation; returns ``meta``.
 
     ``policy``: ``"random"`` (uniform random actions) or ``"play"`` (:class:`world_models.scripted.ObjectPlay`
     with ε = ``eps`` and mean segment ``play_segment``: cubes get pushed about, the goal is not read).
     Both draw from the one generator seeded with ``seed``; a random-policy dataset is unchanged by
-    the option (same arrays, same ``data_hash``)."""
+    the option (same arrays, same ``data_hash``). ``depth``: RGB-D frames (S, S, 4)
+    (:class:`world_models.object_env.ObjectTaskConfig` ``depth``); the same seed gives the same RGB
+    channels and actions as without it."""
     from world_models.object_env import N_ACTIONS, ObjectTaskConfig, ObjectTaskEnv
     from world_models.scripted import ObjectPlay
 
@@ -88,11 +90,12 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
         raise ValueError(f"policy={policy!r}: choose 'random' or 'play'")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    cfg = ObjectTaskConfig(task=task, image_size=image_size, segmentation=True, max_steps=max(episode_len, 1))
+    cfg = ObjectTaskConfig(task=task, image_size=image_size, segmentation=True, max_steps=max(episode_len, 1),
+                           depth=depth)
     rng = np.random.default_rng(seed)
     play = ObjectPlay(rng, eps, play_segment) if policy == "play" else None  # validates eps and play_segment
     s = image_size
-    arrays = {"frames": np.zeros((n_frames, s, s, 3), np.uint8), "seg": np.zeros((n_frames, s, s), np.int16),
+    arrays = {"frames": np.zeros((n_frames, s, s, 4 if depth else 3), np.uint8), "seg": np.zeros((n_frames, s, s), np.int16),
               "episode": np.zeros(n_frames, np.int32), "step": np.zeros(n_frames, np.int16),
               "action": np.full(n_frames, -1, np.int8)}
     bar = _progress(n_frames, f"collect {out_path.name}") if progress else None
@@ -125,6 +128,8 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
     meta = {"task": task, "seed": seed, "image_size": image_size, "episode_len": episode_len,
             "n_frames": n_frames, "n_episodes": episode, "data_hash": data_hash(arrays),
             **({} if play is None else {"policy": "play", "eps": float(eps), "play_segment": float(play_segment)}),
+            **({} if not depth else {"depth": {"near_m": cfg.depth_near_m, "far_m": cfg.depth_far_m,
+                                               "clipped_px": int(env.depth_clipped)}}),
             "collect_s": round(time.monotonic() - t0, 1)}
     tmp = out_path.with_name(out_path.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -493,6 +498,12 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     if arrays["frames"].shape[1] != config.image_size:
         raise ValueError(f"{data_path} has {arrays['frames'].shape[1]}px frames but slot_encoder.image_size="
                          f"{config.image_size}")
+    for path, arr in ((data_path, arrays), (eval_data_path, eval_arrays)):
+        if arr is not None and arr["frames"].shape[-1] != config.in_channels:
+            have = arr["frames"].shape[-1]
+            raise ValueError(f"{path} has {have}-channel frames ({'RGB-D' if have == 4 else 'RGB'}) but "
+                             f"slot_encoder.in_channels={config.in_channels}; collect with{'out' if have == 4 else ''} "
+                             f"--depth, or set in_channels={have}")
     starts = window_starts(arrays["episode"], seq_len)
     if len(starts) == 0:
         raise ValueError(f"{data_path} has no window of {seq_len} consecutive frames")
@@ -628,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--image-size", type=int, default=64, help="frame side in pixels")
     c.add_argument("--policy", default="random", choices=("random", "play"),
                    help="uniform random actions, or object play (pushes randomly chosen cubes about; default random)")
+    c.add_argument("--depth", action="store_true",
+                   help="RGB-D frames: a fourth channel with the camera's depth (for encoders with in_channels=4)")
     c.add_argument("--eps", type=float, default=None,
                    help="with --policy play: share of uniform random actions (default 0.2)")
     c.add_argument("--play-segment", type=float, default=None,
@@ -675,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (np.isfinite(args.play_segment) and args.play_segment >= 1.0):
                 raise ValueError(f"--play-segment {args.play_segment} is out of range; must be >= 1 step")
             meta = collect_frames(args.frames, args.seed, out, args.task, args.episode_len, image_size=args.image_size,
-                                  policy=args.policy, eps=args.eps, play_segment=args.play_segment)
+                                  policy=args.policy, eps=args.eps, play_segment=args.play_segment, depth=args.depth)
             print(json.dumps(meta))
             return 0
         if args.cmd == "export":

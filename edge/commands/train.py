@@ -114,6 +114,7 @@ def register(subparsers) -> None:
   edge train slot-encoder --out runs/slots/v2 --steps 8000   # the shipped slots_push3_v2 (the world models' default)
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
   edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round
+  edge train slot-encoder --out runs/slots_rgbd --steps 8000 --set in_channels=4   # RGB-D frames (depth channel)
   edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4
   edge train slot-encoder --out runs/slots_play --policy play --init-from world_models/checkpoints/slots_push3_v2 \
       --steps 2000 --lr 2e-4 --warmup-steps 100    # v2 fine-tuned on object-play frames
@@ -132,6 +133,11 @@ def register(subparsers) -> None:
     se.add_argument("--lr", type=float, default=4e-4, help="peak learning rate")
     se.add_argument("--warmup-steps", type=int, default=500, help="linear learning-rate warmup")
     se.add_argument("--eval-every", type=int, default=2000, help="held-out FG-ARI / identity every N steps")
+    se.add_argument("--keep-every", type=int, default=0, metavar="N",
+                    help="also keep the weights every N steps as weights_<step>.pt, for choosing a step "
+                         "afterwards (default 0: none)")
+    se.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1; more help only on otherwise idle cores)")
     se.add_argument("--init-from", default=None, metavar="PATH",
                     help="start from another encoder run's weights (its directory, train_state.pt or "
                     "manifest.json; same architecture, except that tracking rounds and loss weights may differ "
@@ -318,11 +324,14 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
             slot_pretrain.load_init_weights(args.init_from, config)
         except (ValueError, FileNotFoundError) as err:
             raise EdgeError(str(err)) from None
-    for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len", "warmup_steps", "eval_every"):
+    for key in ("frames", "eval_frames", "steps", "batch_size", "seq_len", "warmup_steps", "eval_every", "threads"):
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
+    if args.keep_every < 0:
+        raise EdgeError(f"--keep-every {args.keep_every}: must be >= 0 (0: keep none)")
     out.mkdir(parents=True, exist_ok=True)
-    rc = _collect_frames(args, out, config.image_size)  # the frames the encoder will read (a --set image_size too)
+    # the frames the encoder will read (a --set image_size too; --set in_channels=4: RGB-D frames)
+    rc = _collect_frames(args, out, config.image_size, depth=config.in_channels == 4)
     if rc:
         return rc
     return slot_pretrain.main(["train", "--data", str(out / "data_train.npz"), "--eval-data", str(out / "data_eval.npz"),
@@ -330,6 +339,7 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
                                "--seed", str(args.seed), "--batch-size", str(args.batch_size),
                                "--seq-len", str(args.seq_len), "--lr", str(args.lr),
                                "--warmup-steps", str(args.warmup_steps), "--eval-every", str(args.eval_every),
+                               "--keep-every", str(args.keep_every), "--threads", str(args.threads),
                                *(("--init-from", args.init_from) if args.init_from else ()),
                                *(f"--set={kv}" for kv in args.set)])
 
@@ -346,10 +356,11 @@ def _add_frame_args(p: argparse.ArgumentParser) -> None:
                         "cubes about, so cubes move in many more frames; default random)")
 
 
-def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int:
+def _collect_frames(args: argparse.Namespace, out: Path, image_size: int, depth: bool = False) -> int:
     """Frames into ``out/data_train.npz`` (``--policy``) and ``out/data_eval.npz`` (random actions) unless
     there already (the same seeds give the same frames, so the slot and pixel encoders can share a data
-    hash); a file already there must have been collected with the settings asked for (EdgeError)."""
+    hash); a file already there must have been collected with the settings asked for (EdgeError).
+    ``depth``: RGB-D frames (the object env's ``depth``; for an encoder with ``in_channels`` 4)."""
     import zipfile
 
     from edge.errors import EdgeError
@@ -358,20 +369,22 @@ def _collect_frames(args: argparse.Namespace, out: Path, image_size: int) -> int
     for name, n, seed, policy in (("data_train.npz", args.frames, args.data_seed, args.policy),
                                   ("data_eval.npz", args.eval_frames, args.data_seed + 1, "random")):
         path = out / name
-        want = {"task": args.task, "seed": seed, "n_frames": n, "image_size": image_size, "policy": policy}
+        want = {"task": args.task, "seed": seed, "n_frames": n, "image_size": image_size, "policy": policy,
+                "depth": depth}
         if path.is_file():
             try:
                 meta = slot_pretrain.dataset_meta(path)  # the arrays are read (and verified) by training
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
                 raise EdgeError(f"{path}: not a readable dataset ({err}); delete it or choose another --out") from None
-            have = {**meta, "policy": meta.get("policy", "random")}
+            have = {**meta, "policy": meta.get("policy", "random"), "depth": "depth" in meta}
             diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
             if diff:
                 raise EdgeError(f"{path} was collected with other settings (there, asked for): {diff}; "
                                 "choose another --out, or delete the file to collect it again")
             continue
         rc = slot_pretrain.main(["collect", "--frames", str(n), "--seed", str(seed), "--out", str(path),
-                                 "--task", args.task, "--image-size", str(image_size), "--policy", policy])
+                                 "--task", args.task, "--image-size", str(image_size), "--policy", policy,
+                                 *(("--depth",) if depth else ())])
         if rc:
             return rc
     return 0

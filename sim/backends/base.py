@@ -62,5 +62,9 @@ class PhysicsBackend(Protocol):
     def render_segmentation(self, camera: str, height: int, width: int) -> np.ndarray:
         """Per-pixel ids (H, W) int32 using the SEG_* convention above."""
 
+    def render_depth(self, camera: str, height: int, width: int) -> np.ndarray:
+        """Per-pixel distance (H, W) float32 in metres from the named camera's image plane (z-depth,
+        as an RGB-D camera reports it)."""
+
     def close(self) -> None:
         """Free engine resources; the backend may not be used afterwards."""

@@ -460,12 +460,15 @@ class MuJoCoBackend:
         return any(b in self._finger_bodies for b in self.model.geom_bodyid[other].tolist())
 
     # ------------------------------------------------------------------ rendering
-    def _renderer(self, height: int, width: int, seg: bool):
+    def _renderer(self, height: int, width: int, seg: bool | str):
+        """A cached renderer; ``seg``: False (colour), True (segmentation) or "depth"."""
         key = (self.n_slots, height, width, seg)
         r = self._renderers.get(key)
         if r is None:
             r = self._mj.Renderer(self.model, height=height, width=width)
-            if seg:
+            if seg == "depth":
+                r.enable_depth_rendering()
+            elif seg:
                 r.enable_segmentation_rendering()
             self._renderers[key] = r
         return r
@@ -487,6 +490,11 @@ class MuJoCoBackend:
         seg = r.render()
         ids = np.where(seg[..., 1] == int(self._mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1)
         return self._seg_lut[ids]  # -1 indexes the last entry (background)
+
+    def render_depth(self, camera: str, height: int, width: int) -> np.ndarray:
+        r = self._renderer(height, width, "depth")
+        self._update(r, camera)
+        return np.asarray(r.render(), dtype=np.float32)
 
     def close(self) -> None:
         for r in self._renderers.values():

@@ -407,7 +407,8 @@ class PyBulletBackend:
         return p.computeViewMatrix(eye.tolist(), target.tolist(), (R @ np.array(WRIST_CAM_UP_IN_HAND)).tolist(),
                                    physicsClientId=self._cid)
 
-    def _camera_image(self, camera: str, height: int, width: int, segmentation: bool) -> tuple:
+    def _camera_image(self, camera: str, height: int, width: int, segmentation: bool,
+                      depth: bool = False) -> tuple:
         self._check_open()
         if camera not in self._cameras:
             raise KeyError(f"no camera {camera!r}; cameras: {list(self._cameras)}")
@@ -416,13 +417,13 @@ class PyBulletBackend:
             fov=float(self._cameras[camera].fovy_deg), aspect=width / height,
             nearVal=CAMERA_NEAR_M, farVal=CAMERA_FAR_M, physicsClientId=self._cid,
         )
-        _, _, rgba, _, seg = p.getCameraImage(
+        _, _, rgba, zbuf, seg = p.getCameraImage(
             width, height, viewMatrix=view, projectionMatrix=proj,
             renderer=p.ER_BULLET_HARDWARE_OPENGL if self.renderer == "egl" else p.ER_TINY_RENDERER,
             flags=0 if segmentation else p.ER_NO_SEGMENTATION_MASK, shadow=0,
             physicsClientId=self._cid, **self._light,
         )
-        return rgba, seg
+        return (rgba, seg, zbuf) if depth else (rgba, seg)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         height, width = int(height), int(width)
@@ -430,6 +431,13 @@ class PyBulletBackend:
         rgb = np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[:, :, :3].copy()
         rgb[np.asarray(seg).reshape(height, width) < 0] = BACKGROUND_RGB
         return rgb
+
+    def render_depth(self, camera: str, height: int, width: int) -> np.ndarray:
+        height, width = int(height), int(width)
+        _, _, zbuf = self._camera_image(camera, height, width, segmentation=False, depth=True)
+        z = np.asarray(zbuf, dtype=np.float64).reshape(height, width)  # OpenGL depth buffer in [0, 1]
+        n, f = CAMERA_NEAR_M, CAMERA_FAR_M
+        return (f * n / (f - (f - n) * z)).astype(np.float32)  # linearised: metres from the image plane
 
     def render_segmentation(self, camera: str, height: int, width: int) -> np.ndarray:
         height, width = int(height), int(width)
