@@ -7,7 +7,8 @@ that depends on how much of it the camera sees and how often its owner changes b
 
 ``--data`` is a frame file from ``python -m world_models.slot_pretrain collect`` (uniform-random
 policy, 40-frame episodes, with segmentation); the episodes are tracked as at run time (the first
-frame encoded twice, every later frame from the previous frame's slots). Per robot-size bin it also
+frame encoded twice, every later frame from the previous frame's slots; an RGB encoder reads the
+colour channels of RGB-D frames). Per robot-size bin it also
 gives the share of the robot's cells (at the encoder's reconstruction resolution) that the
 reconstruction loss weighs as foreground (``slot_encoder.foreground_mask`` with the encoder's
 ``fg_window`` and ``fg_threshold``), overall and split by
@@ -40,7 +41,7 @@ def cells_foreground(frames: np.ndarray, seg: np.ndarray, res: int, window: int 
     ``threshold``); NaN where no cell is. ``ids``: the segmentation ids that make the object (default:
     the robot). ``moving``: instead, the share whose colour changed since the episode's previous
     frame by more than ``threshold`` (what ``motion_weight`` weighs; NaN on first frames).
-    frames (E, T, S, S, 3) uint8, seg (E, T, S, S)."""
+    frames (E, T, S, S, C) uint8 (C: 3, or 4 with depth, as the encoder reads them), seg (E, T, S, S)."""
     import torch
     import torch.nn.functional as F
 
@@ -200,10 +201,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --data {args.data} holds {arrays['frames'].shape[1]}² frames but --encoder {args.encoder} "
               f"reads {model.cfg.image_size}²; collect frames at the encoder's size", file=sys.stderr)
         return 2
+    c = model.cfg.in_channels
+    if arrays["frames"].shape[-1] < c:
+        print(f"error: --data {args.data} holds RGB frames but --encoder {args.encoder} reads RGB-D "
+              f"(in_channels={c}); collect with --depth", file=sys.stderr)
+        return 2
     idx = episode_index(arrays["episode"], args.episodes)
-    masks = track_masks(model, arrays["frames"][idx], decode=False)[0]
+    frames = arrays["frames"][idx][..., :c]  # an RGB encoder reads an RGB-D file's colour channels
+    masks = track_masks(model, frames, decode=False)[0]
     seg = arrays["seg"][idx].astype(np.int32)
-    fg_share = cells_foreground(arrays["frames"][idx], seg, model.cfg.decoder_res, model.cfg.fg_window,
+    fg_share = cells_foreground(frames, seg, model.cfg.decoder_res, model.cfg.fg_window,
                                 threshold=model.cfg.fg_threshold)
     res = {"benchmark": "slot_owners", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "torch": torch.__version__, "encoder": args.encoder, "encoder_sha256": manifest.get("sha256"),
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
            "episodes": len(idx), "frames_per_episode": int(idx.shape[1]),
            **summarise(seg, masks, fg_share)}
     if args.picture is not None:
-        res["picture"] = draw(args.picture, arrays["frames"][idx], seg, masks,
+        res["picture"] = draw(args.picture, frames[..., :3], seg, masks,
                               res.get("robot_by_visible_pixels", {}).get("main_slot"))
     for name, o in res["objects"].items():
         print(f"{name}: share per slot {o['mean_share_per_slot']}, frames owned {o['frames_owned_per_slot']}, "

@@ -131,6 +131,9 @@ def load_encoder(path: str, carry_iters: int = 0):
     from world_models.slot_encoder import load_encoder as _load
 
     model, _manifest = _load(path, carry_iters=carry_iters or None)
+    if model.cfg.in_channels != 3:
+        raise ConfigError(f"encoder={path}: reads {model.cfg.in_channels}-channel (RGB-D) frames; the world models "
+                          "and `edge run` see RGB camera frames only: choose an RGB slot encoder (in_channels=3)")
     return model
 
 

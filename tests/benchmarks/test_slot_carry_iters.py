@@ -55,3 +55,26 @@ def test_pair_encoders_differences_each_encoder_against_those_listed_before_it(t
     plain = json.loads(off.read_text())
     assert "paired_encoders" not in plain  # only when asked for, and nothing else changes
     assert plain["pooled"] == res["pooled"] and plain["paired"] == res["paired"]
+
+
+def test_an_rgbd_encoder_is_paired_with_rgb_encoders_on_the_same_episodes(tmp_path):
+    import json
+
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder
+
+    torch.manual_seed(0)
+    rgbd = tmp_path / "rgbd"
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny(image_size=64, in_channels=4)), rgbd)
+    common = ["--carry-iters", "1", "--frames", "40", "--episodes", "1", "--seed", "11"]
+    out, alone = tmp_path / "r.json", tmp_path / "alone.json"
+    assert sci.main(["--encoders", ENCODER, str(rgbd), *common, "--pair-encoders", "--out", str(out)]) == 0
+    assert sci.main(["--encoders", ENCODER, *common, "--out", str(alone)]) == 0
+    res, ref = json.loads(out.read_text()), json.loads(alone.read_text())
+    assert res["heldout"][0]["depth"] is True and ref["heldout"][0]["depth"] is False
+    v2 = [r for r in res["results"] if r["path"] == ENCODER]
+    # the RGB encoder reads the colour channels of the RGB-D episodes: exactly what it scores on RGB frames
+    assert v2[0]["per_episode"] == ref["results"][0]["per_episode"]
+    (pair,) = res["paired_encoders"]
+    assert pair["encoder"] == str(rgbd) and pair["fg_ari_attn"]["episodes"] == 1

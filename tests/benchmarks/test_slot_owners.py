@@ -156,3 +156,23 @@ def test_cells_foreground_window_threshold_and_moving_cells():
     assert moving[0, 2] == pytest.approx(4 * 12 / (12 * 12))  # the 4 columns it moved into
     table = so.cells_foreground(frames, seg, 32, ids=(SEG_TABLE,))
     assert (table < 0.5).all()
+
+
+def test_main_reads_rgbd_frames_with_either_encoder_and_refuses_rgb_frames_for_an_rgbd_one(tmp_path, capsys):
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder
+    from world_models.slot_pretrain import collect_frames
+
+    small = dict(num_slots=3, slot_dim=8, cnn_channels=4, cnn_channels_wide=8, mlp_hidden=8, decoder_channels=4)
+    save_encoder(SlotAutoencoder(SlotEncoderConfig(**small)), tmp_path / "rgb")
+    save_encoder(SlotAutoencoder(SlotEncoderConfig(**small, in_channels=4)), tmp_path / "rgbd")
+    collect_frames(8, 5, tmp_path / "d.npz", episode_len=4, progress=False)
+    collect_frames(8, 5, tmp_path / "dd.npz", episode_len=4, progress=False, depth=True)
+    got = {}
+    for enc, data in (("rgb", "d.npz"), ("rgb", "dd.npz"), ("rgbd", "dd.npz")):
+        out = tmp_path / f"{enc}_{data}.json"
+        assert so.main(["--encoder", str(tmp_path / enc), "--data", str(tmp_path / data), "--out", str(out)]) == 0
+        got[enc, data] = json.loads(out.read_text())["objects"]
+    assert got["rgb", "d.npz"] == got["rgb", "dd.npz"]  # the colour channels of the RGB-D frames
+    assert so.main(["--encoder", str(tmp_path / "rgbd"), "--data", str(tmp_path / "d.npz"),
+                    "--out", str(tmp_path / "x.json")]) == 2
+    assert "reads RGB-D (in_channels=4); collect with --depth" in capsys.readouterr().err

@@ -164,3 +164,25 @@ def test_foreground_weighting_is_plain_mse_when_off():
     torch.manual_seed(0)
     assert torch.allclose(plain.loss(frames)[0], mse)
     assert not torch.allclose(weighted.loss(frames)[0], mse)
+
+
+def test_depth_adds_a_fourth_channel_and_keeps_the_colour_frame():
+    from world_models.object_env import depth_to_uint8
+
+    env = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32, segmentation=True))
+    envd = ObjectTaskEnv(ObjectTaskConfig(task="push3", image_size=32, segmentation=True, depth=True))
+    for e in (env, envd):
+        e.reset(seed=7)
+    for a in (0, 3, 3):
+        obs, *_ = env.step(a)
+        obsd, *_ = envd.step(a)
+    assert obsd["frame"].shape == (32, 32, 4) and np.array_equal(obsd["frame"][..., :3], obs["frame"])
+    full = envd.env.backend.render_depth("front", 48, 48)[8:40, 8:40]
+    assert np.array_equal(obsd["frame"][..., 3], depth_to_uint8(full, 0.6, 1.0)[0])
+    assert envd.depth_clipped == 0  # the workspace lies inside the default range
+    env.close()
+    envd.close()
+    img, outside = depth_to_uint8(np.array([[0.6, 0.7, 1.0], [0.5, 1.2, 0.9]]), 0.6, 1.0)
+    assert img.tolist() == [[255, 191, 0], [255, 0, 64]] and outside == 2  # 0.5 and 1.2 saturate, counted
+    with pytest.raises(ValueError, match="depth_near_m"):
+        ObjectTaskConfig(depth_near_m=1.0, depth_far_m=0.9)

@@ -888,3 +888,55 @@ def test_encoder_loss_uses_its_foreground_settings_and_set_parses_them():
     wide.load_state_dict(model.state_dict())
     torch.manual_seed(1)
     assert not torch.isclose(wide.loss(frames, first=True)[0], base)
+
+
+# ---------------------------------------------------------------------- RGB-D frames
+def test_rgbd_encoder_reads_and_reconstructs_four_channels():
+    cfg = SlotEncoderConfig.tiny(in_channels=4)
+    torch.manual_seed(0)
+    m = SlotAutoencoder(cfg).eval()
+    k, r = cfg.num_slots, cfg.decoder_res
+    x = np.random.default_rng(1).integers(0, 256, (2, cfg.image_size, cfg.image_size, 4), dtype=np.uint8)
+    with torch.no_grad():
+        slots, _ = m.encode_masks(x)
+        recon, per_slot, masks = m.decode(slots)
+        loss, _ = m.loss(x, first=True)
+    assert recon.shape == (2, 4, r, r) and per_slot.shape == (2, k, 4, r, r) and masks.shape == (2, k, r, r)
+    assert m.target(m.prepare(x)).shape == (2, 4, r, r) and torch.isfinite(loss)
+    # the depth channel reaches the features: changing it alone changes the slots
+    y = x.copy()
+    y[..., 3] = 255 - y[..., 3]
+    with torch.no_grad():
+        assert not torch.allclose(m.encode(x, slots), m.encode(y, slots))
+    with pytest.raises(ValueError, match=r"\(B, 32, 32, 4\) uint8, RGB-D"):
+        m.encode(x[..., :3])
+    with pytest.raises(ValueError, match=r"\(B, 32, 32, 3\) uint8, RGB"):
+        SlotAutoencoder(CFG).encode(x)
+    with pytest.raises(ValueError, match="in_channels=5 is out of range"):
+        SlotEncoderConfig.tiny(in_channels=5)
+
+
+def test_collect_with_depth_keeps_the_rgb_frames_and_training_checks_the_channels(tmp_path, capsys):
+    from world_models.slot_pretrain import collect_frames
+
+    plain = collect_frames(6, 3, tmp_path / "rgb.npz", episode_len=3, image_size=32, progress=False)
+    meta = collect_frames(6, 3, tmp_path / "rgbd.npz", episode_len=3, image_size=32, progress=False, depth=True)
+    a, _ = load_dataset(tmp_path / "rgb.npz")
+    b, _ = load_dataset(tmp_path / "rgbd.npz")
+    assert b["frames"].shape == (6, 32, 32, 4)
+    assert np.array_equal(b["frames"][..., :3], a["frames"])  # the same scenes, actions and colours
+    for key in ("seg", "episode", "step", "action"):
+        assert np.array_equal(a[key], b[key])
+    assert meta["depth"] == {"near_m": 0.6, "far_m": 1.0, "clipped_px": 0} and "depth" not in plain
+    assert meta["data_hash"] != plain["data_hash"]
+    depth, seg = b["frames"][..., 3], b["seg"]
+    assert depth[seg == SEG_ROBOT].mean() > depth[seg == SEG_TABLE].mean() + 40  # the arm is nearer: brighter
+    assert main(["train", "--data", str(tmp_path / "rgbd.npz"), "--out", str(tmp_path / "o"), "--steps", "1",
+                 "--preset", "tiny"]) == 2
+    assert "4-channel frames (RGB-D) but slot_encoder.in_channels=3" in capsys.readouterr().err
+    assert main(["train", "--data", str(tmp_path / "rgb.npz"), "--out", str(tmp_path / "o"), "--steps", "1",
+                 "--preset", "tiny", "--set", "in_channels=4"]) == 2
+    assert "3-channel frames (RGB) but slot_encoder.in_channels=4" in capsys.readouterr().err
+    assert main(["train", "--data", str(tmp_path / "rgbd.npz"), "--out", str(tmp_path / "o"), "--steps", "1",
+                 "--preset", "tiny", "--set", "in_channels=4", "--seq-len", "2"]) == 0
+    assert load_encoder(tmp_path / "o")[0].cfg.in_channels == 4

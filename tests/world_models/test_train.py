@@ -322,3 +322,15 @@ def test_init_from_starts_from_another_runs_weights_and_refuses_a_mismatch(tmp_p
         Trainer(tiny(env_steps=8, init_from=str(a), seed=1), tmp_path / "e", progress=False)
     with pytest.raises(ConfigError, match="init_from.*no world model"):
         Trainer(tiny(env_steps=8, init_from=str(tmp_path)), tmp_path / "f", progress=False)
+
+
+def test_an_rgbd_slot_encoder_is_refused_by_the_world_models(tmp_path):
+    from edge.config import ConfigError
+    from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, save_encoder
+    from world_models.train import load_encoder
+
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny(in_channels=4)), tmp_path / "rgbd")
+    with pytest.raises(ConfigError, match=r"rgbd: reads 4-channel \(RGB-D\) frames.*choose an RGB slot encoder"):
+        load_encoder(str(tmp_path / "rgbd"))
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny()), tmp_path / "rgb")
+    assert load_encoder(str(tmp_path / "rgb")).cfg.in_channels == 3

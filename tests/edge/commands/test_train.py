@@ -37,3 +37,21 @@ def test_frames_already_there_with_other_settings_are_refused_by_name(tmp_path, 
     assert "'n_frames': (40, 48)" in capsys.readouterr().err
     assert main([*base, "--frames", "40", "--data-seed", "5"]) == 2
     assert "'seed': (1, 5)" in capsys.readouterr().err
+
+
+def test_slot_encoder_with_four_channels_collects_rgbd_frames_and_keeps_weights(tmp_path, capsys):
+    out = tmp_path / "se"
+    base = ["train", "slot-encoder", "--preset", "tiny", "--out", str(out), "--frames", "40", "--eval-frames", "20",
+            "--keep-every", "1", "--threads", "1"]
+    assert main([*base, "--steps", "2", "--set", "in_channels=4"]) == 0
+    for name in ("data_train.npz", "data_eval.npz"):
+        assert _meta(out / name)["depth"]["near_m"] == 0.6
+        with np.load(out / name) as z:
+            assert z["frames"].shape[-1] == 4
+    assert sorted(p.name for p in out.glob("weights_*.pt")) == ["weights_000001.pt", "weights_000002.pt"]
+    assert json.loads((out / "manifest.json").read_text())["config"]["in_channels"] == 4
+    capsys.readouterr()
+    assert main([*base, "--steps", "3"]) == 2  # RGB asked for where RGB-D frames lie: refused by name
+    assert "'depth': (True, False)" in capsys.readouterr().err
+    assert main([*base, "--steps", "3", "--set", "in_channels=4", "--keep-every", "-1"]) == 2
+    assert "--keep-every -1" in capsys.readouterr().err

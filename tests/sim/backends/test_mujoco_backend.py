@@ -90,3 +90,24 @@ def test_too_many_objects_is_a_clear_error():
     many = scene.__class__(**{**scene.__dict__, "objects": scene.objects * (MAX_OBJECTS // 2 + 1)})
     with pytest.raises(ValueError, match="supports"):
         b.build(many)
+
+
+def test_render_depth_matches_the_pybullet_backend():
+    from sim.backends.base import SEG_BACKGROUND
+    from sim.backends.pybullet_backend import PyBulletBackend
+
+    depths, segs = [], []
+    for cls in (MuJoCoBackend, PyBulletBackend):
+        b = cls()
+        try:
+            b.build(make_scene())
+            depths.append(b.render_depth("front", 96, 96))
+            segs.append(b.render_segmentation("front", 96, 96))
+        finally:
+            b.close()
+    dm, dp = depths
+    assert dm.shape == (96, 96) and dm.dtype == np.float32
+    both = (segs[0] == segs[1]) & (segs[0] != SEG_BACKGROUND)
+    assert both.mean() > 0.6
+    assert np.median(np.abs(dm - dp)[both]) < 0.01  # the same metres where both see the same thing
+    assert dm[48, 48] - 0.003 <= 1.0568 <= dm[47, 48] + 0.003  # the optical axis meets the table 1.057 m away

@@ -387,3 +387,22 @@ def test_agrees_with_mujoco_backend():
     finally:
         pb.close()
         mj.close()
+
+
+def test_render_depth_is_z_depth_in_metres(backend):
+    backend.build(make_scene())
+    d, seg = backend.render_depth("front", 96, 96), backend.render_segmentation("front", 96, 96)
+    assert d.shape == (96, 96) and d.dtype == np.float32
+    # the optical axis (1.3, 0, 0.45) -> (0.45, 0, 0.05) meets the table (z = 0) 1.057 m away
+    # the axis passes between rows 47 and 48, so its depth lies between theirs
+    assert d[48, 48] - 0.003 <= 1.0568 <= d[47, 48] + 0.003
+    for row in (40, 72, 88):  # z-depth: constant along an image row of the flat table
+        table = d[row][seg[row] == SEG_TABLE]
+        assert len(table) > 40 and np.ptp(table) < 1e-3
+    assert d[seg == SEG_BACKGROUND].min() == pytest.approx(5.0)  # the far plane
+    gaps = []  # the red cube stands in front of the table seen in the same image rows
+    for row in np.unique(np.nonzero(seg == SEG_OBJECT0)[0]):
+        table = d[row][seg[row] == SEG_TABLE]
+        if len(table):
+            gaps.append(table.min() - d[row][seg[row] == SEG_OBJECT0].max())
+    assert len(gaps) > 5 and min(gaps) > -0.005 and np.mean(gaps) > 0.01  # (its foot: the table's depth)
