@@ -62,7 +62,8 @@ def arm_stats(run_dir: Path) -> dict:
             "moves_per_tick": round(moves / n_ticks, 4), "sim_periods": periods,
             "moves_per_sim_period": round(moves / periods, 4) if periods else None,
             "starved": sum(e["starved"] for e in eps),
-            "decision_ms": {"p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(np.percentile(lat, 99)), 2),
+            "decision_ms": {**({"p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(np.percentile(lat, 99)), 2)}
+                               if lat.size else {"p50": None, "p99": None}),  # none: every decision cancelled
                             "n": int(lat.size)},
             "interventions": dict(ivs), "interventions_per_move": {k: round(v / max(moves, 1), 4) for k, v in ivs.items()},
             "successes": sum(bool(e.get("success")) for e in eps),

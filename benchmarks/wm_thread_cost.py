@@ -82,7 +82,9 @@ def arm_figures(run_dir: Path, block: int = 0) -> dict:
             "latency_ms": {"p50": _pct(lat, 50), "p99": _pct(lat, 99)},
             "ticks_per_decision": round(ticks / max(len(queries), 1), 3),
             "overruns": summary.get("overruns"), "seeds": [e["seed"] for e in eps],
-            **({"compute_p50_ms_by_block": [_pct(by_block[b], 50) for b in sorted(by_block)]} if block > 0 else {})}
+            # every block, None where no decision finished in it
+            **({"compute_p50_ms_by_block": [_pct(by_block.get(b, []), 50) for b in range(-(-len(eps) // block))]}
+               if block > 0 else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,7 +47,7 @@ def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
     assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
-                       "--max-steps", "10", "--seed", "11", "--arms", "real_process", "--runs-dir",
+                       "--max-steps", "30", "--seed", "11", "--arms", "real_process", "--runs-dir",
                        str(tmp_path / "runs"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert list(res["arms"]) == ["virtual", "real_process"]  # virtual always: the ratios are to it
