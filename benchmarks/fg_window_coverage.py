@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --res {args.res} must divide the frames' size {size}", file=sys.stderr)
         return 2
     idx = episode_index(arrays["episode"], args.episodes)
-    frames, seg = arrays["frames"][idx], arrays["seg"][idx].astype(np.int32)
+    frames, seg = arrays["frames"][idx][..., :3], arrays["seg"][idx].astype(np.int32)  # colour (of RGB-D too)
     rows = [coverage(frames, seg, args.res, w, th) for th in args.thresholds for w in [*args.windows, None]]
     from sim.backends.base import SEG_ROBOT, SEG_TABLE
 

@@ -213,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         print(f"error: --encoder {args.encoder}: {e}", file=sys.stderr)
         return 2
+    if encoder.cfg.in_channels != 3:
+        print(f"error: --encoder {args.encoder}: reads RGB-D frames (in_channels={encoder.cfg.in_channels}); "
+              "this probe collects RGB episodes: choose an RGB encoder", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     log(f"collecting {args.train_episodes} object-play + {args.test_episodes} test episodes")
     train = collect(args.train_seed, args.train_episodes, True, args.eps, args.play_segment, log)

@@ -41,6 +41,12 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
+def p50_ratio(a: dict, b: dict) -> float | None:
+    """Arm ``a``'s decision p50 over arm ``b``'s (:func:`arm_stats`); None where either had no decision."""
+    pa, pb = a["decision_ms"]["p50"], b["decision_ms"]["p50"]
+    return round(pa / pb, 3) if pa is not None and pb else None
+
+
 def arm_stats(run_dir: Path) -> dict:
     """One arm's figures from its run records (ticks, queries, episodes)."""
     eps = _read(run_dir / "episodes.jsonl")
@@ -218,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     res["paired_async_minus_sync"] = paired_differences(
         {k: a["per_episode"][k] for k in ("moves_per_tick", "R")},
         {k: s["per_episode"][k] for k in ("moves_per_tick", "R")}, rng)
-    res["decision_p50_ratio_async_over_sync"] = round(a["decision_ms"]["p50"] / s["decision_ms"]["p50"], 3)
+    res["decision_p50_ratio_async_over_sync"] = p50_ratio(a, s)
     for k, v in res["arms"].items():
         print(f"{k:5s} moves/tick {v['moves_per_tick']:.3f}  decisions {v['planner']['decisions']}  decision p50 / p99 "
               f"{v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  R pooled {v['planner']['R_pooled']}  "

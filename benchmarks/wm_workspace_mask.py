@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.slot_carry_iters import bootstrap_mean, paired_differences
-    from benchmarks.wm_lookahead import arm_stats
+    from benchmarks.wm_lookahead import arm_stats, p50_ratio
     from edge.profiler.profile import ProfileConfig, make_arm, session_config
     from edge.runtime.session import run_session
     from edge.stats import mcnemar_exact, wilson
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("into_wall_share", "cut_share", "step_cm", "moves_per_tick", "R")
     res["paired_mask_minus_no_mask"] = paired_differences({k: m["per_episode"][k] for k in keys},
                                                           {k: a["per_episode"][k] for k in keys}, rng)
-    res["decision_p50_ratio_mask_over_no_mask"] = round(m["decision_ms"]["p50"] / a["decision_ms"]["p50"], 3)
+    res["decision_p50_ratio_mask_over_no_mask"] = p50_ratio(m, a)
     for k, v in res["arms"].items():
         print(f"{k:10s} into wall {v['into_wall_share']['mean']:.3f}  cut share {v['cut_share']['mean']:.3f}  step {v['step_cm']['mean']:.3f} cm  moves/tick "
               f"{v['moves_per_tick']:.3f}  decision p50 / p99 {v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  "

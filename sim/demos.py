@@ -68,7 +68,12 @@ def prepare_dir(root: str | Path, meta: dict[str, Any]) -> Path:
         for key in ("task", "sim", "action_layout", "proprio_layout", "control_rate_hz", "env_config",
                     "action_noise_m", "expert_approach_offset_m", "expert_place_held_object",
                     "expert_regrasp_off_centre_m", "dagger"):
-            if old.get(key, defaults.get(key)) != meta.get(key, defaults.get(key)):
+            was = old.get(key, defaults.get(key))
+            if key == "env_config" and isinstance(was, dict) and isinstance(meta.get(key), dict):
+                from sim.env import with_new_env_defaults
+
+                was = with_new_env_defaults(was, meta[key])  # settings added since, at their defaults
+            if was != meta.get(key, defaults.get(key)):
                 raise ValueError(
                     f"{meta_path}: existing dataset has {key}={old.get(key)!r}, this recording has "
                     f"{meta.get(key)!r}; record into a new --out directory"

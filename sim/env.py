@@ -188,6 +188,16 @@ def _rot_to_quat(R: np.ndarray) -> np.ndarray:
     return np.array(_rot_to_quat_floats(R))
 
 
+def with_new_env_defaults(old: dict, new: dict) -> dict:
+    """``old`` (a recorded ``EnvConfig`` as a dict) with the keys it lacks taken from ``new`` where
+    ``new`` has :class:`EnvConfig`'s default there: a setting added after the recording, at its
+    default, changes nothing the recording did (for resume checks)."""
+    import dataclasses
+
+    defaults = {f.name: f.default for f in dataclasses.fields(EnvConfig)}
+    return {**{k: v for k, v in new.items() if k not in old and k in defaults and defaults[k] == v}, **old}
+
+
 class TabletopEnv(gym.Env):
     """Franka Panda tabletop (see module docstring for spaces, units and clipping)."""
 

@@ -161,6 +161,10 @@ def train_pixel_encoder(config: PixelEncoderConfig, data_path: str | Path, out_d
     eval_arrays = load_dataset(eval_data_path)[0] if eval_data_path is not None else None
     if arrays["frames"].shape[1] != config.image_size:
         raise ValueError(f"{data_path} has {arrays['frames'].shape[1]}px frames but image_size={config.image_size}")
+    for path, arr in ((data_path, arrays), (eval_data_path, eval_arrays)):
+        if arr is not None and arr["frames"].shape[-1] != 3:
+            raise ValueError(f"{path} has {arr['frames'].shape[-1]}-channel frames; the pixel encoder reads RGB "
+                             "frames: collect without --depth")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = PixelAutoencoder(config)

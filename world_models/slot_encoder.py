@@ -262,7 +262,7 @@ class SlotAutoencoder(nn.Module):
         return self._encode(x, self._encode(x, None)[0], first=True)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 3, S, S) prepared frames -> (B, F, F, C): the map slot attention attends over (CNN,
+        """(B, C_in, S, S) prepared frames -> (B, F, F, C): the map slot attention attends over (CNN,
         position embedding, MLP)."""
         return self.enc_mlp(self.enc_pos(self.cnn(x).permute(0, 2, 3, 1)))
 
@@ -310,7 +310,7 @@ class SlotAutoencoder(nn.Module):
         return recon, rgb, masks
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 3, S, S) in [0, 1] -> the reconstruction target (B, 3, R, R) (area downsampling)."""
+        """(B, C, S, S) in [0, 1] -> the reconstruction target (B, C, R, R) (area downsampling)."""
         r = self.cfg.decoder_res
         return x if x.shape[-1] == r else F.interpolate(x, size=(r, r), mode="area")
 
@@ -337,7 +337,7 @@ class SlotAutoencoder(nn.Module):
 
 
 def foreground_mask(target: torch.Tensor, window: int = 9, threshold: float = 0.15) -> torch.Tensor:
-    """(B, 3, H, W) in [0, 1] -> (B, 1, H, W) bool: the pixels the reconstruction loss weighs as
+    """(B, C, H, W) in [0, 1] -> (B, 1, H, W) bool: the pixels the reconstruction loss weighs as
     foreground, those whose colour differs from the mean of their ``window`` x ``window``
     neighbourhood (odd; cut at the border) by more than ``threshold`` (summed over channels; the
     loss uses 0.15). Inside an object much larger than the window the neighbourhood is the object
@@ -351,7 +351,7 @@ def foreground_mask(target: torch.Tensor, window: int = 9, threshold: float = 0.
 def fg_weighted_mse(recon: torch.Tensor, target: torch.Tensor, fg_weight: float,
                     prev: torch.Tensor | None = None, motion_weight: float = 0.0, fg_window: int = 9,
                     fg_threshold: float = 0.15) -> torch.Tensor:
-    """Reconstruction MSE over (B, 3, H, W) images. The cubes are ~0.5 % of the pixels each: with plain
+    """Reconstruction MSE over (B, C, H, W) images (RGB, or RGB-D: depth counts as a channel). The cubes are ~0.5 % of the pixels each: with plain
     MSE an autoencoder settles on the smooth table first (uniform masks). Pixels that differ from the
     mean of their ``fg_window`` x ``fg_window`` neighbourhood by more than ``fg_threshold``
     (:func:`foreground_mask`) get ``fg_weight`` more weight; no labels are used (0 = plain MSE).

@@ -149,6 +149,13 @@ def dataset_meta(path: str | Path) -> dict:
         return json.loads(str(z["meta"]))
 
 
+def depth_encoding(meta: dict) -> dict:
+    """``{"depth": {"near_m", "far_m"}}`` for an RGB-D dataset's meta (how its fourth channel maps
+    depth; recorded in an encoder's manifest), ``{}`` for an RGB one."""
+    d = meta.get("depth")
+    return {"depth": {"near_m": d["near_m"], "far_m": d["far_m"]}} if d else {}
+
+
 def load_dataset(path: str | Path, verify: bool = True) -> tuple[dict[str, np.ndarray], dict]:
     """Arrays and ``meta`` of a collected dataset; ``verify`` recomputes ``data_hash``."""
     path = Path(path)
@@ -267,7 +274,7 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
                  extra={"exported_from": {"path": str(weights_path), "step": step,
                                           "sha256": sha256_file(weights_path)},
                         **({"init_from_sha256": settings["init_from_sha256"]} if "init_from_sha256" in settings
-                           else {})})
+                           else {}), **depth_encoding(meta)})
     return metrics
 
 
@@ -601,7 +608,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     metrics = {"step": step, **metrics}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics,
-                 extra=None if init_info is None else {"init_from": init_info})
+                 extra={**({} if init_info is None else {"init_from": init_info}), **depth_encoding(meta)})
     return metrics
 
 

@@ -92,6 +92,9 @@ class RunConfig:
                              "needs obs=pixels and obs=pixels needs kind=pixels")
         if self.obs == "slots" and not self.encoder:
             raise ConfigError("obs='slots' needs --encoder DIR (a frozen slot encoder)")
+        if self.env.depth:
+            raise ConfigError("env.depth=True: the world models (and `edge run`) read RGB frames only; leave "
+                              "env.depth off (RGB-D frames are for `edge train slot-encoder --set in_channels=4`)")
         if self.learner.relevance_l1 and not self.model.causal_heads:
             raise ConfigError(f"learner.relevance_l1={self.learner.relevance_l1!r} needs object-causal heads "
                               f"(kind comet or comet_nofusion; got {self.model.kind!r}); set it to 0")

@@ -191,8 +191,12 @@ def _check_resume(out: str, meta: dict) -> None:
     for key in RESUME_KEYS:
         if key == "cameras" and key not in old:
             continue  # recorded before the cameras were listed: env_config says it
-        diff = _first_difference(key, old.get(key, RESUME_DEFAULTS.get(key)),
-                                 meta.get(key, RESUME_DEFAULTS.get(key)))
+        was, now = old.get(key, RESUME_DEFAULTS.get(key)), meta.get(key, RESUME_DEFAULTS.get(key))
+        if key == "env_config" and isinstance(was, dict) and isinstance(now, dict):
+            from sim.env import with_new_env_defaults
+
+            was = with_new_env_defaults(was, now)  # settings added since, at their defaults
+        diff = _first_difference(key, was, now)
         if diff is not None:
             name, was, now = diff
             how = ("this build's physics step for the engine differs (docs/sim.md, Rates); record into "

@@ -366,17 +366,22 @@ def _collect_frames(args: argparse.Namespace, out: Path, image_size: int, depth:
     from edge.errors import EdgeError
     from world_models import slot_pretrain
 
+    from world_models.object_env import ObjectTaskConfig
+
+    env = ObjectTaskConfig()  # the depth range the frames are collected with
+    depth_range = {"near_m": env.depth_near_m, "far_m": env.depth_far_m} if depth else None
     for name, n, seed, policy in (("data_train.npz", args.frames, args.data_seed, args.policy),
                                   ("data_eval.npz", args.eval_frames, args.data_seed + 1, "random")):
         path = out / name
         want = {"task": args.task, "seed": seed, "n_frames": n, "image_size": image_size, "policy": policy,
-                "depth": depth}
+                "depth": depth_range}
         if path.is_file():
             try:
                 meta = slot_pretrain.dataset_meta(path)  # the arrays are read (and verified) by training
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
                 raise EdgeError(f"{path}: not a readable dataset ({err}); delete it or choose another --out") from None
-            have = {**meta, "policy": meta.get("policy", "random"), "depth": "depth" in meta}
+            have = {**meta, "policy": meta.get("policy", "random"),
+                    "depth": slot_pretrain.depth_encoding(meta).get("depth")}
             diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
             if diff:
                 raise EdgeError(f"{path} was collected with other settings (there, asked for): {diff}; "

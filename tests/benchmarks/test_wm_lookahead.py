@@ -36,3 +36,9 @@ def test_sync_and_lookahead_arms_run_the_same_seeds(tmp_path, monkeypatch, capsy
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--runs-dir", str(tmp_path / "new"), "--out", str(out)])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_p50_ratio_is_none_where_an_arm_had_no_decision():
+    assert bench.p50_ratio({"decision_ms": {"p50": 30.0}}, {"decision_ms": {"p50": 20.0}}) == 1.5
+    assert bench.p50_ratio({"decision_ms": {"p50": None}}, {"decision_ms": {"p50": 20.0}}) is None
+    assert bench.p50_ratio({"decision_ms": {"p50": 30.0}}, {"decision_ms": {"p50": None}}) is None

@@ -52,4 +52,5 @@ def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert list(res["arms"]) == ["virtual", "real_process"]  # virtual always: the ratios are to it
     for fig in res["arms"].values():
-        assert len(fig["compute_p50_ms_by_block"]) == 2 and all(v > 0 for v in fig["compute_p50_ms_by_block"])
+        assert len(fig["compute_p50_ms_by_block"]) == 2
+        assert all(v is not None and v > 0 for v in fig["compute_p50_ms_by_block"]), fig["compute_p50_ms_by_block"]

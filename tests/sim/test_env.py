@@ -255,3 +255,13 @@ def test_snapshot_refuses_what_it_cannot_restore():
     with pytest.raises(ValueError, match="realism"):
         env.snapshot()
     env.close()
+
+
+def test_recorded_env_configs_take_settings_added_since_at_their_defaults():
+    from sim.env import with_new_env_defaults
+
+    new = {"task": "stack", "depth": False, "lazy_images": False, "not_a_key": 1}
+    assert with_new_env_defaults({"task": "stack"}, new) == {"task": "stack", "depth": False, "lazy_images": False}
+    # a setting off its default, or recorded with another value, stays a difference
+    assert with_new_env_defaults({"task": "stack"}, {**new, "depth": True}) == {"task": "stack", "lazy_images": False}
+    assert with_new_env_defaults({"depth": True}, new)["depth"] is True

@@ -132,3 +132,13 @@ def test_old_pixel_runs_naming_the_slot_encoder_still_train_end_to_end_and_resum
     assert Trainer(replace(cfg, env_steps=24), tmp_path / "wm", progress=False)._load_state()  # encoder '' now
     with pytest.raises(ConfigError, match="no pixel encoder manifest"):
         Trainer(replace(cfg, encoder=str(tmp_path / "nowhere")), tmp_path / "x", progress=False)
+
+
+def test_rgbd_frames_are_refused_by_name(tmp_path):
+    squares(tmp_path / "rgb.npz", n=12)
+    with np.load(tmp_path / "rgb.npz") as z:
+        arrays = {k: z[k] for k in z.files if k != "meta"}
+    arrays["frames"] = np.concatenate([arrays["frames"], arrays["frames"][..., :1]], -1)
+    np.savez_compressed(tmp_path / "rgbd.npz", **arrays, meta=np.array(json.dumps({"data_hash": data_hash(arrays)})))
+    with pytest.raises(ValueError, match="rgbd.npz has 4-channel frames; the pixel encoder reads RGB"):
+        train_pixel_encoder(CFG, tmp_path / "rgbd.npz", tmp_path / "enc", 1, log=lambda s: None)

@@ -940,3 +940,14 @@ def test_collect_with_depth_keeps_the_rgb_frames_and_training_checks_the_channel
     assert main(["train", "--data", str(tmp_path / "rgbd.npz"), "--out", str(tmp_path / "o"), "--steps", "1",
                  "--preset", "tiny", "--set", "in_channels=4", "--seq-len", "2"]) == 0
     assert load_encoder(tmp_path / "o")[0].cfg.in_channels == 4
+
+
+def test_init_from_refuses_a_source_with_other_input_channels(tmp_path):
+    from world_models.slot_pretrain import load_init_weights
+
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny()), tmp_path / "rgb")
+    save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny(in_channels=4)), tmp_path / "rgbd")
+    with pytest.raises(ValueError, match=r"'in_channels': \(3, 4\)"):
+        load_init_weights(tmp_path / "rgb" / "manifest.json", SlotEncoderConfig.tiny(in_channels=4))
+    with pytest.raises(ValueError, match=r"'in_channels': \(4, 3\)"):
+        load_init_weights(tmp_path / "rgbd" / "manifest.json", SlotEncoderConfig.tiny())

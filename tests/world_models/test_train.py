@@ -334,3 +334,8 @@ def test_an_rgbd_slot_encoder_is_refused_by_the_world_models(tmp_path):
         load_encoder(str(tmp_path / "rgbd"))
     save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny()), tmp_path / "rgb")
     assert load_encoder(str(tmp_path / "rgb")).cfg.in_channels == 3
+
+
+def test_world_models_refuse_rgbd_env_frames():
+    with pytest.raises(ConfigError, match="env.depth=True: the world models .* read RGB frames only"):
+        tiny(env=ObjectTaskConfig(depth=True))

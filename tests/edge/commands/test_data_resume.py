@@ -30,3 +30,20 @@ def test_the_stored_physics_step_is_resolved_and_compared(tmp_path, capsys):
     meta_path.write_text(json.dumps(meta))
     assert _record(out, 2) == 0
     assert len(list((out / "episodes").glob("*.npz"))) == 2
+
+
+def test_a_recording_made_before_a_setting_existed_resumes_at_its_default(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert _record(out, 1) == 0
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for key in ("depth", "lazy_images"):  # recorded before these settings were added
+        del meta["env_config"][key]
+    meta_path.write_text(json.dumps(meta))
+    assert _record(out, 2) == 0
+    assert len(list((out / "episodes").glob("*.npz"))) == 2
+    meta["env_config"]["render_images"] = False  # a recorded setting that differs is still refused
+    meta_path.write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["data", "record", "--task", "stack", "--episodes", "3", "--image-size", "16", "--out", str(out)]) == 2
+    assert "env_config.render_images=False" in capsys.readouterr().err

@@ -52,6 +52,7 @@ def test_slot_encoder_with_four_channels_collects_rgbd_frames_and_keeps_weights(
     assert json.loads((out / "manifest.json").read_text())["config"]["in_channels"] == 4
     capsys.readouterr()
     assert main([*base, "--steps", "3"]) == 2  # RGB asked for where RGB-D frames lie: refused by name
-    assert "'depth': (True, False)" in capsys.readouterr().err
+    assert "'depth': ({'near_m': 0.6, 'far_m': 1.0}, None)" in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text())["depth"] == {"near_m": 0.6, "far_m": 1.0}
     assert main([*base, "--steps", "3", "--set", "in_channels=4", "--keep-every", "-1"]) == 2
     assert "--keep-every -1" in capsys.readouterr().err
