@@ -1,6 +1,6 @@
 """Slot Attention autoencoder (Locatello et al. 2020) for the object tasks, and a per-env slot tracker.
 
-Pipeline for a frame (S, S, 3) uint8:
+Pipeline for a frame (S, S, 3) uint8 (or RGB-D, (S, S, 4), with ``in_channels=4``):
 
 * CNN: 4 conv layers, 5x5 kernels, the first with stride ``first_stride`` (2 by default) -> (C, F, F)
   features, F = S / ``first_stride``. One stride at most: the cubes are ~5 px wide at 64², so a 32x32
@@ -11,10 +11,10 @@ Pipeline for a frame (S, S, 3) uint8:
   round starts from a *learned fixed* (K, D) initialisation, or from ``init_slots`` when given
   (temporal propagation: the previous frame's slots initialise the next, so slot k keeps its object).
 * spatial-broadcast decoder per slot: 8x8 grid + position embedding, stride-2 transposed convs up to
-  ``decoder_res``; per slot RGB + an alpha logit, softmax over slots, composited image. Loss: MSE
+  ``decoder_res``; per slot RGB (RGB-D) + an alpha logit, softmax over slots, composited image. Loss: MSE
   against the frame downsampled (area) to ``decoder_res``, pixel values in [0, 1].
 
-Shapes: frames (B, S, S, 3) uint8; slots (B, K, D); attention masks (B, K, F, F) (each pixel's
+Shapes: frames (B, S, S, C) uint8, C = ``in_channels``; slots (B, K, D); attention masks (B, K, F, F) (each pixel's
 softmax over slots); decoder masks (B, K, R, R), R = ``decoder_res``.
 
 Files: ``encoder.pt`` (tensors and plain values only, loaded with ``weights_only=True``) next to a
