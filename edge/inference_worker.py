@@ -159,11 +159,15 @@ class InferenceWorker:
         self._counts: tuple[bool, Any] | None = None  # process mode: (ok, counts or error) once answered
         self._counts_seq = 0  # process mode: the counts request answers must carry
         self._computing = False  # thread mode: a query is being computed
+        t0 = time.perf_counter()
         if self.mode == "process":
             self._start_process(policy_factory)
         if self.mode == "thread":
             self._thread = threading.Thread(target=self._run, name="edge-inference", daemon=True)
             self._thread.start()
+        # wall seconds until the worker could take a query (process mode: spawning the process and
+        # building its policy); recorded as the run's ``worker_started`` event
+        self.start_s = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ loop-facing API
     @property

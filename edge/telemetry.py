@@ -322,6 +322,9 @@ def summarize(run: RunData) -> dict[str, Any]:
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
+        # seconds each start (and resume) took to get its inference worker ready; process mode spawns
+        # a process and builds the policy there
+        "worker_start_s": [e["start_s"] for e in run.events if e.get("kind") == "worker_started"],
     }
 
 

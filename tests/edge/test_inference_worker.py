@@ -237,6 +237,7 @@ def test_process_mode_matches_inline_and_discards_cancelled_queries():
         assert w.busy and clock.now() - t0 < 0.02  # submit does not wait for the compute
         res = _wait_result(w, clock)
         inline = InferenceWorker(ramp_for(SPEC), fixed(3, 4), VirtualClock(), WorkerConfig(seed=2))
+        assert w.start_s > 0.05 > inline.start_s  # the process was spawned and built its policy first
         inline.submit(request(t0))
         ref = inline.poll(1e9)
         np.testing.assert_array_equal(res.chunk.actions, ref.chunk.actions)

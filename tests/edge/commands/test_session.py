@@ -97,6 +97,12 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
                  "--out", out, "--resume"]) == 0
     eps = [json.loads(x) for x in (tmp_path / "r" / "episodes.jsonl").read_text().splitlines()]
     assert [(e["ep"], e["seed"]) for e in eps] == [(0, 5), (1, 6)]
+    # each start and resume records how long its inference worker took to be ready (inline: at once)
+    started = [e for e in map(json.loads, (tmp_path / "r" / "events.jsonl").read_text().splitlines())
+               if e["kind"] == "worker_started"]
+    assert [e["mode"] for e in started] == ["inline", "inline"] and all(0 <= e["start_s"] < 0.1 for e in started)
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["worker_start_s"] == [e["start_s"] for e in started]
     assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "32", "--seed", "5",
                  "--out", out, "--resume"]) == 2
     assert "image_size=16" in capsys.readouterr().err
