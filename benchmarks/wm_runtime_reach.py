@@ -63,16 +63,13 @@ def constant_action(task_cfg, action: int, episodes: int, seed: int) -> list[boo
 
 def paired(a: list[bool], b: list[bool], rng: np.random.Generator) -> dict:
     """a − b per episode: the mean difference in success, its 95 % bootstrap interval, exact McNemar."""
+    from edge.profiler.episodes import bootstrap_difference
     from edge.stats import mcnemar_exact
 
-    d = np.asarray(a, float) - np.asarray(b, float)
-    boots = rng.choice(d, size=(2000, len(d)), replace=True).mean(1)
     only_a = int(sum(x and not y for x, y in zip(a, b)))
     only_b = int(sum(y and not x for x, y in zip(a, b)))
-    return {"difference": round(float(d.mean()), 4),
-            "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)],
-            "only_first": only_a, "only_second": only_b, "mcnemar_exact_p": round(mcnemar_exact(only_a, only_b), 6),
-            "episodes": len(d)}
+    return {**bootstrap_difference(a, b, rng), "only_first": only_a, "only_second": only_b,
+            "mcnemar_exact_p": round(mcnemar_exact(only_a, only_b), 6), "episodes": len(a)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,6 +96,27 @@ def load_world_model(path: str | Path, verify: bool = True):
     return load(path, verify)
 
 
+def model_encoder(path: str | Path, cfg: Any, manifest: dict, verify: bool = True):
+    """The frozen slot encoder a ``--obs slots`` world model at ``path`` was trained with (its
+    sha256 checked against the model's manifest), with the model's tracking rounds; None for
+    other observation modes. A relative encoder path that does not exist is looked up beside the
+    model's directory (a copied checkpoint folder)."""
+    if cfg.obs != "slots":
+        return None
+    from edge.digest import sha256_file
+    from world_models.train import encoder_weights_file, load_encoder
+
+    enc_path = Path(cfg.encoder)
+    if not enc_path.is_absolute() and not enc_path.exists():
+        enc_path = Path(path).parent / enc_path.name
+    want = (manifest.get("files") or {}).get("encoder")
+    weights = encoder_weights_file(enc_path)
+    if verify and want and weights.is_file() and sha256_file(weights) != want:
+        raise EdgeError(f"{weights}: not the slot encoder {path} was trained with (sha256 differs from "
+                        f"its manifest's files.encoder); the world model needs that encoder")
+    return load_encoder(enc_path, cfg.encoder_carry_iters)
+
+
 class WorldModelPolicy:
     """A :class:`edge.contracts.ChunkPolicy` that plans with MCTS over the learned world model."""
 
@@ -119,20 +140,7 @@ class WorldModelPolicy:
         if cfg.obs == "oracle":
             raise EdgeError(f"{path}: an oracle-slot world model needs privileged object states; the runtime "
                             "gives it camera frames only: use a model trained with --obs slots or pixels")
-        enc = None
-        if cfg.obs == "slots":
-            from edge.digest import sha256_file
-            from world_models.train import encoder_weights_file, load_encoder
-
-            enc_path = Path(cfg.encoder)
-            if not enc_path.is_absolute() and not enc_path.exists():
-                enc_path = Path(path).parent / enc_path.name
-            want = (manifest.get("files") or {}).get("encoder")
-            weights = encoder_weights_file(enc_path)
-            if verify and want and weights.is_file() and sha256_file(weights) != want:
-                raise EdgeError(f"{weights}: not the slot encoder {path} was trained with (sha256 differs from "
-                                f"its manifest's files.encoder); the world model needs that encoder")
-            enc = load_encoder(enc_path, cfg.encoder_carry_iters)
+        enc = model_encoder(path, cfg, manifest, verify)
         self.cfg, self.model, self.manifest = cfg, model, manifest
         pcfg = replace(cfg.planner, num_simulations=simulations) if simulations else cfg.planner
         expand = None

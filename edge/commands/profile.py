@@ -121,11 +121,13 @@ def run(args) -> int:
                   command=" ".join(["edge", *sys.argv[1:]]) if sys.argv else "edge profile")
     import json
 
+    from edge.profiler.profile import difference_text
+
     summary = json.loads(res["summary"].read_text())
     for a in summary["arms"]:
         p = a["paired_vs_reference"]
         print(f"{a['name']:32s} success {a['successes']}/{a['episodes']} "
               f"[{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}]  NFE/action {a['nfe_per_action'] or 0:.3f}  "
-              f"rel {a['relative_nfe_per_action'] or 0:.2f}  McNemar p {p['mcnemar_p']:.3f}")
+              f"rel {a['relative_nfe_per_action'] or 0:.2f}  vs ref {difference_text(p)}  McNemar p {p['mcnemar_p']:.3f}")
     print(f"wrote {res['html']}, {res['md']}, {res['summary']}")
     return 0

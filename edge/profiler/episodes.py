@@ -158,13 +158,32 @@ def _seed_key(e: Any) -> tuple[int, int]:
     return (e.seed if e.seed is not None else -1, e.ep)
 
 
+def bootstrap_difference(a: Sequence[Any], b: Sequence[Any], rng: Any = None, resamples: int = 2000
+                         ) -> dict[str, Any]:
+    """a − b success per paired episode: the mean and its 95 % bootstrap interval over episodes
+    (``resamples`` resamples of the differences; ``rng`` a numpy Generator, default seeded 0), as
+    every paired difference in the project's results is reported."""
+    import numpy as np
+
+    d = np.asarray([bool(x) for x in a], float) - np.asarray([bool(x) for x in b], float)
+    if d.size == 0:
+        return {"difference": None, "ci95": None}
+    rng = np.random.default_rng(0) if rng is None else rng
+    boots = rng.choice(d, size=(resamples, len(d)), replace=True).mean(1)
+    return {"difference": round(float(d.mean()), 4),
+            "ci95": [round(float(np.percentile(boots, 2.5)), 4), round(float(np.percentile(boots, 97.5)), 4)]}
+
+
 def compare(stats: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    """Relative cost and the paired McNemar test of an arm against the reference arm."""
+    """Relative cost and the paired comparison of an arm against the reference arm on their shared
+    seeds: exact McNemar, and arm − reference success with its bootstrap interval."""
     a = {e["seed"]: e["success"] for e in ref["per_episode"]}
     b = {e["seed"]: e["success"] for e in stats["per_episode"]}
     seeds = sorted(set(a) & set(b), key=lambda s: (s is None, s))
     out = paired([a[s] for s in seeds], [b[s] for s in seeds])
     out["shared_seeds"] = len(seeds)
+    diff = bootstrap_difference([b[s] for s in seeds], [a[s] for s in seeds])
+    out["arm_minus_reference"], out["arm_minus_reference_ci95"] = diff["difference"], diff["ci95"]
 
     def ratio(key: str) -> float | None:
         x, y = stats.get(key), ref.get(key)

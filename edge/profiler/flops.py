@@ -8,6 +8,7 @@ structure. Conventions (those of most FLOP counters, e.g. fvcore's, times 2):
 * linear:  2 * rows * in * out           (bias adds not counted)
 * conv2d:  2 * N * C_out * H_out * W_out * (C_in / groups) * kh * kw
 * matmul / bmm / einsum: 2 * (product of every index's size)   (= 2 * M * N * K * batch)
+* gru_cell: 2 * rows * (3H * in + 3H * H)   (its two gate products; the gates' elementwise work not)
 
 Bytes are elements (weights + inputs + outputs) of the kernels a fused inference graph keeps
 (matmul-class, norms, softmax, reductions); elementwise ops are assumed fused into them (counted in
@@ -30,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 from edge.profiler.device_model import CostProfile, PartCost
 
 _MATMUL = {"linear", "conv1d", "conv2d", "conv3d", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm",
-           "addmm", "baddbmm", "einsum", "scaled_dot_product_attention"}
+           "addmm", "baddbmm", "einsum", "scaled_dot_product_attention", "gru_cell"}
 _KERNEL = {"layer_norm", "group_norm", "batch_norm", "instance_norm", "softmax", "log_softmax", "mean",
            "sum", "norm", "amax", "max", "min", "var", "std"}
 _FREE = {"__getitem__", "__get__", "__setitem__", "view", "reshape", "flatten", "permute", "transpose", "t",
@@ -119,6 +120,12 @@ class _Counter(TorchFunctionMode):
             eq, ops = args[0], (list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple))
                                 else list(args[1:]))
             return _einsum_flops(eq, ops), 0.0, sum(o.numel() for o in ops) + outs
+        if name == "gru_cell":  # (input, hx, w_ih, w_hh[, b_ih, b_hh]): two (3H x in) products per row
+            x, h, w_ih, w_hh = args[:4]
+            rows = x.numel() // x.shape[-1]
+            bias = sum(_numel(b) for b in args[4:6])
+            return (2.0 * rows * (w_ih.numel() + w_hh.numel()), w_ih.numel() + w_hh.numel() + bias,
+                    x.numel() + h.numel() + outs)
         if name == "scaled_dot_product_attention":
             q, k, v = args[:3]
             return (2.0 * q.numel() * k.shape[-2] + 2.0 * outs * k.shape[-2], 0.0,

@@ -291,14 +291,17 @@ def latency_by_backend(series: Mapping[str, Sequence[float]], path: Path,
 
 
 def cost_breakdown(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """Stacked ms per executed action (encoder / denoising steps / scheduler + other), per arm on
-    the host (measured) and per projected device."""
+    """Stacked ms per executed action (encoder / denoising steps or search passes / scene locator or
+    first frame / search tree / scheduler + other), per arm on the host (measured) and per projected
+    device."""
     plt = _plt()
     import numpy as np
 
     labels = [r["label"] for r in rows]
-    parts = (("encoder_ms", "encoder", PALETTE[0]), ("steps_ms", "denoising steps", PALETTE[1]),
-             ("locator_ms", "scene locator", PALETTE[5]), ("other_ms", "scheduler + other", PALETTE[4]))
+    parts = (("encoder_ms", "encoder", PALETTE[0]), ("steps_ms", "denoising steps / search passes", PALETTE[1]),
+             ("locator_ms", "scene locator / first frame", PALETTE[5]),
+             ("tree_ms", "search tree (host CPU, measured)", PALETTE[3]),
+             ("other_ms", "scheduler + other", PALETTE[4]))
     fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 1.6))
     y = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))

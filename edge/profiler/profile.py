@@ -5,7 +5,8 @@ An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10
 ``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint), ``comet`` / ``comet:N`` (the world-model
 planner with N simulations on the push or reach task, one move per decision, sync; ``comet-ahead[:N]``: async,
 a decision every tick searched from after the queued move; its backend is the search's, torch or
-onnxruntime, and no device cost is projected for it). Each arm runs its episodes through
+onnxruntime; its device cost is projected from its world model's counted work:
+:mod:`edge.profiler.planner_cost`). Each arm runs its episodes through
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
 arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
 
@@ -305,19 +306,23 @@ def _reference_name(arms: Sequence[Arm], reference: str | None) -> str:
 
 
 def is_vla_run(run: RunData) -> bool:
-    """Whether the run's policy is the VLA (the only one whose work the device model counts)."""
+    """Whether the run's policy is the VLA (its work is counted from its checkpoint)."""
     return str(run.meta.get("session", {}).get("policy", "vla")) in ("vla", "auto")
 
 
+def is_planner_run(run: RunData) -> bool:
+    """Whether the run's policy is the world-model planner (counted from its world model)."""
+    return str(run.meta.get("session", {}).get("policy", "vla")) == "comet"
+
+
 def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, str | None]:
-    """The checkpoint's counted work (one checkpoint per profile), or (None, why not). Only the VLA's
-    work is counted: pass the VLA arms' runs (runs of another policy, e.g. the world-model planner,
-    get no projection)."""
+    """The VLA checkpoint's counted work (one checkpoint per profile), or (None, why not): pass the
+    VLA arms' runs (the world-model planner's are counted by :func:`planner_costs`)."""
     if not runs:
-        return None, "no VLA arm (the device model counts the VLA's work only)"
+        return None, "no VLA arm or world-model planner arm (the device model counts those policies' work)"
     others = sorted({str(r.meta.get("session", {}).get("policy", "vla")) for r in runs if not is_vla_run(r)})
     if others:
-        return None, f"runs of policy {', '.join(others)}: the device model counts the VLA's work only"
+        return None, f"runs of policy {', '.join(others)}: not the VLA's"
     ckpts = {r.meta.get("session", {}).get("checkpoint") for r in runs}
     if len(ckpts) != 1:
         return None, f"runs use several checkpoints ({sorted(map(str, ckpts))}): no single cost profile"
@@ -327,6 +332,122 @@ def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, 
     from edge.profiler.flops import count_checkpoint
 
     return count_checkpoint(str(ckpt), verify=verify), None
+
+
+def planner_world_model(run: RunData) -> str:
+    """The world-model checkpoint a planner run (``--policy comet``) used: its session's
+    ``world_model``, or the task's shipped model when that was left empty."""
+    session = run.meta.get("session", {})
+    wm = str(session.get("world_model") or "")
+    if wm:
+        return wm
+    from world_models.policy import SHIPPED_BY_TASK
+
+    task = str(session.get("task"))
+    if task not in SHIPPED_BY_TASK:
+        raise EdgeError(f"{run.run_dir}: a planner run on task {task!r} names no world model")
+    return str(SHIPPED_BY_TASK[task])
+
+
+def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
+    """A planner arm's decisions, searches started after a queued move, simulations per decision
+    (one budget per arm) and the model passes these make (:func:`search_passes`)."""
+    from edge.profiler.planner_cost import search_passes
+
+    sims = {int((r.meta.get("policy") or {}).get("simulations") or 0) for r in runs}
+    if len(sims) != 1 or 0 in sims:
+        raise EdgeError(f"planner runs {[str(r.run_dir) for r in runs]}: one arm, several (or unrecorded) "
+                        f"simulation budgets {sorted(sims)}")
+    n = sims.pop()
+    decisions = sum(int(e.get("planner_decisions") or 0) for r in runs for e in r.episodes)
+    ahead = sum(int(e.get("planner_ahead") or 0) for r in runs for e in r.episodes)
+    return {"simulations": n, "decisions": decisions, "ahead": ahead, "passes": search_passes(decisions, n, ahead)}
+
+
+def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planner_arms: set[str],
+                  verify: bool = True, calibrate: bool = True) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per planner arm: its world model's counted work (:func:`edge.profiler.planner_cost.count_world_model`),
+    its counts (:func:`planner_counts`) and, with ``calibrate``, the decision's parts timed on this
+    host at the arm's budget (:func:`edge.profiler.planner_cost.measure_decisions` on 2 x 10 frames of
+    the model's object task): encoder, search pass and the tree's bookkeeping per simulation. Returns
+    (arm name -> that, notes)."""
+    from edge.profiler.planner_cost import count_world_model
+
+    out: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    counted: dict[str, Any] = {}
+    timed: dict[tuple[str, str, int], dict[str, float]] = {}
+    for a in arms:
+        if a.name not in planner_arms:
+            continue
+        runs = grouped[a.name]
+        models = {planner_world_model(r) for r in runs}
+        if len(models) != 1:
+            notes.append(f"No device projection for {a.name}: its runs use several world models {sorted(models)}.")
+            continue
+        wm = models.pop()
+        if not (Path(wm) / "model.pt").is_file():
+            notes.append(f"No device projection for {a.name}: world model {wm} is not on this machine.")
+            continue
+        if wm not in counted:
+            counted[wm] = count_world_model(wm, verify=verify)
+        counts = planner_counts(runs)
+        key = (wm, a.backend, counts["simulations"])
+        if calibrate and key not in timed:
+            timed[key] = _time_planner(wm, a.backend, counts["simulations"])
+        out[a.name] = {"world_model": wm, "profile": counted[wm], **counts, "host_parts_ms": timed.get(key)}
+    if out and not calibrate:
+        notes.append("Planner arms: the search tree's bookkeeping (host CPU) is not in their projections "
+                     "(--no-calibrate: not timed).")
+    return out, notes
+
+
+def _time_planner(world_model: str, backend: str, simulations: int) -> dict[str, float]:
+    """Medians of a decision's parts on this host (one thread): 2 episodes x 10 frames of the
+    model's object task (a uniform-random policy's, seed 0)."""
+    import tempfile
+
+    import numpy as np
+
+    from edge.profiler.planner_cost import measure_decisions
+    from world_models.policy import load_world_model
+    from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
+
+    cfg, _, _ = load_world_model(world_model)
+    with tempfile.TemporaryDirectory() as tmp:
+        collect_frames(20, 0, Path(tmp) / "frames.npz", task=cfg.env.task, episode_len=10,
+                       image_size=cfg.env.image_size, progress=False)
+        arrays, _ = load_dataset(Path(tmp) / "frames.npz")
+    frames = arrays["frames"][episode_index(arrays["episode"], 2)]
+    m = measure_decisions(world_model, frames, simulations, backend=backend, threads=1)
+    return {"encoder": float(np.median(m["encoder_ms"])), "pass": float(np.median(m["pass_ms"])),
+            "tree_per_simulation": float(np.median(m["tree_ms"])) / simulations,
+            "decision": float(np.median(m["decision_ms"]))}
+
+
+def planner_projection(stats: dict[str, Any], pc: dict[str, Any], devices: Sequence[str]) -> dict[str, Any]:
+    """A planner arm's projected cost per device (tree bookkeeping: this host's, when timed)."""
+    from edge.profiler.device_model import get_device
+    from edge.profiler.planner_cost import project_planner_run
+
+    host = pc.get("host_parts_ms") or {}
+    tree_s = 1e-3 * host.get("tree_per_simulation", 0.0) * pc["simulations"] * pc["decisions"]
+    return {d: project_planner_run(pc["profile"], get_device(d), pc["decisions"], pc["passes"],
+                                   stats["episodes_with_queries"], stats["executed_actions"], tree_s) for d in devices}
+
+
+def planner_host_breakdown(stats: dict[str, Any], pc: dict[str, Any]) -> dict[str, Any] | None:
+    """A planner arm's measured compute per executed action split by its parts' host medians:
+    encoder, search passes, tree; the rest is the loop's Python around the decision."""
+    ex, host = stats["executed_actions"], pc.get("host_parts_ms")
+    if not ex or not host:
+        return None
+    enc = pc["decisions"] * host["encoder"] / ex
+    steps = pc["passes"] * host["pass"] / ex
+    tree = pc["decisions"] * pc["simulations"] * host["tree_per_simulation"] / ex
+    total = stats["compute_ms_per_action_mean"]
+    return {"encoder_ms": enc, "steps_ms": steps, "locator_ms": 0.0, "tree_ms": tree,
+            "other_ms": max(0.0, total - enc - steps - tree), "total_ms": total}
 
 
 def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -360,7 +481,8 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
             p = a["projected"].get(d)
             if p:
                 rows.append({"label": f"{a['name']} · {d}", "encoder_ms": p["encoder_ms_per_action"],
-                             "steps_ms": p["steps_ms_per_action"], "locator_ms": p["locator_ms_per_action"]})
+                             "steps_ms": p["steps_ms_per_action"], "locator_ms": p["locator_ms_per_action"],
+                             "tree_ms": p.get("tree_ms_per_action")})
     if rows:
         pngs["cost_breakdown"] = plots.cost_breakdown(rows, out / "cost_breakdown.png")
     if devices and any(a["projected"] for a in arms):  # the arms with a projection (the VLA's)
@@ -378,11 +500,12 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
           "queries whose chunk executed an action). Overruns are not measured on a virtual clock (-).")
     doc.h("Arms")
     doc.table(["arm", "success", "95 % CI", "NFE/action", "rel. NFE", "queries/ep", "compute ms/action p50",
-               "p99", "mean", "interventions", "overruns", "starved", "McNemar p", "only ref / only arm"],
+               "p99", "mean", "interventions", "overruns", "starved", "arm − ref [95 % CI]", "McNemar p",
+               "only ref / only arm"],
               [[a["name"], f"{a['successes']}/{a['episodes']}", f"{a['ci95'][0]:.2f}-{a['ci95'][1]:.2f}",
                 a["nfe_per_action"], a["relative_nfe_per_action"], a["queries_per_episode"],
                 a["compute_ms_per_action_p50"], a["compute_ms_per_action_p99"], a["compute_ms_per_action_mean"],
-                a["interventions_total"], a["overruns"], a["starved_ticks"],
+                a["interventions_total"], a["overruns"], a["starved_ticks"], difference_text(a["paired_vs_reference"]),
                 a["paired_vs_reference"]["mcnemar_p"],
                 f"{a['paired_vs_reference']['only_a']} / {a['paired_vs_reference']['only_b']}"] for a in arms])
     doc.img(pngs["success_vs_nfe"], "success with 95 % Wilson intervals against NFE per executed action"
@@ -393,11 +516,31 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
                   [[a["name"]] + [a["projected"][d]["ms_per_action"] for d in devices]
                    + [a["projected"][d]["mj_per_action"] for d in devices] for a in arms if a["projected"]])
         doc.img(pngs["device_projection"], "projected inference time and energy per executed action (log scale)")
+    planners = summary.get("planner_cost") or {}
+    if devices and planners:
+        doc.h("Planner decisions on the devices")
+        doc.table(["arm", "simulations", "passes / decision", "host decision p50 ms (timed)", "host tree ms / simulation"]
+                  + [f"{d} ms / decision" for d in devices],
+                  [[name, p["simulations"], round(p["passes"] / p["decisions"], 2) if p["decisions"] else None,
+                    (p.get("host_parts_ms") or {}).get("decision"), (p.get("host_parts_ms") or {}).get("tree_per_simulation")]
+                   + [p["ms_per_decision"].get(d) for d in devices] for name, p in planners.items()])
+        periods = sorted({p["period_ms"] for p in planners.values() if p.get("period_ms")})
+        doc.p("Projected time per decision: the frame's encoder pass and the search's model passes on the device, "
+              "the first frames' extra encoder work spread over the decisions, and the search tree's bookkeeping "
+              "as timed on this host (one thread)"
+              + (f"; control period {', '.join(f'{x:g}' for x in periods)} ms." if periods else "."))
+        for wm, prof in {p["world_model"]: p["cost_profile"] for p in planners.values()}.items():
+            doc.p(f"Counted network work of `{wm}`, batch 1 ({prof.get('parameters')} parameters with its encoder): "
+                  f"encoder pass {prof['encoder']['flops'] / 1e6:.1f} MFLOP, {prof['encoder']['kernels']} kernels; "
+                  f"search pass {prof['step']['flops'] / 1e6:.1f} MFLOP, {prof['step']['kernels']} kernels"
+                  + (f"; first frame extra {prof['locator']['flops'] / 1e6:.1f} MFLOP" if prof.get("locator") else "")
+                  + ".")
     if "cost_breakdown" in pngs:
         doc.h("Cost breakdown")
         doc.img(pngs["cost_breakdown"], "host: measured compute split by the part medians timed on this "
                                         "host (the remainder is the scheduler and the Python around it); "
-                                        "devices: projected (no scheduler term)")
+                                        "devices: projected (no scheduler term; a planner's search tree as "
+                                        "timed on this host)")
     doc.h("K and C")
     doc.img(pngs["kc_hist"], "planned K and C per query")
     doc.h("Latency per backend")
@@ -423,6 +566,12 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
         doc.p(note)
     md, html_path = doc.write(out)
     return {"summary": out / "summary.json", "md": md, "html": html_path, "pngs": pngs}
+
+
+def difference_text(p: dict[str, Any]) -> str:
+    """"+0.020 [-0.013, +0.053]" (the arm's success minus the reference's, paired), or "-"."""
+    d, ci = p.get("arm_minus_reference"), p.get("arm_minus_reference_ci95")
+    return "-" if d is None or ci is None else f"{d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
 def _expand(counts: dict[str, int]) -> list[int]:
@@ -467,14 +616,25 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
         grouped = {name: [read_run(d) for d in ds] for name, ds in dirs.items()}
     all_runs = [r for rs in grouped.values() for r in rs]
     vla_arms = {a.name for a in arms if all(is_vla_run(r) for r in grouped[a.name])}
+    planner_arms = {a.name for a in arms if all(is_planner_run(r) for r in grouped[a.name])}
     cost, why = cost_profile_of([r for n in vla_arms for r in grouped[n]], verify=pc.verify)
-    notes = [] if cost is not None else [f"No device projection: {why}."]
-    if cost is not None and len(vla_arms) < len(arms):
-        notes.append("Device projections and host breakdowns are for the VLA arms only: the device model "
-                     "counts the VLA's work.")
-    if len(vla_arms) < len(arms):
+    pcosts, notes = planner_costs(arms, grouped, planner_arms, verify=pc.verify, calibrate=calibrate)
+    if cost is None and (vla_arms or not pcosts):
+        notes.insert(0, f"No device projection{' for the VLA arms' if pcosts else ''}: {why}.")
+    costed_names = (vla_arms if cost is not None else set()) | set(pcosts)
+    uncosted = [a.name for a in arms if a.name not in costed_names]
+    if costed_names and uncosted:
+        notes.append(f"No device projection or host breakdown for {', '.join(uncosted)}.")
+    if planner_arms:
         notes.append("For world-model planner arms (comet) NFE counts decisions, one per query, not the "
-                     "search's model passes (simulations + 1 per decision).")
+                     "search's model passes (simulations + 1 per decision, + 1 when searched from after a "
+                     "queued move).")
+    if pcosts:
+        notes.append("Planner arms' projections: per decision the frame's encoder pass and the search's model "
+                     "passes (a root pass, one per simulation, one more per search from after a queued move: "
+                     "the episodes' planner_decisions / planner_ahead), per episode the first frame's extra "
+                     "encoder work, and the search tree's bookkeeping as timed on this host at the arm's budget "
+                     "(not projected: it runs on the robot computer's CPU; a slower core adds to it).")
     host_parts: dict[str, dict[str, float]] = {}
     ckpt = all_runs[0].meta.get("session", {}).get("checkpoint")
     if calibrate and cost is not None:
@@ -484,8 +644,20 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
             m = measure_parts(ckpt, backend=backend, reps=20, ks=(), verify=pc.verify)
             host_parts[backend] = {k: 1e3 * v["p50_s"] for k, v in m.items()
                                    if isinstance(v, dict) and "p50_s" in v}
-    summary = summarize_profile(arms, grouped, devices if cost is not None else (), reference, cost, host_parts,
-                                vla_arms)
+    summary = summarize_profile(arms, grouped, devices if cost is not None or pcosts else (), reference, cost,
+                                host_parts, vla_arms if cost is not None else set())
+    planner_summary = {}
+    for row in summary["arms"]:
+        pc_ = pcosts.get(row["name"])
+        if pc_ is None:
+            continue
+        row["projected"] = planner_projection(row, pc_, devices)
+        row["host_breakdown"] = planner_host_breakdown(row, pc_)
+        period_s = grouped[row["name"]][0].meta.get("period_s")
+        planner_summary[row["name"]] = {
+            **{k: v for k, v in pc_.items() if k != "profile"}, "cost_profile": pc_["profile"].to_json(),
+            "period_ms": None if period_s is None else 1e3 * float(period_s),
+            "ms_per_decision": {d: row["projected"][d]["ms_per_decision"] for d in devices}}
     session = all_runs[0].meta.get("session", {})
     summary.update({
         "title": f"Inference profile: {', '.join(a.name for a in arms)}",
@@ -497,7 +669,8 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
                                   if e["seed"] is not None), default=None)},
         "cost_profile": None if cost is None else cost.to_json(),
         "device_table": [] if cost is None else [r for r in device_table(cost) if r["name"] in devices],
-        "host_parts_ms": host_parts, "grid": str(grid or DEFAULT_GRID) if load_grid(grid) else None,
+        "host_parts_ms": host_parts, "planner_cost": planner_summary,
+        "grid": str(grid or DEFAULT_GRID) if load_grid(grid) else None,
         "notes": notes + [
             "Device projections: published peak / bandwidth / power with assumed efficiency and "
             "per-kernel launch overhead (x86-cpu fitted on this host: "

@@ -179,7 +179,12 @@ def test_comet_arms_run_paired_on_both_planner_backends(tmp_path, monkeypatch):
         meta = json.loads((Path(run) / "meta.json").read_text())
         assert meta["session"]["policy"] == "comet" and meta["session"]["plan_backend"] == backend
         assert a["queries"] == 6  # no charged latency: a decision every tick, the same ticks for both
-    assert summary["device_table"] == [] and any("VLA's work only" in n for n in summary["notes"])
+    assert summary["device_table"] == []  # the VLA's device table: no VLA arm
+    for a in (torch_arm, ort_arm):  # the planner's own work projected (no tree: --no-calibrate)
+        assert a["projected"]["orin-nano"]["ms_per_decision"] > 0 and a["projected"]["orin-nano"]["tree_s"] == 0
+        assert a["host_breakdown"] is None
+    assert any("not in their projections" in n for n in summary["notes"])
+    assert summary["planner_cost"]["comet:3 / onnxruntime"]["simulations"] == 3
     assert summary["grid"] is None  # the shipped K x C grid is the stack task's: no context for push
     again = tmp_path / "q"  # re-read: the same arms by name, whatever --task says
     assert main(["profile", "--runs", str(out / "runs"), "--schedulers", "comet:3", "--backends", "onnxruntime",
@@ -195,14 +200,25 @@ def test_mixed_vla_and_planner_arms_keep_the_vla_arms_projection(profiled, tmp_p
     vla_out, _ = profiled
     pc = ProfileConfig(task="push", episodes=1, max_steps=4)
     profile(pc, [make_arm("comet:2", "torch")], tmp_path / "c", ["orin-nano"], calibrate=False, progress=False)
-    both = tmp_path / "both"  # re-read together: the VLA arms keep their projection, the planner gets none
+    both = tmp_path / "both"  # re-read together: each arm projected from its own network's work
     profile(ProfileConfig(), None, both, ["orin-nano"], runs=[vla_out / "runs", tmp_path / "c" / "runs"],
-            calibrate=False, progress=False)
-    arms = {a["name"]: a for a in json.loads((both / "summary.json").read_text())["arms"]}
+            calibrate=True, progress=False)
+    summary = json.loads((both / "summary.json").read_text())
+    arms = {a["name"]: a for a in summary["arms"]}
     assert arms["fixed:2x4 / torch"]["projected"]["orin-nano"]["ms_per_action"] > 0
-    assert arms["comet:2 / torch"]["projected"] == {} and arms["comet:2 / torch"]["host_breakdown"] is None
-    projected = (both / "report.md").read_text().split("## Projected on-device cost")[1].split("\n## ")[0]
-    assert "fixed:2x4 / torch" in projected and "comet" not in projected
+    assert summary["device_table"] and summary["cost_profile"]  # the VLA's, as before
+    planner = arms["comet:2 / torch"]
+    nano = planner["projected"]["orin-nano"]
+    assert nano["ms_per_action"] > 0 and nano["tree_s"] > 0  # the tree, as timed on this host
+    pc_ = summary["planner_cost"]["comet:2 / torch"]
+    assert pc_["simulations"] == 2 and pc_["passes"] == 3 * pc_["decisions"] + pc_["ahead"]
+    assert pc_["host_parts_ms"]["tree_per_simulation"] > 0 and pc_["period_ms"] == pytest.approx(50.0)
+    hb = planner["host_breakdown"]
+    assert hb["tree_ms"] > 0 and hb["steps_ms"] > 0 and hb["total_ms"] > 0
+    report = (both / "report.md").read_text()
+    projected = report.split("## Projected on-device cost")[1].split("\n## ")[0]
+    assert "fixed:2x4 / torch" in projected and "comet:2 / torch" in projected
+    assert "## Planner decisions on the devices" in report and "search pass" in report
 
 
 def test_comet_arms_need_an_object_task_and_a_planner_latency_before_anything_runs(tmp_path, capsys):
