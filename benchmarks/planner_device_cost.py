@@ -6,7 +6,8 @@ parts, checked against the device model on this host's CPU, and projected on the
 
 A :class:`world_models.policy.WorldModelPolicy` (default: the shipped ``comet_reach3``, its search on
 ONNX Runtime, one thread) decides on the frames of ``--episodes`` uniform-random-policy episodes of
-the model's own object task (rendered once); per budget every decision is split into the encoder
+the model's own object task (rendered once), episode by episode with every budget in turn (the order
+rotating, so the machine's drift falls on all); per budget every decision is split into the encoder
 (everything before the search), the search's model passes (each timed around the call, the supports'
 decoding included) and the tree's bookkeeping (the rest of the search), and the passes are counted.
 With ``--lookahead`` each search after an episode's first starts from after the previous move (async's
@@ -87,7 +88,7 @@ def plot(rows: list[dict], tick_ms: float, out: Path, title: str) -> None:
                 label="this host, measured (p50, bar to p99)")
     for name, style in (("x86-cpu", ":"), ("orin-nano", "-"), ("agx-orin", "--"), ("thor", "-."), ("x86-gpu", "-")):
         ax.plot(ns, [r["projected"][name]["decision_ms"] for r in rows], style, marker=".",
-                label=f"{name}, projected" + (" (this host's model)" if name == "x86-cpu" else ""))
+                label=f"{name}, projected" + (" (the device model's CPU entry)" if name == "x86-cpu" else ""))
     ax.axhline(tick_ms, color="r", lw=0.8)
     ax.text(ns[0], tick_ms * 1.05, f"control period {tick_ms:g} ms", color="r", fontsize=8)
     ax.set_xscale("log", base=2)
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from edge.errors import EdgeError
-    from edge.profiler.planner_cost import count_world_model, measure_decisions
+    from world_models.device_cost import count_world_model, measure_decisions
     from world_models.policy import SHIPPED_BY_TASK, load_world_model
     from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
 
@@ -147,10 +148,21 @@ def main(argv: list[str] | None = None) -> int:
                               episode_len=args.steps, image_size=cfg.env.image_size, progress=not args.no_progress)
         arrays, _ = load_dataset(Path(tmp) / "frames.npz")
     frames = arrays["frames"][episode_index(arrays["episode"], args.episodes)]
-    rows = []
-    for n in tqdm(args.simulations, desc="budgets", disable=args.no_progress):
-        m = measure_decisions(wm, frames, n, args.backend, args.threads, args.seed, args.lookahead)
-        rows.append(budget_row(m, cost, args.tick_ms))
+    # episode by episode, every budget in turn (the order rotating), so the machine's drift falls on all
+    measured: dict[int, dict] = {}
+    bar = tqdm(total=frames.shape[0] * len(args.simulations), desc="episodes x budgets", disable=args.no_progress)
+    for ep in range(frames.shape[0]):
+        k = ep % len(args.simulations)
+        for n in args.simulations[k:] + args.simulations[:k]:
+            m = measure_decisions(wm, frames[ep:ep + 1], n, args.backend, args.threads, args.seed, args.lookahead)
+            acc = measured.setdefault(n, {key: [] for key, v in m.items() if isinstance(v, list)} | {
+                key: v for key, v in m.items() if not isinstance(v, list)})
+            for key, v in m.items():
+                if isinstance(v, list):
+                    acc[key] += v
+            bar.update()
+    bar.close()
+    rows = [budget_row(measured[n], cost, args.tick_ms) for n in args.simulations]
     for r in rows:
         m, c = r["measured"], r["x86_cpu_model"]
         print(f"{r['simulations']:4d} simulations: measured p50 {m['decision_p50_ms']:.1f} ms (encoder {m['encoder_p50_ms']:.2f}, "

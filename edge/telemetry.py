@@ -74,6 +74,19 @@ def package_versions(names: tuple[str, ...] = RESULT_PACKAGES) -> dict[str, str 
     return out
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo), None where it cannot be read: timings from
+    different sessions are comparable only on the same CPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
+
+
 def machine_info() -> dict[str, Any]:
     """Platform facts and the result-relevant package versions, stored with every run and benchmark."""
     return {
@@ -82,6 +95,7 @@ def machine_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "cpu_count": os.cpu_count(),
         "processor": platform.processor() or None,
+        "cpu_model": cpu_model(),
         "command": " ".join(sys.argv),
         "packages": package_versions(),
     }

@@ -44,7 +44,7 @@ def register(sub) -> None:
     p.add_argument("--runs", nargs="+", default=None, metavar="DIR",
                    help="re-read these run directories (or folders of them) instead of running "
                         "(default: none, run the arms)")
-    p.add_argument("--reference", default=None, help="reference arm for relative cost / McNemar (default: the first)")
+    p.add_argument("--reference", default=None, help="reference arm for relative cost, the paired difference in success and McNemar (default: the first)")
     mode = p.add_argument("--query-mode", default="sync", choices=("sync", "async"),
                           help="as edge run --query-mode; sync, as the K x C grid and the EQRL "
                                "evaluation (comparable with both); comet arms run sync, comet-ahead arms async")
@@ -62,7 +62,8 @@ def register(sub) -> None:
     p.add_argument("--grid", default=None, help="K x C grid JSON for the Pareto context "
                                                 "(default benchmarks/results/vla_grid.json when present)")
     p.add_argument("--no-calibrate", action="store_true",
-                   help="skip timing the parts on this host (no measured cost breakdown)")
+                   help="skip timing the parts on this host (no measured cost breakdown; planner arms' projections "
+                        "then leave out the search tree's bookkeeping)")
     p.add_argument("--out", default=None, help="output directory (default runs/profile-<time>)")
     p.add_argument("--runs-dir", default=None, help="where new run directories go (default OUT/runs)")
     p.set_defaults(func=run)

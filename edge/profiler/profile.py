@@ -13,12 +13,16 @@ arm (paired), into its own run directory; or existing run directories are re-rea
 Per arm, from ticks / queries / episodes only (:func:`edge.profiler.episodes.arm_stats`): success with a 95 % Wilson
 interval, NFE per executed action and its ratio to the reference arm, queries per episode, K / C
 counts, host compute per executed action (mean = ratio of sums; p50 / p99 over the queries whose
-chunk executed at least one action), safety interventions, overruns, starved ticks, and the exact
-McNemar test against the reference on the shared seeds (:func:`edge.stats.paired`). Then the
-projected ms and mJ per executed action on each target device (:mod:`edge.profiler.device_model`,
+chunk executed at least one action), safety interventions, overruns, starved ticks, and against the
+reference on the shared seeds the exact McNemar test (:func:`edge.stats.paired`) and the paired
+difference in success with its 95 % bootstrap interval (:func:`edge.profiler.episodes.bootstrap_difference`).
+Then the projected ms and mJ per executed action on each target device (:mod:`edge.profiler.device_model`,
 from the arm's query / NFE / episode counts) and the host breakdown encoder / denoising steps /
 scene locator / scheduler + other (part medians timed on this host, :mod:`edge.profiler.calibrate`;
-the remainder of the measured compute is the scheduler's and the Python around it).
+the remainder of the measured compute is the scheduler's and the Python around it). A planner arm is
+projected from its world model's counted work and its decisions' counts
+(:mod:`edge.profiler.planner_cost`): encoder passes, search passes, first frames, and the search
+tree's bookkeeping as timed on this host (:mod:`world_models.device_cost`), which is not projected.
 
 Writes ``summary.json`` (everything, including per-episode outcomes), ``report.md``,
 ``report.html`` (self-contained) and the PNGs into the output directory.
@@ -351,75 +355,91 @@ def planner_world_model(run: RunData) -> str:
 
 def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
     """A planner arm's decisions, searches started after a queued move, simulations per decision
-    (one budget per arm) and the model passes these make (:func:`search_passes`)."""
+    (one budget per arm) and the model passes these make (:func:`search_passes`); raises
+    EdgeError, saying why, where the records cannot give them (several or unrecorded budgets;
+    episodes recorded before the planner counted its decisions)."""
     from edge.profiler.planner_cost import search_passes
 
     sims = {int((r.meta.get("policy") or {}).get("simulations") or 0) for r in runs}
     if len(sims) != 1 or 0 in sims:
-        raise EdgeError(f"planner runs {[str(r.run_dir) for r in runs]}: one arm, several (or unrecorded) "
-                        f"simulation budgets {sorted(sims)}")
+        raise EdgeError(f"its runs record several (or no) simulation budgets {sorted(sims)}")
     n = sims.pop()
-    decisions = sum(int(e.get("planner_decisions") or 0) for r in runs for e in r.episodes)
-    ahead = sum(int(e.get("planner_ahead") or 0) for r in runs for e in r.episodes)
+    episodes = [e for r in runs for e in r.episodes]
+    if any("planner_decisions" not in e or "planner_ahead" not in e for e in episodes):
+        raise EdgeError("its episodes were recorded before the planner counted its decisions and searches from "
+                        "after a queued move (planner_decisions / planner_ahead)")
+    decisions = sum(int(e["planner_decisions"]) for e in episodes)
+    ahead = sum(int(e["planner_ahead"]) for e in episodes)
     return {"simulations": n, "decisions": decisions, "ahead": ahead, "passes": search_passes(decisions, n, ahead)}
 
 
 def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planner_arms: set[str],
                   verify: bool = True, calibrate: bool = True) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Per planner arm: its world model's counted work (:func:`edge.profiler.planner_cost.count_world_model`),
+    """Per planner arm: its world model's counted work (:func:`world_models.device_cost.count_world_model`),
     its counts (:func:`planner_counts`) and, with ``calibrate``, the decision's parts timed on this
-    host at the arm's budget (:func:`edge.profiler.planner_cost.measure_decisions` on 2 x 10 frames of
-    the model's object task): encoder, search pass and the tree's bookkeeping per simulation. Returns
-    (arm name -> that, notes)."""
-    from edge.profiler.planner_cost import count_world_model
+    host at the arm's budget and mode (:func:`_time_planner`): encoder, search pass and the tree's
+    bookkeeping per simulation. An arm whose records or model do not allow it gets a note saying
+    why instead (its runs' model must be the one on this machine: the sha256 recorded in the runs
+    against the checkpoint's manifest). Returns (arm name -> that, notes)."""
+    from world_models.device_cost import count_world_model
+    from world_models.policy import load_world_model
 
     out: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     counted: dict[str, Any] = {}
-    timed: dict[tuple[str, str, int], dict[str, float]] = {}
+    timed: dict[tuple[str, str, int, bool], dict[str, float]] = {}
     for a in arms:
         if a.name not in planner_arms:
             continue
         runs = grouped[a.name]
-        models = {planner_world_model(r) for r in runs}
-        if len(models) != 1:
-            notes.append(f"No device projection for {a.name}: its runs use several world models {sorted(models)}.")
+        try:
+            models = {planner_world_model(r) for r in runs}
+            if len(models) != 1:
+                raise EdgeError(f"its runs use several world models {sorted(models)}")
+            wm = models.pop()
+            if not (Path(wm) / "model.pt").is_file():
+                raise EdgeError(f"its world model {wm} is not on this machine")
+            recorded = {(r.meta.get("policy") or {}).get("model_sha256") for r in runs}
+            _, _, manifest = load_world_model(wm, verify=verify)
+            here = (manifest.get("files") or {}).get("model.pt")
+            if recorded != {here}:
+                raise EdgeError(f"its runs recorded model sha256 {sorted(map(str, recorded))}, but {wm} is {here}")
+            counts = planner_counts(runs)
+            if wm not in counted:
+                counted[wm] = count_world_model(wm, verify=verify)
+            lookahead = all(bool((r.meta.get("policy") or {}).get("lookahead")) for r in runs)
+            key = (wm, a.backend, counts["simulations"], lookahead)
+            if calibrate and key not in timed:
+                timed[key] = _time_planner(wm, a.backend, counts["simulations"], lookahead, verify)
+        except (EdgeError, OSError) as e:
+            notes.append(f"No device projection for {a.name}: {e}.")
             continue
-        wm = models.pop()
-        if not (Path(wm) / "model.pt").is_file():
-            notes.append(f"No device projection for {a.name}: world model {wm} is not on this machine.")
-            continue
-        if wm not in counted:
-            counted[wm] = count_world_model(wm, verify=verify)
-        counts = planner_counts(runs)
-        key = (wm, a.backend, counts["simulations"])
-        if calibrate and key not in timed:
-            timed[key] = _time_planner(wm, a.backend, counts["simulations"])
-        out[a.name] = {"world_model": wm, "profile": counted[wm], **counts, "host_parts_ms": timed.get(key)}
-    if out and not calibrate:
-        notes.append("Planner arms: the search tree's bookkeeping (host CPU) is not in their projections "
-                     "(--no-calibrate: not timed).")
+        out[a.name] = {"world_model": wm, "profile": counted[wm], **counts, "lookahead": lookahead,
+                       "host_parts_ms": timed.get(key)}
     return out, notes
 
 
-def _time_planner(world_model: str, backend: str, simulations: int) -> dict[str, float]:
-    """Medians of a decision's parts on this host (one thread): 2 episodes x 10 frames of the
-    model's object task (a uniform-random policy's, seed 0)."""
+def _time_planner(world_model: str, backend: str, simulations: int, lookahead: bool, verify: bool = True
+                  ) -> dict[str, float]:
+    """Medians of a decision's parts on this host (one thread), in the arm's mode (``lookahead``:
+    searched from after the previous move), on 2 episodes x 10 frames of a uniform-random policy in
+    the model's object task (seed 0)."""
     import tempfile
 
     import numpy as np
 
-    from edge.profiler.planner_cost import measure_decisions
+    from world_models.device_cost import measure_decisions
     from world_models.policy import load_world_model
     from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
 
-    cfg, _, _ = load_world_model(world_model)
+    cfg, _, _ = load_world_model(world_model, verify=verify)
     with tempfile.TemporaryDirectory() as tmp:
         collect_frames(20, 0, Path(tmp) / "frames.npz", task=cfg.env.task, episode_len=10,
                        image_size=cfg.env.image_size, progress=False)
         arrays, _ = load_dataset(Path(tmp) / "frames.npz")
     frames = arrays["frames"][episode_index(arrays["episode"], 2)]
-    m = measure_decisions(world_model, frames, simulations, backend=backend, threads=1)
+    m = measure_decisions(world_model, frames, simulations, backend=backend, threads=1, lookahead=lookahead,
+                          verify=verify)
     return {"encoder": float(np.median(m["encoder_ms"])), "pass": float(np.median(m["pass_ms"])),
             "tree_per_simulation": float(np.median(m["tree_ms"])) / simulations,
             "decision": float(np.median(m["decision_ms"]))}
@@ -485,7 +505,7 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
                              "tree_ms": p.get("tree_ms_per_action")})
     if rows:
         pngs["cost_breakdown"] = plots.cost_breakdown(rows, out / "cost_breakdown.png")
-    if devices and any(a["projected"] for a in arms):  # the arms with a projection (the VLA's)
+    if devices and any(a["projected"] for a in arms):  # the arms with a projection (VLA and planner arms)
         pngs["device_projection"] = plots.device_projection([a for a in plot_arms if a["projected"]], devices,
                                                             out / "device_projection.png")
 
@@ -525,9 +545,12 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
                     (p.get("host_parts_ms") or {}).get("decision"), (p.get("host_parts_ms") or {}).get("tree_per_simulation")]
                    + [p["ms_per_decision"].get(d) for d in devices] for name, p in planners.items()])
         periods = sorted({p["period_ms"] for p in planners.values() if p.get("period_ms")})
+        timed = any(p.get("host_parts_ms") for p in planners.values())
         doc.p("Projected time per decision: the frame's encoder pass and the search's model passes on the device, "
-              "the first frames' extra encoder work spread over the decisions, and the search tree's bookkeeping "
-              "as timed on this host (one thread)"
+              "the first frames' extra encoder work spread over the decisions, and "
+              + ("the search tree's bookkeeping as timed on this host (one thread; the host columns: 2 x 10 frames "
+                 "of a uniform-random policy, at the arm's budget and mode)" if timed else
+                 "no search-tree bookkeeping (not timed: --no-calibrate)")
               + (f"; control period {', '.join(f'{x:g}' for x in periods)} ms." if periods else "."))
         for wm, prof in {p["world_model"]: p["cost_profile"] for p in planners.values()}.items():
             doc.p(f"Counted network work of `{wm}`, batch 1 ({prof.get('parameters')} parameters with its encoder): "
@@ -619,8 +642,10 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
     planner_arms = {a.name for a in arms if all(is_planner_run(r) for r in grouped[a.name])}
     cost, why = cost_profile_of([r for n in vla_arms for r in grouped[n]], verify=pc.verify)
     pcosts, notes = planner_costs(arms, grouped, planner_arms, verify=pc.verify, calibrate=calibrate)
-    if cost is None and (vla_arms or not pcosts):
-        notes.insert(0, f"No device projection{' for the VLA arms' if pcosts else ''}: {why}.")
+    if cost is None and vla_arms:
+        notes.insert(0, f"No device projection for the VLA arms: {why}.")
+    elif not vla_arms and not planner_arms:
+        notes.insert(0, f"No device projection: {why}.")
     costed_names = (vla_arms if cost is not None else set()) | set(pcosts)
     uncosted = [a.name for a in arms if a.name not in costed_names]
     if costed_names and uncosted:
@@ -633,10 +658,13 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
         notes.append("Planner arms' projections: per decision the frame's encoder pass and the search's model "
                      "passes (a root pass, one per simulation, one more per search from after a queued move: "
                      "the episodes' planner_decisions / planner_ahead), per episode the first frame's extra "
-                     "encoder work, and the search tree's bookkeeping as timed on this host at the arm's budget "
-                     "(not projected: it runs on the robot computer's CPU; a slower core adds to it).")
+                     "encoder work, and "
+                     + ("the search tree's bookkeeping as timed on this host at the arm's budget and mode, on 2 x 10 "
+                        "frames of a uniform-random policy (not projected: it runs on the robot computer's CPU; a "
+                        "slower core adds to it; not in the energy)." if calibrate else
+                        "not the search tree's bookkeeping (--no-calibrate: not timed)."))
     host_parts: dict[str, dict[str, float]] = {}
-    ckpt = all_runs[0].meta.get("session", {}).get("checkpoint")
+    ckpt = cost.source if cost is not None else None  # the VLA arms' checkpoint (not a planner run's default)
     if calibrate and cost is not None:
         from edge.profiler.calibrate import measure_parts
 

@@ -169,3 +169,17 @@ def test_machine_info_records_the_result_relevant_package_versions():
     assert info["packages"]["numpy"] == numpy.__version__
     assert set(info["packages"]) >= {"mujoco", "onnxruntime", "torch", "numpy"}
     assert package_versions(("no-such-distribution-xyz",)) == {"no-such-distribution-xyz": None}
+
+
+def test_machine_info_names_the_cpu_model(tmp_path, monkeypatch):
+    import builtins
+
+    from edge import telemetry
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nmodel name\t: Test CPU 9000 @ 3.0GHz\nflags\t: fpu\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: real_open(fake if p == "/proc/cpuinfo" else p, *a, **k))
+    assert telemetry.machine_info()["cpu_model"] == "Test CPU 9000 @ 3.0GHz"
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: (_ for _ in ()).throw(OSError("no cpuinfo")))
+    assert telemetry.cpu_model() is None

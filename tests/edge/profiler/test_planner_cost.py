@@ -1,14 +1,9 @@
-"""edge.profiler.planner_cost: the world-model planner's decision, counted, timed and projected."""
+"""edge.profiler.planner_cost: a world-model planner's decision and run projected on a device."""
 
-import numpy as np
 import pytest
 
-from edge.profiler.device_model import DEVICES, CostProfile, DeviceSpec, PartCost, part_time_s
-from edge.profiler.planner_cost import (count_world_model, decision_time_s, measure_decisions, project_planner_run,
-                                        search_passes)
-from world_models.policy import SHIPPED_BY_TASK
-
-REACH = str(SHIPPED_BY_TASK["reach"])
+from edge.profiler.device_model import CostProfile, DeviceSpec, PartCost, part_time_s
+from edge.profiler.planner_cost import decision_time_s, project_planner_run, search_passes
 
 
 def test_passes_are_a_root_one_per_simulation_and_one_per_advanced_root():
@@ -37,34 +32,7 @@ def test_decision_and_run_projections_add_up():
     assert p["encoder_s"] == pytest.approx(0.02) and p["steps_s"] == pytest.approx(0.095)
     assert p["locator_s"] == pytest.approx(0.01) and p["total_s"] == pytest.approx(0.165)
     assert p["ms_per_action"] == pytest.approx(8.25) and p["ms_per_decision"] == pytest.approx(16.5)
-    assert p["tree_ms_per_action"] == pytest.approx(2.0) and p["energy_j"] == pytest.approx(1.65)
+    assert p["tree_ms_per_action"] == pytest.approx(2.0)
+    assert p["energy_j"] == pytest.approx(1.25)  # the networks' 0.125 s at 10 W: the tree's CPU time not in it
     none = project_planner_run(prof, dev, decisions=0, passes=0, episodes=0, executed=0)
     assert none["ms_per_action"] is None and none["ms_per_decision"] is None and none["total_s"] == 0.0
-
-
-def test_the_shipped_reach_model_is_counted_by_part():
-    cost = count_world_model(REACH)
-    for part in (cost.encoder, cost.step, cost.locator):
-        assert part.flops > 0 and part.kernels > 0 and part.weight_elems > 0
-    # the first frame runs the slot attention's full rounds twice: more work than one tracking pass
-    assert cost.locator.flops > 0.5 * cost.encoder.flops
-    assert 1e5 < cost.parameters < 1e7 and cost.source == REACH
-    # on a launch-bound accelerator a decision grows by one pass's time per simulation
-    nano = DEVICES["orin-nano"]
-    step = decision_time_s(cost, nano, 32) - decision_time_s(cost, nano, 16)
-    assert step == pytest.approx(16 * part_time_s(cost.step, nano))
-
-
-def test_measured_decisions_count_the_passes_the_planner_makes(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
-    rng = np.random.default_rng(0)
-    frames = rng.integers(0, 255, (1, 4, 64, 64, 3), dtype=np.uint8)
-    m = measure_decisions(REACH, frames, simulations=3, backend="onnxruntime")
-    assert m["passes"] == [4, 4, 4, 4]  # a root and one per simulation
-    ahead = measure_decisions(REACH, frames, simulations=3, backend="torch", lookahead=True)
-    assert ahead["passes"] == [4, 5, 5, 5]  # after the first, searched from after the previous move
-    for rows in (m, ahead):
-        assert len(rows["pass_ms"]) == sum(rows["passes"])
-        for d, e, s, p, t in zip(rows["decision_ms"], rows["encoder_ms"], rows["search_ms"], rows["passes_ms"],
-                                 rows["tree_ms"]):
-            assert d == pytest.approx(e + s) and s == pytest.approx(p + t) and e > 0 and p > 0 and t > 0
