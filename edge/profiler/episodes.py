@@ -149,6 +149,8 @@ def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
         "interventions_total": sum(v for k, v in ivs.items() if k not in IGNORED_INTERVENTIONS),
         "overruns": None if virtual else sum(t.overrun_ticks for _, t in ticks),
         "starved_ticks": sum(1 for _, t in ticks if t.starved),
+        # seconds each start / resume of the arm's runs took to get its inference worker ready
+        "worker_start_s": [e["start_s"] for r in runs for e in r.events if e.get("kind") == "worker_started"],
         "per_episode": [{"seed": e.seed, "success": bool(e.success), "steps": e.steps, "queries": e.queries,
                          "nfe": e.nfe, "executed": e.executed} for e in sorted(episodes, key=_seed_key)],
     }

@@ -517,15 +517,18 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
           f"{cfg.get('noise_temperature')}. "
           "Every number is recomputed from the run records (summary.json has them all). Compute per "
           "action: host wall time of encode + scheduler + K steps per executed action (p50 / p99 over "
-          "queries whose chunk executed an action). Overruns are not measured on a virtual clock (-).")
+          "queries whose chunk executed an action). Overruns are not measured on a virtual clock (-). "
+          "Worker start: seconds each start of the arm's runs took to get its inference worker ready "
+          "(median, range).")
     doc.h("Arms")
     doc.table(["arm", "success", "95 % CI", "NFE/action", "rel. NFE", "queries/ep", "compute ms/action p50",
-               "p99", "mean", "interventions", "overruns", "starved", "arm − ref [95 % CI]", "McNemar p",
-               "only ref / only arm"],
+               "p99", "mean", "interventions", "overruns", "starved", "worker start s", "arm − ref [95 % CI]",
+               "McNemar p", "only ref / only arm"],
               [[a["name"], f"{a['successes']}/{a['episodes']}", f"{a['ci95'][0]:.2f}-{a['ci95'][1]:.2f}",
                 a["nfe_per_action"], a["relative_nfe_per_action"], a["queries_per_episode"],
                 a["compute_ms_per_action_p50"], a["compute_ms_per_action_p99"], a["compute_ms_per_action_mean"],
-                a["interventions_total"], a["overruns"], a["starved_ticks"], difference_text(a["paired_vs_reference"]),
+                a["interventions_total"], a["overruns"], a["starved_ticks"], _start_text(a.get("worker_start_s")),
+                difference_text(a["paired_vs_reference"]),
                 a["paired_vs_reference"]["mcnemar_p"],
                 f"{a['paired_vs_reference']['only_a']} / {a['paired_vs_reference']['only_b']}"] for a in arms])
     doc.img(pngs["success_vs_nfe"], "success with 95 % Wilson intervals against NFE per executed action"
@@ -589,6 +592,17 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
         doc.p(note)
     md, html_path = doc.write(out)
     return {"summary": out / "summary.json", "md": md, "html": html_path, "pngs": pngs}
+
+
+def _start_text(starts: list[float] | None) -> str:
+    """The worker's start-up: the one start's seconds, or the median and range of several, or "-"."""
+    if not starts:
+        return "-"
+    if len(starts) == 1:
+        return f"{starts[0]:.3g}"
+    xs = sorted(starts)
+    mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+    return f"{mid:.3g} ({xs[0]:.3g}–{xs[-1]:.3g}, {len(xs)} starts)"
 
 
 def difference_text(p: dict[str, Any]) -> str:

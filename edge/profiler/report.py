@@ -27,7 +27,7 @@ from edge.telemetry import RunData, read_run, summarize
 SUMMARY_KEYS = ("episodes", "successes", "ticks", "executed_actions", "queries", "mean_K", "mean_C",
                 "nfe_total", "nfe_per_action", "latency_p50_ms", "latency_p99_ms", "compute_p50_ms",
                 "tick_overhead_p50_ms", "tick_overhead_p99_ms", "lateness_p99_ms", "overruns",
-                "starved_ticks", "dropped_late", "expired_chunks", "interventions_total")
+                "starved_ticks", "dropped_late", "expired_chunks", "interventions_total", "worker_start_s")
 TIMING_KEYS = ("lateness_p99_ms", "overruns")  # not measured on a virtual clock
 SESSION_KEYS = ("task", "sim", "scheduler", "adapter", "num_steps", "execute", "backend", "seam", "clock",
                 "execution", "latency", "latency_ms", "noise_temperature", "seed", "checkpoint")

@@ -58,6 +58,13 @@ def test_summary_numbers_equal_those_recomputed_from_the_records(profiled):
         only_ref = sum(ref["outcomes"][s] and not r["outcomes"][s] for s in r["outcomes"])
         only_arm = sum(r["outcomes"][s] and not ref["outcomes"][s] for s in r["outcomes"])
         assert a["paired_vs_reference"]["mcnemar_p"] == mcnemar_exact(only_ref, only_arm)
+        seeds = sorted(r["outcomes"])
+        d = [float(r["outcomes"][s]) - float(ref["outcomes"][s]) for s in seeds]
+        assert a["paired_vs_reference"]["arm_minus_reference"] == pytest.approx(sum(d) / len(d), abs=1e-4)
+        lo, hi = a["paired_vs_reference"]["arm_minus_reference_ci95"]
+        assert min(d) <= lo <= sum(d) / len(d) <= hi <= max(d)
+        events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        assert a["worker_start_s"] == [e["start_s"] for e in events if e["kind"] == "worker_started"] != []
         # projections follow from the counts and the cost profile
         from edge.profiler.device_model import CostProfile, get_device, project_run
 

@@ -21,6 +21,8 @@ def test_report_of_a_run_directory(profiled, tmp_path, capsys):
     assert html.count("data:image/png;base64,") == 3 and "<img alt='' src='timeline" not in html
     md = (rep / "report.md").read_text()
     assert "![" in md and "timeline_ep0.png" in md and "| scheduler | fixed |" in md
+    start = [line for line in md.splitlines() if line.startswith("| worker_start_s |")]
+    assert len(start) == 1 and "[" in start[0]  # the one start's seconds, from the run's event
 
 
 def test_episode_series_reads_the_typed_records(profiled):
