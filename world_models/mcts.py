@@ -51,6 +51,7 @@ __all__ = [
     "RecurrentFnOutput",
     "RootFnOutput",
     "SearchOutput",
+    "StopFn",
     "gumbel_muzero_policy",
     "muzero_policy",
     "tree_index",
@@ -86,6 +87,7 @@ class SearchOutput:
     visit_counts: np.ndarray  # (B, A) int64 root child visits
     q_values: np.ndarray  # (B, A) root child Q, NaN where unvisited
     max_depth: np.ndarray  # (B,) int64 depth of the deepest node (root = 0)
+    simulations: int = 0  # simulations run (the same for every batch element; fewer than asked when stopped)
 
 
 # ---------------------------------------------------------------------------------------- pytrees
@@ -278,9 +280,17 @@ class _Tree:
 SelectFn = Callable[[_Tree, np.ndarray, bool, int], np.ndarray]
 
 
-def _run(tree: _Tree, recurrent_fn: RecurrentFn, num_simulations: int, select: SelectFn) -> None:
-    """Simulate: descend with ``select`` until an unexpanded edge, expand it in one batched call, back up."""
+StopFn = Callable[[int], bool]
+
+
+def _run(tree: _Tree, recurrent_fn: RecurrentFn, num_simulations: int, select: SelectFn,
+         should_stop: StopFn | None = None) -> int:
+    """Simulate: descend with ``select`` until an unexpanded edge, expand it in one batched call, back
+    up. ``should_stop(done)`` is asked before every simulation after the first; True ends the search there.
+    Returns the simulations run."""
     for sim in range(num_simulations):
+        if sim and should_stop is not None and should_stop(sim):
+            return sim
         node = np.zeros(tree.B, dtype=np.int64)
         parent, action = node.copy(), node.copy()
         active = np.ones(tree.B, dtype=bool)
@@ -296,6 +306,7 @@ def _run(tree: _Tree, recurrent_fn: RecurrentFn, num_simulations: int, select: S
         out, embedding = recurrent_fn(_gather(tree.embeddings, parent), action)
         leaf = tree.expand(parent, action, out, embedding)
         tree.backup(leaf, tree.net_value[:, leaf])
+    return num_simulations
 
 
 def _root_summary(tree: _Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -322,6 +333,7 @@ def muzero_policy(
     pb_c_base: float = 19652.0,
     temperature: float = 1.0,
     invalid_actions: np.ndarray | None = None,
+    stop: StopFn | None = None,
 ) -> SearchOutput:
     """MuZero pUCT search; ``action_weights`` is the root visit distribution.
 
@@ -329,7 +341,9 @@ def muzero_policy(
     ``c = pb_c_init + log((N + pb_c_base + 1)/pb_c_base)`` and Q̄ the min-max normalised Q.
     Dirichlet(``dirichlet_alpha``) noise is mixed into the root prior (valid actions only) with
     weight ``dirichlet_fraction``. Acting: ``temperature`` 0 takes the most visited action,
-    otherwise samples from visits^(1/temperature).
+    otherwise samples from visits^(1/temperature). ``stop(done)``, asked before every simulation
+    after the first, ends the search early when it returns True (an anytime search, e.g. against a
+    deadline): the output is that of the simulations run (``SearchOutput.simulations``).
     """
     num_simulations = _check_sims(num_simulations)
     if not dirichlet_alpha > 0:
@@ -361,7 +375,7 @@ def muzero_policy(
             score = np.where(invalid, -np.inf, score)
         return np.argmax(score, axis=1)
 
-    _run(tree, recurrent_fn, num_simulations, select)
+    done = _run(tree, recurrent_fn, num_simulations, select, stop)
     n, q, root_value, max_depth = _root_summary(tree)
     if temperature == 0:
         action = np.argmax(np.where(invalid, -np.inf, n + 0.5 * net_prior), axis=1)  # prior < 1 breaks ties only
@@ -372,7 +386,7 @@ def muzero_policy(
         action = np.minimum((cdf <= u[:, None]).sum(axis=1), tree.A - 1)  # first index with cdf > u
     return SearchOutput(
         action=action.astype(np.int64), action_weights=n / n.sum(axis=1, keepdims=True), root_value=root_value,
-        visit_counts=n.astype(np.int64), q_values=q, max_depth=max_depth,
+        visit_counts=n.astype(np.int64), q_values=q, max_depth=max_depth, simulations=done,
     )
 
 
@@ -425,12 +439,15 @@ def gumbel_muzero_policy(
     value_scale: float = 0.1,
     maxvisit_init: float = 50.0,
     invalid_actions: np.ndarray | None = None,
+    stop: StopFn | None = None,
 ) -> SearchOutput:
     """Gumbel MuZero: Sequential Halving over the top-m root actions by g + logits, deterministic
     interior selection ``argmax(π'(a) − N(a)/(1 + ΣN))`` with π' = softmax(logits + σ(completed Q)).
 
     ``action`` is the Sequential Halving winner (the most visited considered action with the highest
-    g + logits + σ(q)); ``action_weights`` = softmax(logits + σ(completed Q)) at the root.
+    g + logits + σ(q)); ``action_weights`` = softmax(logits + σ(completed Q)) at the root. ``stop``:
+    as in :func:`muzero_policy`; stopped mid-way, the halving's visits so far decide (the most
+    visited considered actions, by g + logits + σ(q)).
     """
     num_simulations = _check_sims(num_simulations)
     if isinstance(max_num_considered_actions, bool) or not isinstance(max_num_considered_actions, (int, np.integer)) \
@@ -456,11 +473,11 @@ def gumbel_muzero_policy(
         pi = _softmax(tree.logits[tree.ar, node] + sigma)
         return np.argmax(pi - n / (1.0 + n.sum(axis=1, keepdims=True)), axis=1)
 
-    _run(tree, recurrent_fn, num_simulations, select)
+    done = _run(tree, recurrent_fn, num_simulations, select, stop)
     n, q, root_value, max_depth = _root_summary(tree)
     sigma, _ = _sigma_completed_q(tree, np.zeros(tree.B, dtype=np.int64), maxvisit_init, value_scale)
     winner = np.where(n == n.max(axis=1, keepdims=True), g_logits + sigma, -np.inf)
     return SearchOutput(
         action=np.argmax(winner, axis=1).astype(np.int64), action_weights=_softmax(root_logits + sigma),
-        root_value=root_value, visit_counts=n.astype(np.int64), q_values=q, max_depth=max_depth,
+        root_value=root_value, visit_counts=n.astype(np.int64), q_values=q, max_depth=max_depth, simulations=done,
     )

@@ -138,28 +138,31 @@ class Planner:
 
     def plan(self, hist: History, rng: np.random.Generator, explore: bool, temperature: float = 1.0,
              rows: np.ndarray | None = None, after: np.ndarray | None = None,
-             invalid_actions: np.ndarray | None = None) -> mcts.SearchOutput:
+             invalid_actions: np.ndarray | None = None, stop: mcts.StopFn | None = None) -> mcts.SearchOutput:
         """Search from the current state of each environment in ``rows`` (default: all); with
         ``after`` (one action per searched environment), from the state the model predicts after
         that action instead (:meth:`advance`). ``self.last_root`` keeps the current state's root
         (its embedding's ``child_z``: the predicted next state for every action). ``invalid_actions``
-        (searched environments, A) bool: root actions the search does not consider."""
+        (searched environments, A) bool: root actions the search does not consider. ``stop``: ends the
+        search before a simulation when it returns True (:func:`world_models.mcts.muzero_policy`)."""
         sl = slice(None) if rows is None else rows
         root = self.last_root = self.root(hist.states[sl], hist.actions[sl], hist.valid[sl])
         if after is not None:
             root = self.advance(root, after)
-        return run_search(root, self.recurrent, self.cfg, rng, explore, temperature, invalid_actions)
+        return run_search(root, self.recurrent, self.cfg, rng, explore, temperature, invalid_actions, stop)
 
 
 def run_search(root: mcts.RootFnOutput, recurrent: mcts.RecurrentFn, cfg: PlannerConfig,
                rng: np.random.Generator, explore: bool = False, temperature: float = 1.0,
-               invalid_actions: np.ndarray | None = None) -> mcts.SearchOutput:
+               invalid_actions: np.ndarray | None = None, stop: mcts.StopFn | None = None) -> mcts.SearchOutput:
     """The search ``cfg`` names over any root / recurrent functions; without ``explore`` no Gumbel
     or Dirichlet noise and the most visited action (as the agents act at evaluation)."""
     if cfg.search == "gumbel":
         return mcts.gumbel_muzero_policy(root, recurrent, cfg.num_simulations, rng,
                                          max_num_considered_actions=cfg.max_considered,
-                                         gumbel_scale=1.0 if explore else 0.0, invalid_actions=invalid_actions)
+                                         gumbel_scale=1.0 if explore else 0.0, invalid_actions=invalid_actions,
+                                         stop=stop)
     return mcts.muzero_policy(root, recurrent, cfg.num_simulations, rng, dirichlet_alpha=cfg.dirichlet_alpha,
                               dirichlet_fraction=cfg.dirichlet_fraction if explore else 0.0,
-                              temperature=temperature if explore else 0.0, invalid_actions=invalid_actions)
+                              temperature=temperature if explore else 0.0, invalid_actions=invalid_actions,
+                              stop=stop)

@@ -124,7 +124,8 @@ class WorldModelPolicy:
 
     def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
                  backend: str = "torch", ort_threads: int = 1, lookahead: bool = False,
-                 workspace: tuple[Any, Any] | None = None, task: str | None = None) -> None:
+                 workspace: tuple[Any, Any] | None = None, task: str | None = None,
+                 deadline_ms: float = 0.0) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
@@ -132,6 +133,9 @@ class WorldModelPolicy:
 
         if backend not in PLAN_BACKENDS:
             raise EdgeError(f"--plan-backend {backend!r}: choose one of {PLAN_BACKENDS}")
+        if not (np.isfinite(deadline_ms) and deadline_ms >= 0):
+            raise EdgeError(f"--plan-deadline-ms {deadline_ms!r}: must be >= 0 (0 = no deadline)")
+        self.deadline_ms = float(deadline_ms)
         cfg, model, manifest = load_world_model(path, verify=verify)
         if task is not None and RUNTIME_TASK[cfg.env.task] != task:  # before anything is exported or loaded
             raise EdgeError(f"--world-model {path}: a {cfg.env.task} model runs --task {RUNTIME_TASK[cfg.env.task]}, "
@@ -205,6 +209,7 @@ class WorldModelPolicy:
     def describe(self) -> dict:
         return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
+                "deadline_ms": self.deadline_ms or None,
                 "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,
                 "workspace_mask": None if self.workspace is None else [self.workspace[0].tolist(), self.workspace[1].tolist()],
                 "frame": f"centre {self.view_side}x{self.view_side} of a {self.render_side}x{self.render_side} render",
@@ -245,10 +250,14 @@ class WorldModelPolicy:
         else:
             update(state)
         invalid = None if self.workspace is None else self._invalid_moves(obs, ahead_xy)
+        stop = None
+        if self.deadline_ms > 0:  # anytime: no new simulation once the decision has run this long
+            end = t0 + self.deadline_ms / 1e3
+            stop = lambda done: time.perf_counter() >= end  # noqa: E731
         t1 = time.perf_counter()
         out = self.planner.plan(self.hist, self.rng, explore=False,
                                 after=None if after is None else np.array([after]),
-                                invalid_actions=None if invalid is None else invalid[None])
+                                invalid_actions=None if invalid is None else invalid[None], stop=stop)
         a = int(out.action[0])
         self._last_action, self.last_search = a, out
         self._pred = self.planner.last_root.embedding["child_z"][0]
@@ -333,6 +342,8 @@ class WorldModelPolicy:
         a = self._decide(obs, update, after, ahead_xy)
         st["decisions"] += 1
         st["ahead"] += int(after is not None)
+        st["simulations"] += int(self.last_search.simulations)
+        st["cut"] += int(self.last_search.simulations < self.planner.cfg.num_simulations)
         return a, after
 
     def _note_prediction(self, move: int, state: np.ndarray) -> None:
@@ -350,11 +361,13 @@ class WorldModelPolicy:
     @staticmethod
     def _zero_stats() -> dict:
         return {"decisions": 0, "ahead": 0, "held": 0, "modified": 0, "context_resets": 0, "foreign_queued": 0,
-                "masked": 0, "masked_moves": 0, "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0}
+                "masked": 0, "masked_moves": 0, "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0, "simulations": 0,
+                "cut": 0}
 
     def episode_stats(self, reset: bool = False) -> dict:
         """This episode's planner counts (extra fields of the episode record): decisions, those
-        searched from after a queued move (``planner_ahead``), frames after a hold
+        searched from after a queued move (``planner_ahead``), the simulations the searches ran
+        (``planner_simulations``) and the decisions the deadline cut short (``planner_cut``), frames after a hold
         (``planner_held``), moves the safety layer changed (``planner_modified``, taken as the
         nearest move), context restarts, queued actions that were not planner moves, decisions
         with root moves masked by the workspace (``planner_masked``, ``planner_masked_moves``), and the
@@ -362,8 +375,8 @@ class WorldModelPolicy:
         change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions)."""
         st = self._stats
         n = st["pred_n"]
-        out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "held", "modified", "context_resets",
-                                               "foreign_queued", "pred_n")}
+        out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "simulations", "cut", "held", "modified",
+                                               "context_resets", "foreign_queued", "pred_n")}
         if self.workspace is not None:
             out.update(planner_masked=st["masked"], planner_masked_moves=st["masked_moves"])
         out["planner_pred_mse"] = st["pred_sse"] / n if n else None
@@ -402,7 +415,7 @@ def wall_cut(xy: np.ndarray, moves: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
 
 def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     """Registry factory: ``--world-model DIR`` ('' = the shipped model for the task: push3's or
-    reach3's), ``--plan-simulations``, ``--plan-backend``."""
+    reach3's), ``--plan-simulations``, ``--plan-backend``, ``--plan-deadline-ms``."""
     if cfg.scene.task not in SHIPPED_BY_TASK:
         raise EdgeError(f"--policy comet plans the object tasks: run it with --task push or reach (got --task "
                         f"{cfg.scene.task})")
@@ -436,4 +449,4 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
                             seed=int(cfg.run.seed), verify=cfg.policy.verify,
                             backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace,
-                            task=cfg.scene.task)
+                            task=cfg.scene.task, deadline_ms=float(cfg.policy.comet.plan_deadline_ms))

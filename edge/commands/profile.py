@@ -27,7 +27,9 @@ def register(sub) -> None:
                    help="comma-separated arms: fixed:KxC | dvac[:K] | eqrl[:ADAPTER_DIR] | comet[:N] (the "
                         "world-model planner with N simulations, --task push or reach, one move per decision, sync; "
                         "comet = the model's own number, labelled apart from comet:16) | comet-ahead[:N] (the "
-                        "planner async: a decision every tick, searched from after the queued move) "
+                        "planner async: a decision every tick, searched from after the queued move); either "
+                        "with +mask (the workspace mask: comet-ahead+mask:N) and @MS (a decision's deadline in "
+                        "ms: comet-ahead:32@40) "
                         "(default fixed:10x8,fixed:2x8; with --runs: every arm found)")
     p.add_argument("--backends", default=None,
                    help="comma-separated: torch, onnxruntime, tensorrt (default onnxruntime); for comet arms, "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -114,6 +115,9 @@ def register(sub) -> None:
                    help="--policy comet: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--plan-simulations", type=int, default=0,
                    help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
+    p.add_argument("--plan-deadline-ms", type=float, default=0.0,
+                   help="--policy comet: a decision's wall-clock limit in ms: once it has run this long the "
+                        "search starts no new simulation and acts on those run, at least one (default 0 = none)")
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
                    help="--policy comet: what runs the search's model passes (default onnxruntime: an ONNX "
                         "graph exported once per model into the edge cache and checked against torch)")
@@ -288,11 +292,18 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
-    if (args.world_model or args.plan_simulations or args.plan_backend or args.plan_workspace_mask) and not planner:
-        raise EdgeError("--world-model / --plan-simulations / --plan-backend / --plan-workspace-mask configure "
-                        "--policy comet; add --policy comet or drop them")
+    given = [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
+                                  ("--plan-backend", args.plan_backend),
+                                  ("--plan-workspace-mask", args.plan_workspace_mask),
+                                  ("--plan-deadline-ms", args.plan_deadline_ms)) if v]
+    if given and not planner:
+        one = len(given) == 1
+        raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} --policy comet; add --policy comet or "
+                        f"drop {'it' if one else 'them'}")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
+    if not (math.isfinite(args.plan_deadline_ms) and args.plan_deadline_ms >= 0):
+        raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be >= 0 ms (0 = no deadline)")
     # a resumed planner run keeps the defaults it was started with (None: not resumed, or unreadable:
     # resume_state names what it cannot read)
     started = _started_config(args) if planner and args.resume else None
@@ -346,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
+                        plan_deadline_ms=args.plan_deadline_ms,
                         plan_backend=args.plan_backend or "onnxruntime",
                         plan_workspace_mask=workspace_mask,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,

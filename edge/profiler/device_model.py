@@ -98,7 +98,7 @@ DEVICES: dict[str, DeviceSpec] = {d.name: d for d in (
         assumptions="fp16 rate derived from the FP4 figure (not published directly); launch 15 us "
                     "(faster CPU than Orin, same driver path); efficiency 0.3"),
     DeviceSpec(
-        "x86-cpu", "x86 CPU core (this host: Intel Xeon, AVX-512, 2.6 GHz; 1 thread)",
+        "x86-cpu", "x86 CPU core (the fit's host: Intel Xeon, AVX-512, 2.6 GHz; 1 thread)",
         # 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 2.6 GHz, one core (runs use 1 thread)
         fp32_tflops=0.166, fp16_tflops=0.166, bandwidth_gb_s=100.0, power_w=6.25,
         launch_overhead_us=4.7, efficiency=0.78, precision="fp32", launch_unit="ops",

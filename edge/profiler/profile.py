@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -64,7 +65,11 @@ class Arm:
 
 def parse_scheduler(spec: str) -> dict[str, Any]:
     """A scheduler spec -> RuntimeConfig settings by short name (scheduler, num_steps, execute, adapter)."""
-    kind, _, arg = spec.strip().partition(":")
+    spec, _, deadline = spec.strip().partition("@")  # comet arms: @MS, a decision's wall-clock limit
+    kind, _, arg = spec.partition(":")
+    if deadline and kind not in ("comet", "comet-ahead", "comet+mask", "comet-ahead+mask"):
+        raise EdgeError(f"scheduler {spec}@{deadline}: only planner arms take @MS (a decision's deadline), "
+                        "e.g. comet-ahead:32@40")
     if kind == "fixed":
         if not arg:
             return {"scheduler": "fixed", "num_steps": 10, "execute": 8}
@@ -83,6 +88,15 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         extra = {"plan_workspace_mask": mask}  # +mask: root moves the workspace box would cut are not searched
         if arg and not arg.isdigit():
             raise EdgeError(f"scheduler {spec!r}: write {kind} or {kind}:N (tree-search simulations per decision)")
+        if deadline:
+            try:
+                ms = float(deadline)
+            except ValueError:
+                ms = float("nan")
+            if not (math.isfinite(ms) and 0 < ms <= 60000):
+                raise EdgeError(f"scheduler {spec}@{deadline}: write {kind}:N@MS with MS a decision's deadline in "
+                                "ms, in (0, 60000], e.g. comet-ahead:32@40")
+            extra["plan_deadline_ms"] = ms
         if int(arg or 0) > 10000:
             raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision ({kind}:N, N in 0..10000; "
                             "0 = the model's own)")
@@ -120,7 +134,9 @@ def arm_of_session(session: dict[str, Any]) -> Arm:
         sims = session.get("plan_simulations") or 0
         name = ("comet-ahead" if session.get("execution") == "async" else "comet") + (
             "+mask" if session.get("plan_workspace_mask") else "")
-        return Arm(f"{name}:{sims}" if sims else name, str(session.get("plan_backend") or "torch"))
+        deadline = session.get("plan_deadline_ms") or 0
+        label = (f"{name}:{sims}" if sims else name) + (f"@{deadline:g}" if deadline else "")
+        return Arm(label, str(session.get("plan_backend") or "torch"))
     if policy not in ("vla", "auto"):
         return Arm(policy, str(session.get("backend", "?")))
     sched = session.get("scheduler", "fixed")
@@ -355,7 +371,10 @@ def planner_world_model(run: RunData) -> str:
 
 def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
     """A planner arm's decisions, searches started after a queued move, simulations per decision
-    (one budget per arm) and the model passes these make (:func:`search_passes`); raises
+    (one budget per arm), the simulations run (fewer than decisions x budget where a deadline cut
+    searches short: the episodes' ``planner_simulations``; older records: decisions x budget) and
+    the model passes these make (a root pass per decision, one per simulation run, one per search
+    from after a queued move); raises
     EdgeError, saying why, where the records cannot give them (several or unrecorded budgets;
     episodes recorded before the planner counted its decisions)."""
     from edge.profiler.planner_cost import search_passes
@@ -370,7 +389,14 @@ def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
                         "after a queued move (planner_decisions / planner_ahead)")
     decisions = sum(int(e["planner_decisions"]) for e in episodes)
     ahead = sum(int(e["planner_ahead"]) for e in episodes)
-    return {"simulations": n, "decisions": decisions, "ahead": ahead, "passes": search_passes(decisions, n, ahead)}
+    if all("planner_simulations" in e for e in episodes):
+        run = sum(int(e["planner_simulations"]) for e in episodes)
+    elif any((r.meta.get("policy") or {}).get("deadline_ms") for r in runs):
+        raise EdgeError("its episodes ran under a deadline but do not record the simulations run (planner_simulations)")
+    else:  # recorded before the count existed: every search ran its budget
+        run = decisions * n
+    return {"simulations": n, "decisions": decisions, "ahead": ahead, "simulations_run": run,
+            "passes": search_passes(decisions, 0, ahead) + run}
 
 
 def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planner_arms: set[str],
@@ -451,7 +477,7 @@ def planner_projection(stats: dict[str, Any], pc: dict[str, Any], devices: Seque
     from edge.profiler.planner_cost import project_planner_run
 
     host = pc.get("host_parts_ms") or {}
-    tree_s = 1e-3 * host.get("tree_per_simulation", 0.0) * pc["simulations"] * pc["decisions"]
+    tree_s = 1e-3 * host.get("tree_per_simulation", 0.0) * pc["simulations_run"]
     return {d: project_planner_run(pc["profile"], get_device(d), pc["decisions"], pc["passes"],
                                    stats["episodes_with_queries"], stats["executed_actions"], tree_s) for d in devices}
 
@@ -464,7 +490,7 @@ def planner_host_breakdown(stats: dict[str, Any], pc: dict[str, Any]) -> dict[st
         return None
     enc = pc["decisions"] * host["encoder"] / ex
     steps = pc["passes"] * host["pass"] / ex
-    tree = pc["decisions"] * pc["simulations"] * host["tree_per_simulation"] / ex
+    tree = pc["simulations_run"] * host["tree_per_simulation"] / ex
     total = stats["compute_ms_per_action_mean"]
     return {"encoder_ms": enc, "steps_ms": steps, "locator_ms": 0.0, "tree_ms": tree,
             "other_ms": max(0.0, total - enc - steps - tree), "total_ms": total}
@@ -715,7 +741,7 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
         "grid": str(grid or DEFAULT_GRID) if load_grid(grid) else None,
         "notes": notes + [
             "Device projections: published peak / bandwidth / power with assumed efficiency and "
-            "per-kernel launch overhead (x86-cpu fitted on this host: "
+            "per-kernel launch overhead (x86-cpu fitted on the host recorded in "
             "benchmarks/results/device_calibration.json); energy = rated module power x projected "
             "time, an upper bound where the work is launch-bound (a GPU waiting on launches draws "
             "less than its rating). Nothing was run on those devices."],

@@ -100,6 +100,9 @@ class CometPolicyConfig:
                             choices=("torch", "onnxruntime"))
     workspace_mask: bool = cfg(True, "the search does not consider root moves the robot's workspace box would "
                                       "cut to under half their length (from the TCP in the proprio)")
+    plan_deadline_ms: float = cfg(0.0, "a decision's wall-clock limit (ms; 0 = none): once the decision has run "
+                                       "this long the search starts no new simulation and acts on those run "
+                                       "(at least one)", range=(0.0, 60000.0))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -280,6 +283,7 @@ SHORTCUTS: dict[str, str] = {
     "policy": "policy.name", "checkpoint": "policy.checkpoint", "verify": "policy.verify",
     "world_model": "policy.comet.world_model", "plan_simulations": "policy.comet.plan_simulations",
     "plan_backend": "policy.comet.plan_backend", "plan_workspace_mask": "policy.comet.workspace_mask",
+    "plan_deadline_ms": "policy.comet.plan_deadline_ms",
     "backend": "backend.name",
     "scheduler": "scheduler.kind", "num_steps": "scheduler.{kind}.num_steps",
     "execute": "scheduler.{kind}.execute", "adapter": "scheduler.eqrl.adapter",

@@ -371,3 +371,31 @@ def test_search_overhead_is_small():
         t0 = time.perf_counter()
         fn(root, model, 32, np.random.default_rng(0))
         assert (time.perf_counter() - t0) / 32 < 10e-3
+
+
+@pytest.mark.parametrize("kind", SEARCHES)
+def test_a_stopped_search_runs_and_reports_the_simulations_it_was_let_run(kind):
+    asked = []
+
+    def stop_after(k):
+        def stop(done):
+            asked.append(done)
+            return done >= k
+        return stop
+
+    env = two_step()
+    out = run(kind, env, [0, 0], 16, stop=stop_after(5), **EXACT[kind])
+    assert out.simulations == 5 and env.calls == 5 and asked == [1, 2, 3, 4, 5]
+    assert out.visit_counts.sum(axis=1).tolist() == [5, 5]
+    env = two_step()
+    first = run(kind, env, [0, 0], 16, stop=lambda done: True, **EXACT[kind])
+    assert first.simulations == 1 and env.calls == 1  # the first simulation always runs
+    assert run(kind, two_step(), [0, 0], 16, **EXACT[kind]).simulations == 16
+
+
+def test_a_stopped_puct_search_is_the_search_of_that_budget():
+    """pUCT's selection does not depend on the budget: stopped after k it is exactly a k-simulation search."""
+    stopped = run("puct", two_step(), [0, 0, 0], 32, stop=lambda done: done >= 7)
+    full = run("puct", two_step(), [0, 0, 0], 7)
+    for field in ("action", "visit_counts", "root_value", "max_depth"):
+        np.testing.assert_array_equal(getattr(stopped, field), getattr(full, field))

@@ -452,7 +452,7 @@ def test_edge_run_comet_workspace_mask_is_recorded(slot_world_model, tmp_path, c
     capsys.readouterr()
     assert main(["run", "--policy", "expert", "--episodes", "1", "--plan-workspace-mask", "on",
                  "--out", str(tmp_path / "x")]) == 2
-    assert "--plan-workspace-mask configure --policy comet" in capsys.readouterr().err
+    assert "--plan-workspace-mask configures --policy comet" in capsys.readouterr().err
 
 
 def test_workspace_mask_in_the_loop_keeps_moves_off_the_walls(slot_world_model, tmp_path):
@@ -490,3 +490,52 @@ def test_the_planner_reads_the_tcp_where_the_sim_puts_it():
     from edge.training.vla.synthetic import PROPRIO_LAYOUT
 
     assert tuple(sim_env.PROPRIO_LAYOUT) == tuple(PROPRIO_LAYOUT)
+
+
+def test_a_decision_deadline_cuts_the_search_and_is_counted(tmp_path, monkeypatch):
+    import numpy as np
+
+    from edge.errors import EdgeError
+    from world_models.policy import SHIPPED_BY_TASK, WorldModelPolicy
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
+    reach = SHIPPED_BY_TASK["reach"]
+
+    def decide(pol):
+        prev = None
+        for f in frames:
+            cmd = None if prev is None else pol.sample(prev, None, 1)[-1]
+            prev, _ = pol.encode_query({"front": f}, None, None if cmd is None else (cmd,))
+        return pol.episode_stats(reset=True)
+
+    free = decide(WorldModelPolicy(reach, simulations=8))
+    assert free["planner_decisions"] == 4 and free["planner_simulations"] == 32 and free["planner_cut"] == 0
+    # a deadline already past when the search starts: one simulation each (the first always runs)
+    cut = WorldModelPolicy(reach, simulations=8, deadline_ms=1e-6)
+    assert cut.describe()["deadline_ms"] == 1e-6
+    st = decide(cut)
+    assert st["planner_simulations"] == 4 and st["planner_cut"] == 4 and cut.last_search.simulations == 1
+    roomy = decide(WorldModelPolicy(reach, simulations=8, deadline_ms=60000))  # never reached
+    assert roomy["planner_simulations"] == 32 and roomy["planner_cut"] == 0
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(EdgeError, match="--plan-deadline-ms"):
+            WorldModelPolicy(reach, simulations=8, deadline_ms=bad)
+
+
+def test_plan_deadline_flag_is_checked_and_recorded(tmp_path, capsys):
+    assert main(["run", "--plan-deadline-ms", "20", "--out", str(tmp_path / "a")]) == 2
+    assert "--plan-deadline-ms configures --policy comet" in capsys.readouterr().err
+    assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "-5",
+                 "--out", str(tmp_path / "b")]) == 2
+    assert "--plan-deadline-ms -5: must be >= 0" in capsys.readouterr().err
+    out = tmp_path / "c"
+    assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "25", "--episodes", "1",
+                 "--set", "max_steps=4", "--out", str(out)]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["plan_deadline_ms"] == 25.0 and meta["policy"]["deadline_ms"] == 25.0
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert ep["planner_simulations"] <= 16 * ep["planner_decisions"] and "planner_cut" in ep
+    assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "30", "--episodes", "2",
+                 "--set", "max_steps=4", "--out", str(out), "--resume"]) == 2  # another deadline: not mixed
+    assert "plan_deadline_ms" in capsys.readouterr().err

@@ -273,3 +273,26 @@ def test_comet_arms_need_an_object_task_and_a_planner_latency_before_anything_ru
     assert main(["run", "--policy", "comet", "--task", "push", "--latency", "per_step",
                  "--out", str(tmp_path / "r")]) == 2
     assert "--latency per_step" in capsys.readouterr().err
+
+
+def test_planner_arms_take_a_decision_deadline(tmp_path, monkeypatch):
+    from edge.profiler.profile import arm_of_session
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    spec = parse_scheduler("comet-ahead+mask:32@40")
+    assert spec["plan_deadline_ms"] == 40.0 and spec["plan_simulations"] == 32 and spec["execution"] == "async"
+    assert "plan_deadline_ms" not in parse_scheduler("comet:8")
+    assert arm_of_session({**spec, "policy": "comet"}).label == "comet-ahead+mask:32@40"
+    for bad, said in (("fixed:2x8@40", "only planner arms take @MS"), ("comet:4@x", "comet:N@MS"),
+                      ("comet:4@0", "comet:N@MS"), ("comet-ahead:4@nan", "comet-ahead:N@MS")):
+        with pytest.raises(EdgeError, match=said):
+            parse_scheduler(bad)
+    out = tmp_path / "p"  # a deadline no search meets: one simulation per decision, counted as run
+    assert main(["profile", "--schedulers", "comet:3@0.001", "--backends", "onnxruntime", "--task", "reach",
+                 "--episodes", "1", "--max-steps", "5", "--no-calibrate", "--device", "orin-nano",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    (arm,) = summary["arms"]
+    pc = summary["planner_cost"][arm["name"]]
+    assert arm["label"] == "comet:3@0.001" and pc["simulations"] == 3
+    assert pc["simulations_run"] == pc["decisions"] and pc["passes"] == 2 * pc["decisions"] + pc["ahead"]
