@@ -87,7 +87,7 @@ class SearchOutput:
     visit_counts: np.ndarray  # (B, A) int64 root child visits
     q_values: np.ndarray  # (B, A) root child Q, NaN where unvisited
     max_depth: np.ndarray  # (B,) int64 depth of the deepest node (root = 0)
-    simulations: int = 0  # simulations run (the same for every batch element; fewer than asked when stopped)
+    simulations: int = -1  # simulations run (the same for every batch element; fewer than asked when stopped)
 
 
 # ---------------------------------------------------------------------------------------- pytrees
@@ -446,8 +446,11 @@ def gumbel_muzero_policy(
 
     ``action`` is the Sequential Halving winner (the most visited considered action with the highest
     g + logits + σ(q)); ``action_weights`` = softmax(logits + σ(completed Q)) at the root. ``stop``:
-    as in :func:`muzero_policy`; stopped mid-way, the halving's visits so far decide (the most
-    visited considered actions, by g + logits + σ(q)).
+    as in :func:`muzero_policy`, but a stopped search is *not* the search of the simulations it ran:
+    the halving's schedule is laid out for ``num_simulations`` and truncated where it stopped, so
+    the winner is among the actions most visited so far (e.g. 64's schedule stopped after 16 has
+    visited each of 8 considered actions twice and halved nothing; stopped inside a round, only the
+    actions that round has reached are candidates).
     """
     num_simulations = _check_sims(num_simulations)
     if isinstance(max_num_considered_actions, bool) or not isinstance(max_num_considered_actions, (int, np.integer)) \

@@ -115,9 +115,11 @@ def register(sub) -> None:
                    help="--policy comet: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--plan-simulations", type=int, default=0,
                    help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
-    p.add_argument("--plan-deadline-ms", type=float, default=0.0,
-                   help="--policy comet: a decision's wall-clock limit in ms: once it has run this long the "
-                        "search starts no new simulation and acts on those run, at least one (default 0 = none)")
+    p.add_argument("--plan-deadline-ms", type=float, default=None,
+                   help="--policy comet: a decision's wall-clock limit in ms (at most 60000): once it has run this "
+                        "long the search starts no new simulation and acts on those run, at least one, so a "
+                        "decision can overrun it by one simulation and the search's end (default 0 = none; "
+                        "--resume: as the run was started)")
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
                    help="--policy comet: what runs the search's model passes (default onnxruntime: an ONNX "
                         "graph exported once per model into the edge cache and checked against torch)")
@@ -295,15 +297,16 @@ def run(args: argparse.Namespace) -> int:
     given = [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
                                   ("--plan-backend", args.plan_backend),
                                   ("--plan-workspace-mask", args.plan_workspace_mask),
-                                  ("--plan-deadline-ms", args.plan_deadline_ms)) if v]
+                                  ("--plan-deadline-ms", args.plan_deadline_ms is not None)) if v]
     if given and not planner:
         one = len(given) == 1
         raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} --policy comet; add --policy comet or "
                         f"drop {'it' if one else 'them'}")
     if args.plan_simulations < 0:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
-    if not (math.isfinite(args.plan_deadline_ms) and args.plan_deadline_ms >= 0):
-        raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be >= 0 ms (0 = no deadline)")
+    if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
+                                                  and 0 <= args.plan_deadline_ms <= 60000):
+        raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
     # a resumed planner run keeps the defaults it was started with (None: not resumed, or unreadable:
     # resume_state names what it cannot read)
     started = _started_config(args) if planner and args.resume else None
@@ -319,6 +322,9 @@ def run(args: argparse.Namespace) -> int:
             inference = started.worker.mode
         elif args.clock == "real" and query_mode == "sync":
             inference = "process"
+    deadline_ms = args.plan_deadline_ms or 0.0
+    if args.plan_deadline_ms is None and started is not None:  # as the run was started
+        deadline_ms = started.policy.comet.plan_deadline_ms
     workspace_mask = args.plan_workspace_mask != "off"
     if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
         workspace_mask = started.policy.comet.workspace_mask
@@ -357,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
                         checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                         adapter=args.adapter, verify=not args.no_verify,
                         seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
-                        plan_deadline_ms=args.plan_deadline_ms,
+                        plan_deadline_ms=deadline_ms,
                         plan_backend=args.plan_backend or "onnxruntime",
                         plan_workspace_mask=workspace_mask,
                         rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,

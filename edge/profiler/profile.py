@@ -4,8 +4,9 @@ projected on-device cost, every number recomputable from the run records.
 An *arm* is a scheduler spec and a backend. Specs: ``fixed:KxC`` (``fixed`` = 10x8), ``dvac`` /
 ``dvac:K``, ``eqrl`` / ``eqrl:DIR`` (an adapter checkpoint), ``comet`` / ``comet:N`` (the world-model
 planner with N simulations on the push or reach task, one move per decision, sync; ``comet-ahead[:N]``: async,
-a decision every tick searched from after the queued move; its backend is the search's, torch or
-onnxruntime; its device cost is projected from its world model's counted work:
+a decision every tick searched from after the queued move; either with ``+mask`` (the workspace
+mask) and ``@MS`` (a decision's deadline); its backend is the search's, torch or onnxruntime; its
+device cost is projected from its world model's counted work:
 :mod:`edge.profiler.planner_cost`). Each arm runs its episodes through
 :func:`edge.runtime.session.run_session` on the virtual clock, seeds ``seed .. seed+N-1`` for every
 arm (paired), into its own run directory; or existing run directories are re-read (``--runs``).
@@ -65,11 +66,13 @@ class Arm:
 
 def parse_scheduler(spec: str) -> dict[str, Any]:
     """A scheduler spec -> RuntimeConfig settings by short name (scheduler, num_steps, execute, adapter)."""
-    spec, _, deadline = spec.strip().partition("@")  # comet arms: @MS, a decision's wall-clock limit
-    kind, _, arg = spec.partition(":")
-    if deadline and kind not in ("comet", "comet-ahead", "comet+mask", "comet-ahead+mask"):
-        raise EdgeError(f"scheduler {spec}@{deadline}: only planner arms take @MS (a decision's deadline), "
-                        "e.g. comet-ahead:32@40")
+    full = spec.strip()
+    kind, _, arg = full.partition(":")
+    deadline = None
+    planner_kind = kind.partition("@")[0] in ("comet", "comet-ahead", "comet+mask", "comet-ahead+mask")
+    if planner_kind and "@" in full:  # comet arms: @MS, a decision's wall-clock limit
+        head, _, deadline = full.rpartition("@")
+        kind, _, arg = head.partition(":")
     if kind == "fixed":
         if not arg:
             return {"scheduler": "fixed", "num_steps": 10, "execute": 8}
@@ -88,14 +91,14 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         extra = {"plan_workspace_mask": mask}  # +mask: root moves the workspace box would cut are not searched
         if arg and not arg.isdigit():
             raise EdgeError(f"scheduler {spec!r}: write {kind} or {kind}:N (tree-search simulations per decision)")
-        if deadline:
+        if deadline is not None:
             try:
                 ms = float(deadline)
             except ValueError:
                 ms = float("nan")
             if not (math.isfinite(ms) and 0 < ms <= 60000):
-                raise EdgeError(f"scheduler {spec}@{deadline}: write {kind}:N@MS with MS a decision's deadline in "
-                                "ms, in (0, 60000], e.g. comet-ahead:32@40")
+                raise EdgeError(f"scheduler {full!r}: write {kind}:N@MS or {kind}@MS with MS a decision's deadline "
+                                "in ms, in (0, 60000], e.g. comet-ahead:32@40")
             extra["plan_deadline_ms"] = ms
         if int(arg or 0) > 10000:
             raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision ({kind}:N, N in 0..10000; "
@@ -107,7 +110,8 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
         return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 3, "execution": "async",
                 "scheduler.fixed.next_query_in_steps": 1, "plan_simulations": int(arg or 0), **extra}
     raise EdgeError(f"unknown scheduler spec {spec!r}: use fixed:KxC, dvac[:K], eqrl[:ADAPTER_DIR], comet[:N] "
-                    "or comet-ahead[:N] (either with +mask: comet+mask[:N], the workspace mask)")
+                    "or comet-ahead[:N] (either with +mask: comet+mask[:N], the workspace mask; and @MS: a "
+                    "decision's deadline, comet-ahead:32@40)")
 
 
 def make_arm(spec: str, backend: str) -> Arm:
@@ -135,7 +139,7 @@ def arm_of_session(session: dict[str, Any]) -> Arm:
         name = ("comet-ahead" if session.get("execution") == "async" else "comet") + (
             "+mask" if session.get("plan_workspace_mask") else "")
         deadline = session.get("plan_deadline_ms") or 0
-        label = (f"{name}:{sims}" if sims else name) + (f"@{deadline:g}" if deadline else "")
+        label = (f"{name}:{sims}" if sims else name) + (f"@{_ms_text(deadline)}" if deadline else "")
         return Arm(label, str(session.get("plan_backend") or "torch"))
     if policy not in ("vla", "auto"):
         return Arm(policy, str(session.get("backend", "?")))
@@ -354,6 +358,12 @@ def cost_profile_of(runs: Sequence[RunData], verify: bool = True) -> tuple[Any, 
     return count_checkpoint(str(ckpt), verify=verify), None
 
 
+def _ms_text(ms: float) -> str:
+    """A deadline as written in an arm's label: exact (40.0 -> "40", 0.001 -> "0.001", 40.00001 stays)."""
+    text = repr(float(ms))
+    return text[:-2] if text.endswith(".0") else text
+
+
 def planner_world_model(run: RunData) -> str:
     """The world-model checkpoint a planner run (``--policy comet``) used: its session's
     ``world_model``, or the task's shipped model when that was left empty."""
@@ -395,7 +405,8 @@ def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
         raise EdgeError("its episodes ran under a deadline but do not record the simulations run (planner_simulations)")
     else:  # recorded before the count existed: every search ran its budget
         run = decisions * n
-    return {"simulations": n, "decisions": decisions, "ahead": ahead, "simulations_run": run,
+    cut = sum(int(e.get("planner_cut") or 0) for e in episodes)
+    return {"simulations": n, "decisions": decisions, "ahead": ahead, "simulations_run": run, "cut": cut,
             "passes": search_passes(decisions, 0, ahead) + run}
 
 
@@ -568,9 +579,11 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
     planners = summary.get("planner_cost") or {}
     if devices and planners:
         doc.h("Planner decisions on the devices")
-        doc.table(["arm", "simulations", "passes / decision", "host decision p50 ms (timed)", "host tree ms / simulation"]
+        doc.table(["arm", "simulations", "run / decision", "decisions cut", "passes / decision",
+                   "host decision p50 ms (timed, full budget)", "host tree ms / simulation"]
                   + [f"{d} ms / decision" for d in devices],
-                  [[name, p["simulations"], round(p["passes"] / p["decisions"], 2) if p["decisions"] else None,
+                  [[name, p["simulations"], round(p["simulations_run"] / p["decisions"], 2) if p["decisions"] else None,
+                    p.get("cut"), round(p["passes"] / p["decisions"], 2) if p["decisions"] else None,
                     (p.get("host_parts_ms") or {}).get("decision"), (p.get("host_parts_ms") or {}).get("tree_per_simulation")]
                    + [p["ms_per_decision"].get(d) for d in devices] for name, p in planners.items()])
         periods = sorted({p["period_ms"] for p in planners.values() if p.get("period_ms")})
@@ -580,7 +593,10 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
               + ("the search tree's bookkeeping as timed on this host (one thread; the host columns: 2 x 10 frames "
                  "of a uniform-random policy, at the arm's budget and mode)" if timed else
                  "no search-tree bookkeeping (not timed: --no-calibrate)")
-              + (f"; control period {', '.join(f'{x:g}' for x in periods)} ms." if periods else "."))
+              + (f"; control period {', '.join(f'{x:g}' for x in periods)} ms." if periods else ".")
+              + (" An arm with a deadline (@MS) is projected with the simulations it ran here: on another "
+                 "computer the deadline would cut its searches differently." if any(p.get("cut") for p in
+                                                                                 planners.values()) else ""))
         for wm, prof in {p["world_model"]: p["cost_profile"] for p in planners.values()}.items():
             doc.p(f"Counted network work of `{wm}`, batch 1 ({prof.get('parameters')} parameters with its encoder): "
                   f"encoder pass {prof['encoder']['flops'] / 1e6:.1f} MFLOP, {prof['encoder']['kernels']} kernels; "
@@ -692,13 +708,13 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
         notes.append(f"No device projection or host breakdown for {', '.join(uncosted)}.")
     if planner_arms:
         notes.append("For world-model planner arms (comet) NFE counts decisions, one per query, not the "
-                     "search's model passes (simulations + 1 per decision, + 1 when searched from after a "
-                     "queued move).")
+                     "search's model passes (one per simulation run, + 1 per decision, + 1 when searched from "
+                     "after a queued move).")
     if pcosts:
         notes.append("Planner arms' projections: per decision the frame's encoder pass and the search's model "
-                     "passes (a root pass, one per simulation, one more per search from after a queued move: "
-                     "the episodes' planner_decisions / planner_ahead), per episode the first frame's extra "
-                     "encoder work, and "
+                     "passes (a root pass, one per simulation run, one more per search from after a queued move: "
+                     "the episodes' planner_decisions / planner_simulations / planner_ahead), per episode the first "
+                     "frame's extra encoder work, and "
                      + ("the search tree's bookkeeping as timed on this host at the arm's budget and mode, on 2 x 10 "
                         "frames of a uniform-random policy (not projected: it runs on the robot computer's CPU; a "
                         "slower core adds to it; not in the energy)." if calibrate else

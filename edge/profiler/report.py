@@ -32,7 +32,7 @@ TIMING_KEYS = ("lateness_p99_ms", "overruns")  # not measured on a virtual clock
 SESSION_KEYS = ("task", "sim", "scheduler", "adapter", "num_steps", "execute", "backend", "seam", "clock",
                 "execution", "latency", "latency_ms", "noise_temperature", "seed", "checkpoint")
 # a world-model planner's run (policy comet): its own settings instead of the VLA's
-PLANNER_SESSION_KEYS = ("policy", "task", "sim", "world_model", "plan_simulations", "plan_backend",
+PLANNER_SESSION_KEYS = ("policy", "task", "sim", "world_model", "plan_simulations", "plan_deadline_ms", "plan_backend",
                         "plan_workspace_mask", "clock", "execution", "latency", "latency_ms", "seed")
 
 

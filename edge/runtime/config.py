@@ -401,13 +401,14 @@ def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:
     nested = meta.get("config")
     if isinstance(nested, dict):
         comet = (nested.get("policy") or {}).get("comet")
-        if isinstance(comet, dict):  # before plan_backend torch ran; before the mask there was none
-            comet = {"plan_backend": "torch", "workspace_mask": False, **comet}
+        if isinstance(comet, dict):  # before plan_backend torch ran; before the mask (the deadline) there was none
+            comet = {"plan_backend": "torch", "workspace_mask": False, "plan_deadline_ms": 0.0, **comet}
             nested = {**nested, "policy": {**nested["policy"], "comet": comet}}
         return from_dict(RuntimeConfig, nested)
     session = dict(meta.get("session") or {})
     session.setdefault("plan_backend", "torch")  # such runs' planner ran on torch
     session.setdefault("plan_workspace_mask", False)  # ... and without the workspace mask
+    session.setdefault("plan_deadline_ms", 0.0)  # ... or a deadline
     return RuntimeConfig.of(**session)
 
 

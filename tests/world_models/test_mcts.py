@@ -399,3 +399,23 @@ def test_a_stopped_puct_search_is_the_search_of_that_budget():
     full = run("puct", two_step(), [0, 0, 0], 7)
     for field in ("action", "visit_counts", "root_value", "max_depth"):
         np.testing.assert_array_equal(getattr(stopped, field), getattr(full, field))
+
+
+@pytest.mark.parametrize("kind", SEARCHES)
+def test_a_stop_that_never_fires_changes_nothing(kind):
+    a = run(kind, two_step(), [0, 0], 12, seed=3)
+    b = run(kind, two_step(), [0, 0], 12, seed=3, stop=lambda done: False)
+    for field in ("action", "action_weights", "root_value", "visit_counts", "max_depth", "simulations"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    np.testing.assert_array_equal(np.isnan(a.q_values), np.isnan(b.q_values))
+
+
+def test_a_stopped_gumbel_search_acts_on_a_most_visited_valid_action():
+    invalid = np.array([[False, True, False, False], [False, False, False, True]])
+    for k in range(1, 17):
+        env = bandit()
+        out = run("gumbel", env, [0, 0], 16, stop=lambda done, k=k: done >= k, invalid_actions=invalid)
+        rows = np.arange(2)
+        assert out.simulations == k and env.calls == k
+        assert (out.visit_counts[rows, out.action] == out.visit_counts.max(axis=1)).all()
+        assert (out.visit_counts[rows, out.action] >= 1).all() and not invalid[rows, out.action].any()

@@ -503,11 +503,12 @@ def test_a_decision_deadline_cuts_the_search_and_is_counted(tmp_path, monkeypatc
     reach = SHIPPED_BY_TASK["reach"]
 
     def decide(pol):
-        prev = None
+        prev, moves = None, []
         for f in frames:
             cmd = None if prev is None else pol.sample(prev, None, 1)[-1]
             prev, _ = pol.encode_query({"front": f}, None, None if cmd is None else (cmd,))
-        return pol.episode_stats(reset=True)
+            moves.append(prev)
+        return {**pol.episode_stats(reset=True), "moves": moves}
 
     free = decide(WorldModelPolicy(reach, simulations=8))
     assert free["planner_decisions"] == 4 and free["planner_simulations"] == 32 and free["planner_cut"] == 0
@@ -516,8 +517,8 @@ def test_a_decision_deadline_cuts_the_search_and_is_counted(tmp_path, monkeypatc
     assert cut.describe()["deadline_ms"] == 1e-6
     st = decide(cut)
     assert st["planner_simulations"] == 4 and st["planner_cut"] == 4 and cut.last_search.simulations == 1
-    roomy = decide(WorldModelPolicy(reach, simulations=8, deadline_ms=60000))  # never reached
-    assert roomy["planner_simulations"] == 32 and roomy["planner_cut"] == 0
+    roomy = decide(WorldModelPolicy(reach, simulations=8, deadline_ms=60000))  # never reached: the same searches
+    assert roomy["planner_simulations"] == 32 and roomy["planner_cut"] == 0 and roomy["moves"] == free["moves"]
     for bad in (-1.0, float("nan")):
         with pytest.raises(EdgeError, match="--plan-deadline-ms"):
             WorldModelPolicy(reach, simulations=8, deadline_ms=bad)
@@ -528,7 +529,7 @@ def test_plan_deadline_flag_is_checked_and_recorded(tmp_path, capsys):
     assert "--plan-deadline-ms configures --policy comet" in capsys.readouterr().err
     assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "-5",
                  "--out", str(tmp_path / "b")]) == 2
-    assert "--plan-deadline-ms -5: must be >= 0" in capsys.readouterr().err
+    assert "--plan-deadline-ms -5: must be in 0..60000" in capsys.readouterr().err
     out = tmp_path / "c"
     assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "25", "--episodes", "1",
                  "--set", "max_steps=4", "--out", str(out)]) == 0
@@ -539,3 +540,16 @@ def test_plan_deadline_flag_is_checked_and_recorded(tmp_path, capsys):
     assert main(["run", "--policy", "comet", "--task", "reach", "--plan-deadline-ms", "30", "--episodes", "2",
                  "--set", "max_steps=4", "--out", str(out), "--resume"]) == 2  # another deadline: not mixed
     assert "plan_deadline_ms" in capsys.readouterr().err
+    assert main(["run", "--policy", "comet", "--task", "reach", "--episodes", "2", "--set", "max_steps=4",
+                 "--out", str(out), "--resume"]) == 0  # no flag: as the run was started
+    assert json.loads((out / "meta.json").read_text())["resumed"][-1]["session"]["plan_deadline_ms"] == 25.0
+
+
+def test_a_deadline_reaches_a_planner_in_a_worker_process(tmp_path):
+    out = tmp_path / "p"  # a deadline no search meets: every decision runs its one simulation
+    assert main(["run", "--policy", "comet", "--task", "reach", "--clock", "real", "--query-mode", "sync",
+                 "--inference", "process", "--plan-deadline-ms", "0.000001", "--episodes", "1",
+                 "--set", "max_steps=6", "--out", str(out)]) == 0
+    (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert ep["planner_decisions"] >= 2
+    assert ep["planner_simulations"] == ep["planner_decisions"] == ep["planner_cut"]

@@ -283,8 +283,12 @@ def test_planner_arms_take_a_decision_deadline(tmp_path, monkeypatch):
     assert spec["plan_deadline_ms"] == 40.0 and spec["plan_simulations"] == 32 and spec["execution"] == "async"
     assert "plan_deadline_ms" not in parse_scheduler("comet:8")
     assert arm_of_session({**spec, "policy": "comet"}).label == "comet-ahead+mask:32@40"
-    for bad, said in (("fixed:2x8@40", "only planner arms take @MS"), ("comet:4@x", "comet:N@MS"),
-                      ("comet:4@0", "comet:N@MS"), ("comet-ahead:4@nan", "comet-ahead:N@MS")):
+    exact = {**spec, "policy": "comet", "plan_deadline_ms": 40.00001}  # labels never merge two deadlines
+    assert arm_of_session(exact).label == "comet-ahead+mask:32@40.00001"
+    assert parse_scheduler("comet@12.5")["plan_deadline_ms"] == 12.5
+    assert parse_scheduler("eqrl:runs/adapter@v2") == {"scheduler": "eqrl", "adapter": "runs/adapter@v2"}
+    for bad, said in (("fixed:2x8@40", "fixed:KxC"), ("comet:4@x", "comet:N@MS"), ("comet:4@", "comet:N@MS"),
+                      ("comet:4@0", "comet:N@MS"), ("comet-ahead+mask:4@nan", "comet-ahead:N@MS")):
         with pytest.raises(EdgeError, match=said):
             parse_scheduler(bad)
     out = tmp_path / "p"  # a deadline no search meets: one simulation per decision, counted as run

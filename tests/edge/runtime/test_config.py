@@ -174,3 +174,13 @@ def test_runs_recorded_before_plan_backend_resume_on_torch():
     assert config_from_meta({"session": {"policy": "comet", "task": "push"}}).policy.comet.plan_backend == "torch"
     now = to_dict(RuntimeConfig.of(policy="comet", task="push"))  # recorded: kept as it was
     assert config_from_meta({"config": now}).policy.comet.plan_backend == "onnxruntime"
+
+
+def test_runs_recorded_before_the_planner_deadline_read_back_without_one():
+    from edge.runtime.config import config_from_meta, to_dict
+
+    nested = to_dict(RuntimeConfig.of(policy="comet", plan_deadline_ms=40.0))
+    assert config_from_meta({"config": nested}).policy.comet.plan_deadline_ms == 40.0
+    del nested["policy"]["comet"]["plan_deadline_ms"]  # recorded before the key: the search had no deadline
+    assert config_from_meta({"config": nested}).policy.comet.plan_deadline_ms == 0.0
+    assert config_from_meta({"session": {"policy": "comet"}}).policy.comet.plan_deadline_ms == 0.0
