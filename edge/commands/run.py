@@ -33,6 +33,10 @@ from edge.errors import EdgeError
 from edge.runtime.registry import SCHEDULERS
 from edge.runtime.session import DEFAULT_CHECKPOINT
 
+# --policy comet: a decision's default wall-clock limit, 0.8 of the planner's 20 Hz control period
+# (docs/world_models.md, "A default deadline for `edge run --policy comet`")
+PLANNER_DEADLINE_MS = 40.0
+
 if TYPE_CHECKING:
     from edge.runtime.config import RuntimeConfig
 
@@ -118,8 +122,9 @@ def register(sub) -> None:
     p.add_argument("--plan-deadline-ms", type=float, default=None,
                    help="--policy comet: a decision's wall-clock limit in ms (at most 60000): once it has run this "
                         "long the search starts no new simulation and acts on those run, at least one, so a "
-                        "decision can overrun it by one simulation and the search's end (default 0 = none; "
-                        "--resume: as the run was started)")
+                        "decision can overrun it by one simulation and the search's end (default "
+                        f"{PLANNER_DEADLINE_MS:g}, 0.8 of the planner's 20 Hz period; 0 = none; --resume: as the "
+                        "run was started)")
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),
                    help="--policy comet: what runs the search's model passes (default onnxruntime: an ONNX "
                         "graph exported once per model into the edge cache and checked against torch)")
@@ -322,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
             inference = started.worker.mode
         elif args.clock == "real" and query_mode == "sync":
             inference = "process"
-    deadline_ms = args.plan_deadline_ms or 0.0
+    deadline_ms = args.plan_deadline_ms if args.plan_deadline_ms is not None else (
+        PLANNER_DEADLINE_MS if planner else 0.0)
     if args.plan_deadline_ms is None and started is not None:  # as the run was started
         deadline_ms = started.policy.comet.plan_deadline_ms
     workspace_mask = args.plan_workspace_mask != "off"

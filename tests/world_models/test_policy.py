@@ -553,3 +553,19 @@ def test_a_deadline_reaches_a_planner_in_a_worker_process(tmp_path):
     (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert ep["planner_decisions"] >= 2
     assert ep["planner_simulations"] == ep["planner_decisions"] == ep["planner_cut"]
+
+
+def test_edge_run_comet_decides_under_a_40_ms_deadline_by_default(tmp_path):
+    from edge.commands.run import PLANNER_DEADLINE_MS
+
+    assert PLANNER_DEADLINE_MS == 40.0
+    for extra, want in (([], 40.0), (["--plan-deadline-ms", "0"], 0.0)):
+        out = tmp_path / f"d{want:g}"
+        assert main(["run", "--policy", "comet", "--task", "reach", "--episodes", "1", "--set", "max_steps=3",
+                     *extra, "--out", str(out)]) == 0
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["session"]["plan_deadline_ms"] == want and meta["policy"]["deadline_ms"] == (want or None)
+        # resumed without the flag: the run's own deadline, not the default
+        assert main(["run", "--policy", "comet", "--task", "reach", "--episodes", "2", "--set", "max_steps=3",
+                     "--out", str(out), "--resume"]) == 0
+        assert json.loads((out / "meta.json").read_text())["resumed"][-1]["session"]["plan_deadline_ms"] == want
