@@ -118,16 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/planner_device_cost.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    for flag, v, lo in (("--episodes", args.episodes, 1), ("--steps", args.steps, 2), ("--threads", args.threads, 1)):
-        if v < lo:
-            ap.error(f"{flag} {v}: must be >= {lo}")
-    for s in args.simulations:
-        if not 1 <= s <= 1000:
-            ap.error(f"--simulations {s}: each budget must be in 1..1000")
+    from benchmarks.wm_plan_latency import check_args
+
+    check_args(ap, args)
     if not args.tick_ms > 0:
         ap.error(f"--tick-ms {args.tick_ms}: must be > 0")
-    if args.world_model and not Path(args.world_model).exists():
-        ap.error(f"--world-model {args.world_model}: no such directory")
     from tqdm import tqdm
 
     from edge.errors import EdgeError

@@ -69,6 +69,19 @@ def compare(world_model: str, frames: np.ndarray, simulations: int, seed: int = 
     return out
 
 
+def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The planner benchmarks' shared checks (exit 2 naming the flag): --episodes, --steps,
+    --threads, every --simulations budget, --world-model."""
+    for flag, v, lo in (("--episodes", args.episodes, 1), ("--steps", args.steps, 2), ("--threads", args.threads, 1)):
+        if v < lo:
+            ap.error(f"{flag} {v}: must be >= {lo}")
+    for s in args.simulations:
+        if not 1 <= s <= 1000:
+            ap.error(f"--simulations {s}: each budget must be in 1..1000")
+    if args.world_model and not Path(args.world_model).exists():
+        ap.error(f"--world-model {args.world_model}: no such directory")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world-model", default="", metavar="DIR",
@@ -81,14 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/wm_plan_latency.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    for flag, v, lo in (("--episodes", args.episodes, 1), ("--steps", args.steps, 2), ("--threads", args.threads, 1)):
-        if v < lo:
-            ap.error(f"{flag} {v}: must be >= {lo}")
-    for s in args.simulations:
-        if not 1 <= s <= 1000:
-            ap.error(f"--simulations {s}: each budget must be in 1..1000")
-    if args.world_model and not Path(args.world_model).exists():
-        ap.error(f"--world-model {args.world_model}: no such directory")
+    check_args(ap, args)
     import torch
 
     from edge.errors import EdgeError
