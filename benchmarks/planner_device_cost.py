@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge.errors import EdgeError
     from world_models.device_cost import count_world_model, measure_decisions
     from world_models.policy import SHIPPED_BY_TASK, load_world_model
-    from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
+    from world_models.slot_pretrain import random_episodes
 
     wm = args.world_model or str(SHIPPED_BY_TASK["reach"])
     try:
@@ -138,11 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --world-model {wm}: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        meta = collect_frames(args.episodes * args.steps, args.seed, Path(tmp) / "frames.npz", task=cfg.env.task,
-                              episode_len=args.steps, image_size=cfg.env.image_size, progress=not args.no_progress)
-        arrays, _ = load_dataset(Path(tmp) / "frames.npz")
-    frames = arrays["frames"][episode_index(arrays["episode"], args.episodes)]
+    frames, data_hash = random_episodes(args.episodes, args.steps, args.seed, task=cfg.env.task,
+                                        image_size=cfg.env.image_size, progress=not args.no_progress)
     # episode by episode, every budget in turn (the order rotating), so the machine's drift falls on all
     measured: dict[int, dict] = {}
     bar = tqdm(total=frames.shape[0] * len(args.simulations), desc="episodes x budgets", disable=args.no_progress)
@@ -170,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
            "versions": package_versions(), "world_model": wm,
            "model_sha256": (manifest.get("files") or {}).get("model.pt"), "model_kind": cfg.model.kind,
            "obs": cfg.obs, "search": cfg.planner.search, "backend": args.backend, "threads": args.threads,
-           "lookahead": args.lookahead, "tick_ms": args.tick_ms, "frames_data_hash": meta["data_hash"],
+           "lookahead": args.lookahead, "tick_ms": args.tick_ms, "frames_data_hash": data_hash,
            "episodes": int(frames.shape[0]), "steps": int(frames.shape[1]), "seed": args.seed,
            "cost_profile": cost.to_json(), "budgets": rows, "largest_budget_within_tick": largest,
            "wall_s": round(time.perf_counter() - t0, 1),

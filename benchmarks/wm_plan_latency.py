@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from edge.errors import EdgeError
     from world_models.policy import SHIPPED, load_world_model
-    from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
+    from world_models.slot_pretrain import random_episodes
 
     torch.set_num_threads(args.threads)
     wm = args.world_model or str(SHIPPED)
@@ -109,11 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --world-model {wm}: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        meta = collect_frames(args.episodes * args.steps, args.seed, Path(tmp) / "frames.npz", episode_len=args.steps,
-                              image_size=cfg.env.image_size, progress=not args.no_progress)
-        arrays, _ = load_dataset(Path(tmp) / "frames.npz")
-    frames = arrays["frames"][episode_index(arrays["episode"], args.episodes)]
+    frames, data_hash = random_episodes(args.episodes, args.steps, args.seed, image_size=cfg.env.image_size,
+                                        progress=not args.no_progress)
     rows = [compare(wm, frames, s, args.seed, not args.no_progress, args.threads) for s in args.simulations]
     for r in rows:
         print(f"{r['simulations']} simulations: decision p50 torch {r['torch']['decision']['p50_ms']} ms, onnxruntime "
@@ -123,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"benchmark": "wm_plan_latency", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "versions": package_versions(), "world_model": wm,
            "model_sha256": (manifest.get("files") or {}).get("model.pt"), "model_kind": cfg.model.kind,
-           "search": cfg.planner.search, "threads": args.threads, "onnxruntime_threads": args.threads, "frames_data_hash": meta["data_hash"],
+           "search": cfg.planner.search, "threads": args.threads, "onnxruntime_threads": args.threads, "frames_data_hash": data_hash,
            "episodes": int(frames.shape[0]), "steps": int(frames.shape[1]), "seed": args.seed,
            "wall_s": round(time.perf_counter() - t0, 1), "budgets": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -338,8 +338,14 @@ def summarize(run: RunData) -> dict[str, Any]:
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
         # seconds each start (and resume) took to get its inference worker ready; process mode spawns
         # a process and builds the policy there
-        "worker_start_s": [e["start_s"] for e in run.events if e.get("kind") == "worker_started"],
+        "worker_start_s": worker_starts(run),
     }
+
+
+def worker_starts(run: RunData) -> list[float]:
+    """Seconds each start (and resume) of the run took to get its inference worker ready (its
+    ``worker_started`` events)."""
+    return [e["start_s"] for e in run.events if e.get("kind") == "worker_started"]
 
 
 def _num(v: Any, unit: str = "", digits: int = 3) -> str:

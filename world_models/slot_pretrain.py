@@ -377,6 +377,19 @@ def load_into(model, weights: dict) -> None:
     model.load_state_dict(weights)  # copies under no_grad itself
 
 
+def random_episodes(episodes: int, steps: int, seed: int, task: str = "push3", image_size: int = 64,
+                    progress: bool = False) -> tuple[np.ndarray, str]:
+    """(E, T, S, S, 3) frames of ``episodes`` uniform-random-policy episodes of ``steps`` frames in
+    ``task`` (:func:`collect_frames` into a temporary file), and their ``data_hash``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        meta = collect_frames(episodes * steps, seed, Path(tmp) / "frames.npz", task=task, episode_len=steps,
+                              image_size=image_size, progress=progress)
+        arrays, _ = load_dataset(Path(tmp) / "frames.npz")
+    return arrays["frames"][episode_index(arrays["episode"], episodes)], meta["data_hash"]
+
+
 def episode_index(episode: np.ndarray, max_episodes: int) -> np.ndarray:
     """(E, T) frame indices, in step order, of the first ``max_episodes`` episodes of the commonest length."""
     ids, lengths = np.unique(episode, return_counts=True)

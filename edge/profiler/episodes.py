@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from edge.telemetry import RunData
 
 from edge.stats import paired, percentiles, wilson
+from edge.telemetry import worker_starts
 
 # the task stages a failed episode may have reached (sim.tasks.PROGRESS_STAGES[:4]; the sim is not
 # imported here: the profiler is part of the on-robot side)
@@ -150,7 +151,7 @@ def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
         "overruns": None if virtual else sum(t.overrun_ticks for _, t in ticks),
         "starved_ticks": sum(1 for _, t in ticks if t.starved),
         # seconds each start / resume of the arm's runs took to get its inference worker ready
-        "worker_start_s": [e["start_s"] for r in runs for e in r.events if e.get("kind") == "worker_started"],
+        "worker_start_s": [s for r in runs for s in worker_starts(r)],
         "per_episode": [{"seed": e.seed, "success": bool(e.success), "steps": e.steps, "queries": e.queries,
                          "nfe": e.nfe, "executed": e.executed} for e in sorted(episodes, key=_seed_key)],
     }

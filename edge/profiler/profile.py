@@ -387,8 +387,6 @@ def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
     from after a queued move); raises
     EdgeError, saying why, where the records cannot give them (several or unrecorded budgets;
     episodes recorded before the planner counted its decisions)."""
-    from edge.profiler.planner_cost import search_passes
-
     sims = {int((r.meta.get("policy") or {}).get("simulations") or 0) for r in runs}
     if len(sims) != 1 or 0 in sims:
         raise EdgeError(f"its runs record several (or no) simulation budgets {sorted(sims)}")
@@ -407,7 +405,7 @@ def planner_counts(runs: Sequence[RunData]) -> dict[str, Any]:
         run = decisions * n
     cut = sum(int(e.get("planner_cut") or 0) for e in episodes)
     return {"simulations": n, "decisions": decisions, "ahead": ahead, "simulations_run": run, "cut": cut,
-            "passes": search_passes(decisions, 0, ahead) + run}
+            "passes": decisions + run + ahead}
 
 
 def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planner_arms: set[str],
@@ -424,6 +422,7 @@ def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planne
     out: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     counted: dict[str, Any] = {}
+    shas: dict[str, str | None] = {}  # world model -> its manifest's model sha256
     timed: dict[tuple[str, str, int, bool], dict[str, float]] = {}
     for a in arms:
         if a.name not in planner_arms:
@@ -437,8 +436,9 @@ def planner_costs(arms: Sequence[Arm], grouped: dict[str, list[RunData]], planne
             if not (Path(wm) / "model.pt").is_file():
                 raise EdgeError(f"its world model {wm} is not on this machine")
             recorded = {(r.meta.get("policy") or {}).get("model_sha256") for r in runs}
-            _, _, manifest = load_world_model(wm, verify=verify)
-            here = (manifest.get("files") or {}).get("model.pt")
+            if wm not in shas:
+                shas[wm] = (load_world_model(wm, verify=verify)[2].get("files") or {}).get("model.pt")
+            here = shas[wm]
             if recorded != {here}:
                 raise EdgeError(f"its runs recorded model sha256 {sorted(map(str, recorded))}, but {wm} is {here}")
             counts = planner_counts(runs)
@@ -461,20 +461,14 @@ def _time_planner(world_model: str, backend: str, simulations: int, lookahead: b
     """Medians of a decision's parts on this host (one thread), in the arm's mode (``lookahead``:
     searched from after the previous move), on 2 episodes x 10 frames of a uniform-random policy in
     the model's object task (seed 0)."""
-    import tempfile
-
     import numpy as np
 
     from world_models.device_cost import measure_decisions
     from world_models.policy import load_world_model
-    from world_models.slot_pretrain import collect_frames, episode_index, load_dataset
+    from world_models.slot_pretrain import random_episodes
 
     cfg, _, _ = load_world_model(world_model, verify=verify)
-    with tempfile.TemporaryDirectory() as tmp:
-        collect_frames(20, 0, Path(tmp) / "frames.npz", task=cfg.env.task, episode_len=10,
-                       image_size=cfg.env.image_size, progress=False)
-        arrays, _ = load_dataset(Path(tmp) / "frames.npz")
-    frames = arrays["frames"][episode_index(arrays["episode"], 2)]
+    frames, _ = random_episodes(2, 10, 0, task=cfg.env.task, image_size=cfg.env.image_size)
     m = measure_decisions(world_model, frames, simulations, backend=backend, threads=1, lookahead=lookahead,
                           verify=verify)
     return {"encoder": float(np.median(m["encoder_ms"])), "pass": float(np.median(m["pass_ms"])),
@@ -642,9 +636,10 @@ def _start_text(starts: list[float] | None) -> str:
         return "-"
     if len(starts) == 1:
         return f"{starts[0]:.3g}"
-    xs = sorted(starts)
-    mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
-    return f"{mid:.3g} ({xs[0]:.3g}–{xs[-1]:.3g}, {len(xs)} starts)"
+    from edge.stats import percentiles
+
+    (mid,) = percentiles(starts, (50.0,))
+    return f"{mid:.3g} ({min(starts):.3g}–{max(starts):.3g}, {len(starts)} starts)"
 
 
 def difference_text(p: dict[str, Any]) -> str:
