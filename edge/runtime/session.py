@@ -176,6 +176,11 @@ class Runtime:
         policy = loop.worker.policy
         driver.reset_episode(seed)
         self._warm_up(policy, driver.obs)
+        # the episode's first observation once before its first tick: a camera's first-frame setup
+        # (the simulator's renderer: ~90 ms on a run's first episode) then is not inside tick 0,
+        # where it overran the period and delayed the first query (a simulated frame is kept, and
+        # tick 0 reads the same picture: nothing moves in between)
+        loop.observer.observe(driver.read_state())
         # the deciding policy's own per-episode counts (in process mode the worker process's copy's)
         loop.worker.policy_counts("clip_counts", reset=True)
         loop.worker.policy_counts("episode_stats", reset=True)

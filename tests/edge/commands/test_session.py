@@ -247,6 +247,33 @@ def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
     assert seen == [1]  # embedded once, before the loop started
 
 
+def test_the_first_camera_frame_is_rendered_before_tick_0(tiny_ckpt):
+    """A renderer's first frame (its context: ~90 ms) is not charged to tick 0; tick 0 reads the
+    same picture, rendered once."""
+    from edge.runtime.session import build_runtime
+
+    rt = build_runtime(RuntimeConfig.of(checkpoint=str(tiny_ckpt), backend="torch", max_steps=2,
+                                     num_steps=1, execute=4), None)
+    backend = rt.env.unwrapped.backend
+    renders, seen = [], {}
+    real_render, real_step = backend.render, rt.loop.step
+    backend.render = lambda *a, **k: (renders.append(a[0]), real_render(*a, **k))[1]
+
+    def step():
+        before = len(renders)
+        obs = rt.driver.obs
+        rec = real_step()
+        seen.setdefault("tick0", (before, len(renders) - before, obs))
+        return rec
+
+    rt.loop.step = step
+    rt.run_episode(100000)
+    rt.close()
+    before, during, obs = seen["tick0"]
+    assert before == 1 and during == 0  # rendered before the loop's first tick, not inside it
+    assert "front" in obs._values  # and the tick read that picture
+
+
 def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp_path, monkeypatch, capsys):
     """A tick that overruns makes the loop skip deadlines; the simulated arm steps through them
     holding its target (as a real arm's controller does), so simulated time keeps pace with the
