@@ -48,7 +48,7 @@ def process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Sched
         clock = RealClock()
         latency = make_latency_model(config.latency)
         settings = QuerySettings(config.seed, config.noise_temperature, config.rtc_guidance,
-                                 config.rtc_soft_steps, 1.0 / policy.control_rate_hz)
+                                 config.rtc_soft_steps, 1.0 / policy.control_rate_hz, wall_clock=True)
     except Exception as err:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", f"{type(err).__name__}: {err}"))
         return

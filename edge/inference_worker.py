@@ -45,6 +45,7 @@ from typing import Any
 from edge.clock import (
     LatencyConfig,
     LatencyModel,
+    RealClock,
     make_latency_model,
     parse_cpus,
 )
@@ -140,7 +141,8 @@ class InferenceWorker:
         self.period_s = 1.0 / policy.control_rate_hz
         self.backend = backend_name(policy)
         self.settings = QuerySettings(self.config.seed, self.config.noise_temperature, self.config.rtc_guidance,
-                                      self.config.rtc_soft_steps, self.period_s)
+                                      self.config.rtc_soft_steps, self.period_s,
+                                      wall_clock=isinstance(clock, RealClock))
         self.epoch = 0
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)

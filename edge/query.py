@@ -80,6 +80,9 @@ class QuerySettings:
     rtc_guidance: bool
     rtc_soft_steps: int
     period_s: float  # the chunk's action period
+    # the request's ``t_submit_s`` is wall time (``time.monotonic``, the real clock's): a policy whose
+    # ``encode_query`` has a decision deadline counts it from the request, not from when it starts
+    wall_clock: bool = False
 
 
 def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
@@ -92,7 +95,8 @@ def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
     # observation's slot on and the actions executed since its previous observation
     encode_query = getattr(policy, "encode_query", None)
     if encode_query is not None:
-        features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps)
+        features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps,
+                                t_request_s=req.t_submit_s if settings.wall_clock else None)
     else:
         features = policy.encode(req.obs)
     plan = scheduler.plan(features, req.context)

@@ -186,6 +186,7 @@ class WorldModelPolicy:
         self.control_rate_hz = self.spec.control_rate_hz
         self.decision_ms: list[float] = []
         self.search_ms: list[float] = []  # the tree search's share of each decision
+        self.wait_ms: list[float] = []  # from the request to the decision's start, where the request's time is known
         self._last_action: int | None = None
         self.last_search: Any = None  # the last decision's search output (root visit counts, ...)
         self._warm_up()
@@ -201,6 +202,7 @@ class WorldModelPolicy:
         self.reset()
         self.decision_ms.clear()
         self.search_ms.clear()
+        self.wait_ms.clear()
         self._stats = self._zero_stats()
 
     def reset(self, obs: Any = None) -> None:
@@ -236,11 +238,17 @@ class WorldModelPolicy:
         """Observe, update the slot history with the last executed move, plan; returns the action index."""
         return self._decide(obs, lambda state: self.hist.push(0, int(self._last_action), state))
 
-    def _decide(self, obs: Any, update: Any, after: int | None = None, ahead_xy: Any = None) -> int:
+    def _decide(self, obs: Any, update: Any, after: int | None = None, ahead_xy: Any = None,
+                t_request_s: float | None = None) -> int:
         """One decision: the frame's slots start the history (an episode's first frame) or go to
         ``update(state)``; then the search, from after the move ``after`` if given (with a workspace,
-        root moves are judged from the TCP plus ``ahead_xy``, the queued move's x, y). Timed."""
+        root moves are judged from the TCP plus ``ahead_xy``, the queued move's x, y). Timed. The
+        deadline counts from ``t_request_s`` (``time.monotonic()`` when the decision was asked for,
+        e.g. in another process) when given, else from this call."""
         t0 = time.perf_counter()
+        waited = 0.0 if t_request_s is None else max(0.0, time.monotonic() - float(t_request_s))
+        if t_request_s is not None:
+            self.wait_ms.append(waited * 1e3)
         frame = self.view(obs)
         first = self.hist is None
         state = self.observer.observe([{"frame": frame}], np.array([first]), np.array([0]))[0]
@@ -252,7 +260,7 @@ class WorldModelPolicy:
         invalid = None if self.workspace is None else self._invalid_moves(obs, ahead_xy)
         stop = None
         if self.deadline_ms > 0:  # anytime: no new simulation once the decision has run this long
-            end = t0 + self.deadline_ms / 1e3
+            end = t0 - waited + self.deadline_ms / 1e3
             stop = lambda done: time.perf_counter() >= end  # noqa: E731
         t1 = time.perf_counter()
         out = self.planner.plan(self.hist, self.rng, explore=False,
@@ -308,12 +316,14 @@ class WorldModelPolicy:
         return int(np.round(np.arctan2(a[1], a[0]) / (np.pi / 4))) % 8, False
 
     def encode_query(self, obs: Any, queued: np.ndarray | None, executed: tuple[np.ndarray | None, ...] | None,
-                     delay_steps: int = 1) -> tuple[int, int | None]:
+                     delay_steps: int = 1, t_request_s: float | None = None) -> tuple[int, int | None]:
         """One decision in the loop (see the module doc): ``queued`` the actions queued from the
         observation's slot on (with lookahead and ``delay_steps`` ≥ 1 the search starts from after
         the first), ``executed`` the commands sent at each slot since the previous query's
-        observation (None: unknown). Returns (move, the queued move searched after or None);
-        :meth:`sample` makes the chunk."""
+        observation (None: unknown), ``t_request_s`` the request's ``time.monotonic()`` when the
+        loop runs on a real clock (a deadline then counts from it: the handover to a worker thread
+        or process is the decision's time too). Returns (move, the queued move searched after or
+        None); :meth:`sample` makes the chunk."""
         st = self._stats
 
         def update(state: np.ndarray) -> None:
@@ -339,8 +349,12 @@ class WorldModelPolicy:
             if after < 0:
                 after = None
                 st["foreign_queued"] += 1
-        a = self._decide(obs, update, after, ahead_xy)
+        a = self._decide(obs, update, after, ahead_xy, t_request_s)
         st["decisions"] += 1
+        if t_request_s is not None:
+            st["waited"] += 1
+            st["wait_ms"] += self.wait_ms[-1]
+            st["wait_ms_max"] = max(st["wait_ms_max"], self.wait_ms[-1])
         st["ahead"] += int(after is not None)
         st["simulations"] += int(self.last_search.simulations)
         st["cut"] += int(self.last_search.simulations < self.planner.cfg.num_simulations)
@@ -362,7 +376,7 @@ class WorldModelPolicy:
     def _zero_stats() -> dict:
         return {"decisions": 0, "ahead": 0, "held": 0, "modified": 0, "context_resets": 0, "foreign_queued": 0,
                 "masked": 0, "masked_moves": 0, "pred_sse": 0.0, "still_sse": 0.0, "pred_n": 0, "simulations": 0,
-                "cut": 0}
+                "cut": 0, "waited": 0, "wait_ms": 0.0, "wait_ms_max": 0.0}
 
     def episode_stats(self, reset: bool = False) -> dict:
         """This episode's planner counts (extra fields of the episode record): decisions, those
@@ -372,13 +386,17 @@ class WorldModelPolicy:
         nearest move), context restarts, queued actions that were not planner moves, decisions
         with root moves masked by the workspace (``planner_masked``, ``planner_masked_moves``), and the
         mean one-step prediction error of the model in the loop with the error of predicting no
-        change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions)."""
+        change (``planner_pred_mse`` / ``planner_still_mse`` over ``planner_pred_n`` transitions);
+        on a real clock also the mean and longest wait from a request to its decision's start
+        (``planner_wait_ms``, ``planner_wait_ms_max``: the handover to the worker)."""
         st = self._stats
         n = st["pred_n"]
         out = {f"planner_{k}": st[k] for k in ("decisions", "ahead", "simulations", "cut", "held", "modified",
                                                "context_resets", "foreign_queued", "pred_n")}
         if self.workspace is not None:
             out.update(planner_masked=st["masked"], planner_masked_moves=st["masked_moves"])
+        if st["waited"]:  # the request's time was known (a real clock): its wait before the decision began
+            out.update(planner_wait_ms=st["wait_ms"] / st["waited"], planner_wait_ms_max=st["wait_ms_max"])
         out["planner_pred_mse"] = st["pred_sse"] / n if n else None
         out["planner_still_mse"] = st["still_sse"] / n if n else None
         if reset:

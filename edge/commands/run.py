@@ -122,7 +122,8 @@ def register(sub) -> None:
     p.add_argument("--plan-deadline-ms", type=float, default=None,
                    help="--policy comet: a decision's wall-clock limit in ms (at most 60000): once it has run this "
                         "long the search starts no new simulation and acts on those run, at least one, so a "
-                        "decision can overrun it by one simulation and the search's end (default "
+                        "decision can overrun it by one simulation and the search's end; on --clock real it "
+                        "counts from the query's request, the handover to a worker included (default "
                         f"{PLANNER_DEADLINE_MS:g}, 0.8 of the planner's 20 Hz period; 0 = none; --resume: as the "
                         "run was started)")
     p.add_argument("--plan-backend", default=None, choices=("onnxruntime", "torch"),

@@ -102,7 +102,8 @@ class CometPolicyConfig:
                                       "cut to under half their length (from the TCP in the proprio)")
     plan_deadline_ms: float = cfg(0.0, "a decision's wall-clock limit (ms; 0 = none): once the decision has run "
                                        "this long the search starts no new simulation and acts on those run "
-                                       "(at least one); edge run --policy comet sets 40 unless --plan-deadline-ms "
+                                       "(at least one); on a real clock it counts from the query's request; "
+                                       "edge run --policy comet sets 40 unless --plan-deadline-ms "
                                        "is given", range=(0.0, 60000.0))
 
     def __post_init__(self) -> None:

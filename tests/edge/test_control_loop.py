@@ -539,12 +539,13 @@ class _TrackingRamp:
     what was queued from its observation's slot."""
 
     def __init__(self, policy):
-        self._p, self.seen, self.delays = policy, [], []
+        self._p, self.seen, self.delays, self.requests = policy, [], [], []
 
     def __getattr__(self, name):
         return getattr(self._p, name)
 
-    def encode_query(self, obs, queued, executed, delay_steps):
+    def encode_query(self, obs, queued, executed, delay_steps, t_request_s=None):
+        self.requests.append(t_request_s)
         self.seen.append((obs.t_s, None if queued is None else np.array(queued), executed))
         self.delays.append(delay_steps)
         return self._p.encode(obs)
@@ -570,3 +571,4 @@ def test_queries_are_told_what_ran_since_their_previous_observation(execution, l
     if execution == "sync":
         assert all(q is None or len(q) == 0 for _, q, _ in policy.seen)  # nothing queued when sync queries
     assert max(policy.delays) == int(np.ceil(latency_s / DT - 1e-9))  # the loop's latency estimate, in ticks
+    assert set(policy.requests) == {None}  # a virtual clock's times are not wall time

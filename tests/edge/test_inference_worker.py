@@ -177,6 +177,32 @@ def test_thread_mode_never_blocks_the_caller():
         w.close()
 
 
+def test_a_real_clock_tells_an_encode_query_policy_when_its_query_was_asked_for():
+    class Timed(BlackBoxRampPolicy):  # a planner's hook: a deadline counts from the request
+        requests: list = []
+
+        def encode_query(self, obs, queued, executed, delay_steps, t_request_s=None):
+            self.requests.append(t_request_s)
+            return self.encode(obs)
+
+    virtual = Timed(np.zeros(8), np.zeros(8))
+    virtual.requests = []
+    w = InferenceWorker(virtual, fixed(2, 2), VirtualClock(), WorkerConfig(mode="inline"))
+    w.submit(request(1.0))
+    assert w.poll(10.0) is not None and virtual.requests == [None]  # virtual time is not wall time
+    clock, real = RealClock(), Timed(np.zeros(8), np.zeros(8))
+    real.requests = []
+    for mode in ("inline", "thread"):
+        w = InferenceWorker(real, fixed(2, 2), clock, WorkerConfig(mode=mode))
+        try:
+            t = clock.now()
+            w.submit(request(t))
+            _wait_result(w, clock)
+            assert real.requests[-1] == t  # the request's own time.monotonic()
+        finally:
+            w.close()
+
+
 def test_thread_mode_error_is_reraised():
     clock = RealClock()
     w = InferenceWorker(ramp_for(SPEC, fail_at=1), fixed(2, 2), clock, WorkerConfig(mode="thread"))

@@ -524,6 +524,30 @@ def test_a_decision_deadline_cuts_the_search_and_is_counted(tmp_path, monkeypatc
             WorldModelPolicy(reach, simulations=8, deadline_ms=bad)
 
 
+def test_a_deadline_counts_from_the_request_when_its_time_is_known(tmp_path, monkeypatch):
+    import time
+
+    import numpy as np
+
+    from world_models.policy import SHIPPED_BY_TASK, WorldModelPolicy
+
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    f = np.random.default_rng(1).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    pol = WorldModelPolicy(SHIPPED_BY_TASK["reach"], simulations=8, deadline_ms=60000)
+    pol.encode_query({"front": f}, None, None, 0)  # no request time: the deadline counts from the call
+    assert pol.last_search.simulations == 8 and pol.wait_ms == []
+    assert "planner_wait_ms" not in pol.episode_stats(reset=True)
+    pol.reset()
+    pol.encode_query({"front": f}, None, None, 0, t_request_s=time.monotonic())  # asked just now: room
+    assert pol.last_search.simulations == 8 and 0 <= pol.wait_ms[-1] < 1000
+    pol.reset()
+    pol.encode_query({"front": f}, None, None, 0, t_request_s=time.monotonic() - 61.0)  # 61 s in a queue
+    assert pol.last_search.simulations == 1 and pol.wait_ms[-1] >= 61000  # past the deadline: one simulation
+    st = pol.episode_stats()
+    assert st["planner_cut"] == 1 and st["planner_wait_ms_max"] >= 61000
+    assert st["planner_wait_ms"] == pytest.approx(sum(pol.wait_ms) / 2)
+
+
 def test_plan_deadline_flag_is_checked_and_recorded(tmp_path, capsys):
     assert main(["run", "--plan-deadline-ms", "20", "--out", str(tmp_path / "a")]) == 2
     assert "--plan-deadline-ms configures --policy comet" in capsys.readouterr().err
@@ -553,6 +577,7 @@ def test_a_deadline_reaches_a_planner_in_a_worker_process(tmp_path):
     (ep,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert ep["planner_decisions"] >= 2
     assert ep["planner_simulations"] == ep["planner_decisions"] == ep["planner_cut"]
+    assert 0 <= ep["planner_wait_ms"] <= ep["planner_wait_ms_max"] < 1000  # the handover, counted in the deadline
 
 
 def test_edge_run_comet_decides_under_a_40_ms_deadline_by_default(tmp_path):
