@@ -31,12 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
 from edge.telemetry import machine_info, package_versions
+
+ROOT = Path(__file__).resolve().parents[1]
 
 RUN = "import sys; from edge.cli import main; sys.exit(main())"
 
