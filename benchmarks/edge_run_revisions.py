@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.wm_lookahead import arm_stats
     from benchmarks.wm_runtime_reach import paired
 
+    # a termination (kill, a session's end) unwinds like Ctrl-C: the running arm is stopped and the
+    # temporary worktree removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="edge_before_") as tmp:
         tree = Path(tmp) / "tree"
         _git("worktree", "add", "--detach", str(tree), before_rev)
