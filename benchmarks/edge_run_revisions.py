@@ -9,7 +9,9 @@ Two arms of ``edge run ARGS`` (everything after ``--``) over the same ``--episod
 
 * ``before``: the code at ``--before REV``, checked out into a temporary git worktree and imported
   from there (the worktree first on ``PYTHONPATH``; this checkout's virtual environment);
-* ``after``: this checkout's code, uncommitted changes included (recorded as ``git`` with ``dirty``).
+* ``after``: the code at ``--after REV`` the same way, or by default this checkout's code,
+  uncommitted changes included (``after_dirty``): then leave the checkout alone while it runs (each
+  block starts a new process, which imports what is there then).
 
 The arms run in blocks of ``--block`` episodes that alternate (each arm's run directory resumed
 block by block), so the machine's drift falls on both. Reported per arm from the run records
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  usage="%(prog)s --before REV [options] -- EDGE_RUN_ARGS")
     ap.add_argument("--before", required=True, metavar="REV", help="the git revision of the 'before' arm")
+    ap.add_argument("--after", default=None, metavar="REV",
+                    help="the git revision of the 'after' arm (default: this checkout as it is, uncommitted changes included)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
     ap.add_argument("--seed", type=int, default=600000, help="first episode seed")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
@@ -104,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(args.runs_dir)
     if runs.exists():
         ap.error(f"--runs-dir {runs} exists: give a new directory (the arms' runs must not mix with old ones)")
-    try:
-        before_rev = _git("rev-parse", "--verify", f"{args.before}^{{commit}}")
-    except subprocess.CalledProcessError:
-        ap.error(f"--before {args.before}: not a commit of this repository")
-    after_rev = _git("rev-parse", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    revs = {}
+    for flag, rev in (("--before", args.before), ("--after", args.after)):
+        if rev is not None:
+            try:
+                revs[flag] = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+            except subprocess.CalledProcessError:
+                ap.error(f"{flag} {rev}: not a commit of this repository")
+    before_rev = revs["--before"]
+    after_rev = revs.get("--after") or _git("rev-parse", "HEAD")
+    dirty = args.after is None and bool(_git("status", "--porcelain", "--untracked-files=no"))
 
     from benchmarks.wm_lookahead import arm_stats
     from benchmarks.wm_runtime_reach import paired
@@ -118,11 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     # temporary worktree removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="edge_before_") as tmp:
-        tree = Path(tmp) / "tree"
-        _git("worktree", "add", "--detach", str(tree), before_rev)
+        trees = {"before": Path(tmp) / "before", "after": Path(tmp) / "after" if args.after else ROOT}
+        added = []
         try:
-            arms = {"before": (tree, {**os.environ, "PYTHONPATH": str(tree)}),
-                    "after": (ROOT, {**os.environ, "PYTHONPATH": str(ROOT)})}
+            for name, rev in (("before", before_rev), ("after", after_rev if args.after else None)):
+                if rev is not None:
+                    _git("worktree", "add", "--detach", str(trees[name]), rev)
+                    added.append(trees[name])
+            arms = {k: (t, {**os.environ, "PYTHONPATH": str(t)}) for k, t in trees.items()}
             wall = dict.fromkeys(arms, 0.0)
             names = list(arms)
             for b, done in enumerate(range(0, args.episodes, args.block)):
@@ -140,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                         return 2
                     print(f"{name:7s} {total}/{args.episodes} episodes", flush=True)
         finally:
-            _git("worktree", "remove", "--force", str(tree))
+            for t in added:
+                _git("worktree", "remove", "--force", str(t))
 
     seeds = list(range(args.seed, args.seed + args.episodes))
     res: dict = {"benchmark": "edge_run_revisions", "machine": machine_info(),

@@ -29,7 +29,11 @@ def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, 
     lat = res["paired_after_minus_before"]["decision_latency"]
     assert lat["p50_ms"]["difference"] == 0.0 and lat["p99_ms"]["ci95"] == [0.0, 0.0]  # 10 ms charged per query
     assert b["decision_ms"]["p50"] == pytest.approx(10.0)
-    assert not (tmp_path / "runs" / "tree").exists()  # the worktree is gone
+    assert res["revisions"]["after_dirty"] in (True, False)
+    assert bench.main(["--before", "HEAD", "--after", "HEAD", "--episodes", "2", "--block", "2", "--seed", "11",
+                       "--runs-dir", str(tmp_path / "runs2"), "--out", str(out), "--", *run]) == 0
+    res2 = json.loads(out.read_text())  # both arms from worktrees: the same episodes again
+    assert res2["arms"]["after"]["per_episode"] == a["per_episode"] and res2["revisions"]["after_dirty"] is False
     listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "edge_before_" not in listed
 
