@@ -227,7 +227,13 @@ def _policy_brief(meta: dict[str, Any]) -> dict[str, Any] | None:
     pol = meta.get("policy")
     if not isinstance(pol, dict):
         return None
-    out = {"kind": pol.get("kind"), "name": pol.get("name"), "backend": pol.get("backend_name"),
+    name = pol.get("name")
+    if pol.get("kind") == "world_model":  # the planner: what searches, how much, under which deadline
+        deadline = pol.get("deadline_ms")
+        name = (f"{pol.get('model_kind')} over {pol.get('obs')}, {pol.get('simulations')} {pol.get('search')} "
+                f"simulations per decision, deadline {f'{deadline:g} ms' if deadline else 'none'}"
+                + (", workspace mask" if pol.get("workspace_mask") else ""))
+    out = {"kind": pol.get("kind"), "name": name, "backend": pol.get("backend_name"),
            "checkpoint": pol.get("checkpoint"), "model_sha256": pol.get("model_sha256")}
     return {k: v for k, v in out.items() if v is not None}
 
@@ -241,6 +247,10 @@ def _scheduler_brief(meta: dict[str, Any]) -> str | None:
         return None
     k, c = sch.get("num_steps", ses.get("num_steps")), sch.get("execute", ses.get("execute"))
     seam, temp = sch.get("seam", ses.get("seam")), sch.get("noise_temperature", ses.get("noise_temperature"))
+    planner = isinstance(meta.get("policy"), dict) and meta["policy"].get("kind") == "world_model"
+    if planner:  # one search per query, no denoising steps or initial noise
+        return f"{name}, one decision per query, {c} action{'s' if c != 1 else ''} per chunk" + (
+            f", seam {seam}" if seam else "")
     parts = [str(name) + (f" K={k} C={c}" if name in ("fixed", "dvac") and k is not None else "")]
     if seam:
         parts.append(f"seam {seam}")
@@ -417,6 +427,14 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("stale actions dropped", f"{s.get('dropped_late')} (by design, latency compensation: "
                  "each chunk's actions for ticks that passed while its query ran, >= 1 per query)"))
     rows.append(("expired chunks", str(s.get("expired_chunks"))))
+    moved, ticks = s.get("executed_actions"), s.get("ticks")
+    if ticks and moved is not None and moved < 0.1 * ticks:  # the arm barely moved: say why it may be
+        lat = s.get("latency_p50_ms")
+        rows.append(("warning", f"the arm acted on {moved} of {ticks} ticks: its chunks came too late or not at "
+                     f"all (starved {s.get('starved_ticks')}, expired {s.get('expired_chunks')}"
+                     + (f"; inference p50 {_num(lat, digits=1)} ms against a {1e3 * period:.0f} ms period"
+                        if lat is not None and period else "")
+                     + "): a loaded machine, or a policy too slow for this rate"))
     if s.get("policy_outputs") is not None:
         rows.append(("policy output clipped",
                      f"{s.get('policy_clipped')} of {s.get('policy_outputs')} gripper outputs to [0, 1], "

@@ -93,7 +93,12 @@ def load_world_model(path: str | Path, verify: bool = True):
     against its manifest): :func:`world_models.train.load_world_model`, imported when called."""
     from world_models.train import load_world_model as load
 
-    return load(path, verify)
+    try:
+        return load(path, verify)
+    except EdgeError as err:
+        if str(err).startswith("--world-model"):
+            raise
+        raise EdgeError(f"--world-model {path}: {err}") from None
 
 
 def model_encoder(path: str | Path, cfg: Any, manifest: dict, verify: bool = True):
@@ -136,6 +141,7 @@ class WorldModelPolicy:
         if not (np.isfinite(deadline_ms) and deadline_ms >= 0):
             raise EdgeError(f"--plan-deadline-ms {deadline_ms!r}: must be >= 0 (0 = no deadline)")
         self.deadline_ms = float(deadline_ms)
+        self.path = Path(path)
         cfg, model, manifest = load_world_model(path, verify=verify)
         if task is not None and RUNTIME_TASK[cfg.env.task] != task:  # before anything is exported or loaded
             raise EdgeError(f"--world-model {path}: a {cfg.env.task} model runs --task {RUNTIME_TASK[cfg.env.task]}, "
@@ -209,7 +215,7 @@ class WorldModelPolicy:
         self.hist, self._last_action, self._pred = None, None, None
 
     def describe(self) -> dict:
-        return {"kind": "world_model", "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
+        return {"kind": "world_model", "checkpoint": str(self.path), "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
                 "deadline_ms": self.deadline_ms or None,
                 "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,

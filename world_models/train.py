@@ -225,10 +225,21 @@ def load_world_model(path: str | Path, verify: bool = True):
     want = (manifest.get("files") or {}).get(MODEL_FILE)
     if verify and want and sha256_file(f) != want:
         raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
-    blob = torch.load(f, weights_only=False)
-    cfg = RunConfig(**blob["config"])
-    model = TokenWorldModel(cfg.model)
-    model.load_state_dict(blob["model"])
+    what = ("a damaged file, or not a checkpoint of `edge train world-model` (e.g. a VLA checkpoint: "
+            "that one runs with --policy vla --checkpoint)")
+    try:
+        blob = torch.load(f, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any unreadable file: one clear error
+        raise EdgeError(f"{f}: cannot be read as a world model ({type(err).__name__}: {err}): {what}") from None
+    if not (isinstance(blob, dict) and isinstance(blob.get("config"), dict) and "model" in blob):
+        raise EdgeError(f"{f}: not a world model (no 'config' and 'model' entries): {what}")
+    try:
+        cfg = RunConfig(**blob["config"])
+        model = TokenWorldModel(cfg.model)
+        model.load_state_dict(blob["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError) as err:
+        raise EdgeError(f"{f}: not a world model this code can load ({type(err).__name__}: "
+                        f"{str(err).splitlines()[0]}): {what}") from None
     return cfg, model.eval(), manifest
 
 

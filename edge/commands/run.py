@@ -118,7 +118,8 @@ def register(sub) -> None:
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--plan-simulations", type=int, default=0,
-                   help="--policy comet: tree-search simulations per decision (default 0 = the model's own)")
+                   help="--policy comet: tree-search simulations per decision, at most 10000 (default 0 = the "
+                        "model's own)")
     p.add_argument("--plan-deadline-ms", type=float, default=None,
                    help="--policy comet: a decision's wall-clock limit in ms (at most 60000): once it has run this "
                         "long the search starts no new simulation and acts on those run, at least one, so a "
@@ -295,6 +296,33 @@ def _started_config(args: argparse.Namespace) -> RuntimeConfig | None:
         return None
 
 
+def _config_source(args: argparse.Namespace) -> str:
+    return " / ".join(x for x in (f"--config {args.config}" if args.config else "", "--set" if args.set else "") if x)
+
+
+def _comet_by_setting(source: str) -> EdgeError:
+    return EdgeError(f"policy.name=comet from {source}: select the world-model planner with --policy comet (it "
+                     "sets the planner's loop and schedule); its own settings (policy.comet.*) can come from the "
+                     "YAML or --set")
+
+
+def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cfg: RuntimeConfig,
+                              planner: bool) -> None:
+    """--config / --set are applied on top of the flags; refuse where they undo the policy or task a
+    flag asked for (a run of something else than was asked), or select the planner, whose loop and
+    schedule only ``--policy comet`` sets."""
+    source = _config_source(args)
+    if cfg.policy.name == "comet" and not planner:
+        raise _comet_by_setting(source)
+    for flag, value, path, before, after in (
+            ("--policy", args.policy, "policy.name", flags.policy.name, cfg.policy.name),
+            ("--task", args.task, "scene.task", flags.scene.task, cfg.scene.task)):
+        default = {"--policy": "auto", "--task": "stack"}[flag]
+        if value != default and after != before:
+            raise EdgeError(f"{flag} {value}, but {source} sets {path}={after} (applied on top of the flags): "
+                            f"drop one of them")
+
+
 def run(args: argparse.Namespace) -> int:
     planner = args.policy == "comet"
     custom = ":" in args.policy or planner
@@ -308,8 +336,16 @@ def run(args: argparse.Namespace) -> int:
         one = len(given) == 1
         raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} --policy comet; add --policy comet or "
                         f"drop {'it' if one else 'them'}")
-    if args.plan_simulations < 0:
-        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
+    if not 0 <= args.plan_simulations <= 10000:
+        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
+    if planner and args.scheduler != "fixed":
+        raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
+                        "schedule (one decision per query); drop --scheduler")
+    if not planner and (args.config or args.set):  # before the VLA's checks, which would name its task
+        from edge.runtime.config import load_runtime_config
+
+        if load_runtime_config(None, args.config, args.set).policy.name == "comet":
+            raise _comet_by_setting(_config_source(args))
     if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
                                                   and 0 <= args.plan_deadline_ms <= 60000):
         raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
@@ -377,7 +413,9 @@ def run(args: argparse.Namespace) -> int:
                         clock=args.clock, device=args.device,
                         episodes=args.episodes, seed=args.seed, **settings)
     if args.config or args.set:
+        flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
+        _check_config_keeps_flags(args, flags, cfg, planner)
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume)
@@ -387,6 +425,6 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_summary(res.summary))
     print(f"\nrun directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl, "
-          "summary.json, summary.txt, episode0.gif)")
+          "events.jsonl, summary.json, summary.txt, episode0.gif)")
     print(f"report (timelines, video, html): edge report {run_dir.path}")
     return 0

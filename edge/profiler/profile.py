@@ -737,7 +737,11 @@ def profile(pc: ProfileConfig, arms: Sequence[Arm] | None, out: Path, devices: S
             **{k: v for k, v in pc_.items() if k != "profile"}, "cost_profile": pc_["profile"].to_json(),
             "period_ms": None if period_s is None else 1e3 * float(period_s),
             "ms_per_decision": {d: row["projected"][d]["ms_per_decision"] for d in devices}}
-    session = all_runs[0].meta.get("session", {})
+    session = dict(all_runs[0].meta.get("session", {}))
+    modes = {name: {r.meta.get("session", {}).get("execution") for r in runs} for name, runs in grouped.items()}
+    if len(set().union(*modes.values())) > 1:  # e.g. sync and async planner arms side by side
+        session["execution"] = "per arm: " + ", ".join(f"{name} {'/'.join(sorted(map(str, m)))}"
+                                                       for name, m in modes.items())
     summary.update({
         "title": f"Inference profile: {', '.join(a.name for a in arms)}",
         "command": command, "machine": machine_info(),

@@ -214,7 +214,7 @@ class Runtime:
         if isinstance(elapsed, int) and not loop.clock.is_virtual:  # skipped deadlines the sim stepped through
             extra["sim_elapsed_periods"] = elapsed
         ep = loop.end_episode(success=bool(driver.success), seed=seed, steps=driver.steps,
-                              instruction=driver.obs["instruction"], stop_reason=res.reason,
+                              instruction=driver.obs["instruction"], stop_reason=_stop_reason(res.reason, driver),
                               sim_diverged=bool(driver.info.get("sim_diverged")),
                               max_stage=int(driver.info.get("max_stage", 0)),
                               wall_s=time.perf_counter() - t0, **extra)
@@ -248,6 +248,18 @@ class Runtime:
                 summary = self.recorder.close()  # over every episode in the directory (resume too)
             self.env.close()
         return summary
+
+
+def _stop_reason(loop_reason: str, driver: Any) -> str:
+    """Why an episode ended: the loop's own reason (``max_ticks``, ``fault``, ``estop``), or where the
+    environment ended it: ``success``, ``sim_diverged``, or ``time_limit`` (its episode length in
+    simulated periods ran out)."""
+    if loop_reason != "stop_when":
+        return loop_reason
+    if driver.success:
+        return "success"
+    info = getattr(driver, "info", None)
+    return "sim_diverged" if isinstance(info, dict) and info.get("sim_diverged") else "time_limit"
 
 
 #: the panda spec's workspace box (lower, upper corner; m) until e95f17e, when it became the sim's

@@ -82,3 +82,13 @@ def test_an_eqrl_run_names_the_adapter_as_the_noise_source():
     assert _scheduler_brief(meta) == "eqrl, seam replace, noise from the adapter"
     meta["session"]["adapter_noise"] = "mean"
     assert _scheduler_brief(meta).endswith("noise from the adapter (its mode)")
+
+
+def test_a_run_whose_arm_barely_moved_is_flagged():
+    run = _run("real")
+    assert "warning" not in format_summary(summarize(run))  # every tick acted
+    for t in run.ticks:
+        t["kind"] = "hold"
+    run.queries[0]["latency_s"] = 0.4
+    text = format_summary(summarize(run))
+    assert "the arm acted on 0 of 9 ticks" in text and "inference p50 400.0 ms against a 50 ms period" in text

@@ -107,6 +107,11 @@ def test_edge_run_policy_comet_plans_through_the_loop(slot_world_model, tmp_path
     ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
     moves = [t["sent"] for t in ticks if t["kind"] == "act"]
     assert moves and all(abs((m[0] ** 2 + m[1] ** 2) ** 0.5 - 0.02) < 1e-6 and m[4] == 1.0 for m in moves)
+    assert meta["policy"]["checkpoint"] == str(slot_world_model)
+    text = (out / "summary.txt").read_text()  # what planned, not a VLA's denoising settings
+    assert f"world_model, comet over slots, 3 {meta['policy']['search']} simulations per decision, deadline 40 ms" in text
+    assert str(slot_world_model) in text and "fixed, one decision per query, 1 action per chunk" in text
+    assert "noise T=" not in text and "K=1" not in text
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
@@ -594,3 +599,36 @@ def test_edge_run_comet_decides_under_a_40_ms_deadline_by_default(tmp_path):
         assert main(["run", "--policy", "comet", "--task", "reach", "--episodes", "2", "--set", "max_steps=3",
                      "--out", str(out), "--resume"]) == 0
         assert json.loads((out / "meta.json").read_text())["resumed"][-1]["session"]["plan_deadline_ms"] == want
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--world-model", "{vla}"], "not a world model"),  # a VLA checkpoint
+    (["--world-model", "{corrupt}"], "cannot be read as a world model"),
+    (["--world-model", "/no/such/wm"], "--world-model /no/such/wm: no world model at /no/such/wm"),
+    (["--plan-simulations", "1000000"], "--plan-simulations 1000000: must be in 1..10000"),
+    (["--scheduler", "eqrl"], "--scheduler eqrl: --policy comet decides every move itself"),
+    (["--config", "{default_yaml}"], "--policy comet, but --config {default_yaml} sets policy.name=vla"),
+])
+def test_a_bad_planner_setup_is_a_clear_error(extra, needle, tmp_path, capsys):
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "model.pt").write_bytes(b"")
+    from edge.resources import config_dir
+    from edge.runtime.config import DEFAULT_CHECKPOINT
+
+    fill = {"{corrupt}": str(corrupt), "{default_yaml}": str(config_dir("run") / "default.yaml"),
+            "{vla}": str(DEFAULT_CHECKPOINT)}
+    extra = [fill.get(x, x) for x in extra]
+    for k, v in fill.items():
+        needle = needle.replace(k, v)
+    assert main(["run", "--policy", "comet", "--task", "reach", *extra, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert "--world-model" in err or "--world-model" not in extra
+
+
+def test_the_planner_is_selected_by_its_flag_not_by_a_setting(tmp_path, capsys):
+    assert main(["run", "--task", "reach", "--set", "policy.name=comet", "--out", str(tmp_path / "r")]) == 2
+    assert "policy.name=comet from --set: select the world-model planner with --policy comet" in capsys.readouterr().err
+    assert main(["run", "--policy", "comet", "--task", "reach", "--set", "task=push", "--out", str(tmp_path / "s")]) == 2
+    assert "--task reach, but --set sets scene.task=push" in capsys.readouterr().err

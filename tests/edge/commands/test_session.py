@@ -64,12 +64,13 @@ def test_edge_run_expert_writes_the_run_directory_layout(tmp_path, capsys):
                  "--out", str(tmp_path / "r")]) == 0
     assert f"edge report {tmp_path / 'r'}" in capsys.readouterr().out  # how to look at the run
     files = {p.name for p in (tmp_path / "r").iterdir()}
-    assert {"meta.json", "ticks.jsonl", "queries.jsonl", "episodes.jsonl", "summary.json", "summary.txt",
-            "episode0.gif"} <= files
+    assert {"meta.json", "ticks.jsonl", "queries.jsonl", "episodes.jsonl", "events.jsonl", "summary.json",
+            "summary.txt", "episode0.gif"} <= files
     ep = json.loads((tmp_path / "r" / "episodes.jsonl").read_text())
     assert {"ep", "seed", "success", "steps", "instruction", "wall_s", "max_stage", "ticks", "queries",
             "nfe", "executed", "stop_reason"} <= set(ep)
     assert ep["ep"] == 0 and ep["seed"] == 0
+    assert ep["stop_reason"] == ("success" if ep["success"] else "time_limit")  # where the env ended it
     # the simulated arm's own clamps, counted per episode (the expert stays inside the sim's box)
     assert (ep["sim_workspace_clips"], ep["sim_action_box_clips"]) == (0, 0)
     # one expert action per tick: a query each, NFE 1 each, nothing starved or dropped

@@ -159,6 +159,9 @@ def test_comet_ahead_arms_run_async_with_a_decision_every_tick(tmp_path, monkeyp
     costs = json.loads((out / "summary.json").read_text())["planner_cost"]  # searched after the queued move: counted
     assert costs["comet:3 / onnxruntime"]["ahead"] == 0 and costs["comet-ahead:3 / onnxruntime"]["ahead"] >= 6
     assert costs["comet-ahead:3 / onnxruntime"]["lookahead"] is True
+    execution = json.loads((out / "summary.json").read_text())["config"]["execution"]  # not the first arm's alone
+    assert execution == "per arm: comet:3 / onnxruntime sync, comet-ahead:3 / onnxruntime async"
+    assert f"execution {execution}" in (out / "report.md").read_text()
 
 
 def test_bad_cli_input_is_a_clear_error(tmp_path, capsys):
