@@ -10,8 +10,12 @@ Two arms of ``edge run ARGS`` (everything after ``--``) over the same ``--episod
 * ``before``: the code at ``--before REV``, checked out into a temporary git worktree and imported
   from there (the worktree first on ``PYTHONPATH``; this checkout's virtual environment);
 * ``after``: the code at ``--after REV`` the same way, or by default this checkout's code,
-  uncommitted changes included (``after_dirty``): then leave the checkout alone while it runs (each
-  block starts a new process, which imports what is there then).
+  uncommitted and untracked changes included (``after_dirty``): then leave the checkout alone while
+  it runs (each block starts a new process, which imports what is there then).
+
+Each arm runs with its own tree as the working directory: give paths after ``--`` (a world model,
+a config) as absolute paths, or they resolve inside each arm's tree (a tracked file at that
+revision).
 
 The arms run in blocks of ``--block`` episodes that alternate (each arm's run directory resumed
 block by block), so the machine's drift falls on both. Reported per arm from the run records
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{bad} after `--`: the benchmark sets it for both arms; drop it")
     if args.episodes < 2 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: need >= 2 episodes and blocks >= 1")
-    runs = Path(args.runs_dir)
+    runs = Path(args.runs_dir).resolve()  # the before arm runs inside its worktree
     if runs.exists():
         ap.error(f"--runs-dir {runs} exists: give a new directory (the arms' runs must not mix with old ones)")
     revs = {}
@@ -117,14 +121,14 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"{flag} {rev}: not a commit of this repository")
     before_rev = revs["--before"]
     after_rev = revs.get("--after") or _git("rev-parse", "HEAD")
-    dirty = args.after is None and bool(_git("status", "--porcelain", "--untracked-files=no"))
+    dirty = args.after is None and bool(_git("status", "--porcelain"))  # untracked files are imported too
 
     from benchmarks.wm_lookahead import arm_stats
     from benchmarks.wm_runtime_reach import paired
 
     # a termination (kill, a session's end) unwinds like Ctrl-C: the running arm is stopped and the
     # temporary worktree removed
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    old_term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="edge_before_") as tmp:
         trees = {"before": Path(tmp) / "before", "after": Path(tmp) / "after" if args.after else ROOT}
         added = []
@@ -151,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
                         return 2
                     print(f"{name:7s} {total}/{args.episodes} episodes", flush=True)
         finally:
-            for t in added:
-                _git("worktree", "remove", "--force", str(t))
+            signal.signal(signal.SIGTERM, old_term)
+            for t in added:  # each, whatever the others do; then drop any stale entry
+                subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=ROOT, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
 
     seeds = list(range(args.seed, args.seed + args.episodes))
     res: dict = {"benchmark": "edge_run_revisions", "machine": machine_info(),

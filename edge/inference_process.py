@@ -35,9 +35,11 @@ def backend_name(policy: Any) -> str:
     return str(getattr(policy, "backend_name", getattr(policy, "backend", "unknown")))
 
 
-def process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Scheduler, config: Any) -> None:
+def process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Scheduler, config: Any,
+                 wall_clock: bool = True) -> None:
     """Worker-process entry (``config``: the parent's ``WorkerConfig``): build the policy, then
-    answer queries until told to stop."""
+    answer queries until told to stop. ``wall_clock``: the parent's request times are
+    ``time.monotonic()`` (its clock is a :class:`edge.clock.RealClock`), as this process's."""
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle
         deprioritise(config.process_nice)
@@ -48,7 +50,7 @@ def process_main(conn: Any, factory: Callable[[], ChunkPolicy], scheduler: Sched
         clock = RealClock()
         latency = make_latency_model(config.latency)
         settings = QuerySettings(config.seed, config.noise_temperature, config.rtc_guidance,
-                                 config.rtc_soft_steps, 1.0 / policy.control_rate_hz, wall_clock=True)
+                                 config.rtc_soft_steps, 1.0 / policy.control_rate_hz, wall_clock=wall_clock)
     except Exception as err:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", f"{type(err).__name__}: {err}"))
         return

@@ -377,7 +377,8 @@ class InferenceWorker:
         ctx = mp.get_context("spawn")  # never fork a process that may hold torch/OpenMP threads
         self._conn, child = ctx.Pipe(duplex=True)
         cfg_ = dataclasses.replace(self.config, mode="inline", torch_threads=self.config.torch_threads or 1)
-        self._proc = ctx.Process(target=process_main, args=(child, factory, self.scheduler, cfg_),
+        self._proc = ctx.Process(target=process_main, args=(child, factory, self.scheduler, cfg_,
+                                                            isinstance(self.clock, RealClock)),
                                  name="edge-inference", daemon=True)
         self._proc.start()
         child.close()

@@ -95,8 +95,9 @@ def compute_query(policy: Any, scheduler: Any, req: QueryRequest,
     # observation's slot on and the actions executed since its previous observation
     encode_query = getattr(policy, "encode_query", None)
     if encode_query is not None:
-        features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps,
-                                t_request_s=req.t_submit_s if settings.wall_clock else None)
+        # the request's wall time only where there is one (a policy written before it keeps working)
+        timing = {"t_request_s": req.t_submit_s} if settings.wall_clock else {}
+        features = encode_query(req.obs, req.queued, req.executed, req.context.delay_steps, **timing)
     else:
         features = policy.encode(req.obs)
     plan = scheduler.plan(features, req.context)

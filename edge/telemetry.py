@@ -430,11 +430,15 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     moved, ticks = s.get("executed_actions"), s.get("ticks")
     if ticks and moved is not None and moved < 0.1 * ticks:  # the arm barely moved: say why it may be
         lat = s.get("latency_p50_ms")
-        rows.append(("warning", f"the arm acted on {moved} of {ticks} ticks: its chunks came too late or not at "
-                     f"all (starved {s.get('starved_ticks')}, expired {s.get('expired_chunks')}"
-                     + (f"; inference p50 {_num(lat, digits=1)} ms against a {1e3 * period:.0f} ms period"
-                        if lat is not None and period else "")
-                     + "): a loaded machine, or a policy too slow for this rate"))
+        if s.get("faults"):  # stopped by the safety layer: the faults below say why
+            why = "the safety layer stopped it (the faults below)"
+        else:
+            why = (f"its chunks came too late or not at all (starved {s.get('starved_ticks')}, expired "
+                   f"{s.get('expired_chunks')}"
+                   + (f"; inference p50 {_num(lat, digits=1)} ms against a {1e3 * period:.0f} ms period"
+                      if lat is not None and period else "")
+                   + "): a loaded machine, or a policy too slow for this rate")
+        rows.append(("warning", f"the arm acted on {moved} of {ticks} ticks: {why}"))
     if s.get("policy_outputs") is not None:
         rows.append(("policy output clipped",
                      f"{s.get('policy_clipped')} of {s.get('policy_outputs')} gripper outputs to [0, 1], "

@@ -281,6 +281,27 @@ def counting_ramp_for(spec: RobotSpec, fail: bool = False, exit_code: int | None
     return Counting(base.base, base.slope, rate_hz=spec.control_rate_hz)
 
 
+def request_timed_ramp_for(spec: RobotSpec) -> RampPolicy:
+    """TEST FIXTURE. A ramp policy with ``encode_query`` (as a planner has): records the request time
+    each query was given (``t_request_s``, absent: None) and reports them in ``episode_stats``."""
+
+    class Timed(RampPolicy):
+        def encode_query(self, obs, queued, executed, delay_steps, t_request_s=None):
+            self.requests.append(t_request_s)
+            return self.encode(obs)
+
+        def episode_stats(self, reset: bool = False) -> dict[str, Any]:
+            out = {"requests": list(self.requests)}
+            if reset:
+                self.requests = []
+            return out
+
+    base = ramp_for(spec)
+    pol = Timed(base.base, base.slope, rate_hz=spec.control_rate_hz)
+    pol.requests = []
+    return pol
+
+
 def dying_ramp_for(spec: RobotSpec) -> RampPolicy:
     """TEST FIXTURE. A ramp policy whose process exits (as on a segfault) when it is queried."""
 

@@ -93,12 +93,7 @@ def load_world_model(path: str | Path, verify: bool = True):
     against its manifest): :func:`world_models.train.load_world_model`, imported when called."""
     from world_models.train import load_world_model as load
 
-    try:
-        return load(path, verify)
-    except EdgeError as err:
-        if str(err).startswith("--world-model"):
-            raise
-        raise EdgeError(f"--world-model {path}: {err}") from None
+    return load(path, verify)
 
 
 def model_encoder(path: str | Path, cfg: Any, manifest: dict, verify: bool = True):
@@ -218,6 +213,7 @@ class WorldModelPolicy:
         return {"kind": "world_model", "checkpoint": str(self.path), "model_kind": self.cfg.model.kind, "obs": self.cfg.obs,
                 "simulations": self.planner.cfg.num_simulations, "search": self.planner.cfg.search,
                 "deadline_ms": self.deadline_ms or None,
+                "deadline_counts": "from the request on a real clock, else from the decision's start",
                 "plan_backend": self.backend, "backend_name": self.backend, "lookahead": self.lookahead,
                 "workspace_mask": None if self.workspace is None else [self.workspace[0].tolist(), self.workspace[1].tolist()],
                 "frame": f"centre {self.view_side}x{self.view_side} of a {self.render_side}x{self.render_side} render",
@@ -252,7 +248,11 @@ class WorldModelPolicy:
         deadline counts from ``t_request_s`` (``time.monotonic()`` when the decision was asked for,
         e.g. in another process) when given, else from this call."""
         t0 = time.perf_counter()
-        waited = 0.0 if t_request_s is None else max(0.0, time.monotonic() - float(t_request_s))
+        waited = 0.0 if t_request_s is None else time.monotonic() - float(t_request_s)
+        if waited < -1e-3:  # a request from the future: its time is not this clock's
+            raise EdgeError(f"a decision requested at t={t_request_s!r} s, {-waited * 1e3:.1f} ms after now on "
+                            "time.monotonic(): the request's time must come from the same clock (the real clock's)")
+        waited = max(waited, 0.0)
         if t_request_s is not None:
             self.wait_ms.append(waited * 1e3)
         frame = self.view(obs)
@@ -470,7 +470,12 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
             raise EdgeError("--plan-workspace-mask on masks moves by the robot spec's workspace box; this run "
                             "has no robot spec (use --plan-workspace-mask off)")
         workspace = (robot.workspace_min_m, robot.workspace_max_m)
-    return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
-                            seed=int(cfg.run.seed), verify=cfg.policy.verify,
-                            backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace,
-                            task=cfg.scene.task, deadline_ms=float(cfg.policy.comet.plan_deadline_ms))
+    try:
+        return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
+                                seed=int(cfg.run.seed), verify=cfg.policy.verify,
+                                backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace,
+                                task=cfg.scene.task, deadline_ms=float(cfg.policy.comet.plan_deadline_ms))
+    except EdgeError as err:
+        if str(err).startswith("--"):  # names its flag already
+            raise
+        raise EdgeError(f"--world-model {path}: {err}") from None

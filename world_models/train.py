@@ -221,7 +221,12 @@ def load_world_model(path: str | Path, verify: bool = True):
         raise EdgeError(f"no world model at {p} (expected {MODEL_FILE}); train one with "
                         "`edge train world-model --out DIR --task push3|reach3`")
     mf = f.parent / MANIFEST_FILE
-    manifest = json.loads(mf.read_text()) if mf.is_file() else {}
+    try:
+        manifest = json.loads(mf.read_text()) if mf.is_file() else {}
+    except (ValueError, UnicodeDecodeError) as err:
+        raise EdgeError(f"{mf}: not readable JSON ({err}); the world model's manifest is damaged") from None
+    if not isinstance(manifest, dict):
+        raise EdgeError(f"{mf}: not a manifest (a JSON object); the world model's manifest is damaged")
     want = (manifest.get("files") or {}).get(MODEL_FILE)
     if verify and want and sha256_file(f) != want:
         raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
@@ -239,7 +244,7 @@ def load_world_model(path: str | Path, verify: bool = True):
         model.load_state_dict(blob["model"])
     except (TypeError, ValueError, KeyError, RuntimeError) as err:
         raise EdgeError(f"{f}: not a world model this code can load ({type(err).__name__}: "
-                        f"{str(err).splitlines()[0]}): {what}") from None
+                        f"{(str(err).splitlines() or [''])[0]}): {what}") from None
     return cfg, model.eval(), manifest
 
 

@@ -9,8 +9,11 @@ EXPERT_TASKS = ("stack", "pick_place", "push")  # with a scripted expert: demons
 SIMS = ("mujoco", "pybullet")
 
 
-def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ...] = EXPERT_TASKS) -> None:
-    p.add_argument("--task", default="stack", choices=tasks, help="task family")
+def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ...] = EXPERT_TASKS,
+                 task_action: type[argparse.Action] | None = None) -> None:
+    """``task_action``: the --task flag's argparse action (e.g. one that notes the flag was given)."""
+    p.add_argument("--task", default="stack", choices=tasks, help="task family",
+                   **({"action": task_action} if task_action is not None else {}))
     p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
     p.add_argument("--n-blocks", type=int, default=2, choices=(2, 3), help="stack only: number of cubes")
     p.add_argument("--distribution", default="train", choices=("train", "ood"), help="randomisation")

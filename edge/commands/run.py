@@ -59,9 +59,9 @@ def register(sub) -> None:
   edge run --scheduler eqrl                          # the shipped EQRL adapter picks noise, K and C
   edge run --latency constant --latency-ms 100       # what happens at 100 ms inference latency
   edge run --policy expert --task pick_place --sim pybullet""")
-    add_env_args(p, episodes=3, tasks=TASKS)
+    add_env_args(p, episodes=3, tasks=TASKS, task_action=_Given)
     p.set_defaults(seed=100000)
-    p.add_argument("--policy", default="auto", metavar="NAME",
+    p.add_argument("--policy", default="auto", metavar="NAME", action=_Given,
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
                         "vla, expert (the scripted expert, through the same runtime: one action per "
                         "query, --query-mode sync, K = C = 1, no charged latency unless --latency is "
@@ -314,16 +314,17 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
     source = _config_source(args)
     if cfg.policy.name == "comet" and not planner:
         raise _comet_by_setting(source)
-    for flag, value, path, before, after in (
-            ("--policy", args.policy, "policy.name", flags.policy.name, cfg.policy.name),
-            ("--task", args.task, "scene.task", flags.scene.task, cfg.scene.task)):
-        default = {"--policy": "auto", "--task": "stack"}[flag]
-        if value != default and after != before:
-            raise EdgeError(f"{flag} {value}, but {source} sets {path}={after} (applied on top of the flags): "
-                            f"drop one of them")
+    given = getattr(args, "given", set())
+    for flag, dest, path, before, after in (
+            ("--policy", "policy", "policy.name", flags.policy.name, cfg.policy.name),
+            ("--task", "task", "scene.task", flags.scene.task, cfg.scene.task)):
+        if dest in given and after != before:  # only a flag given on the command line
+            raise EdgeError(f"{flag} {args.asked[dest]}, but {source} sets {path}={after} (applied on top of the "
+                            f"flags): drop one of them")
 
 
 def run(args: argparse.Namespace) -> int:
+    args.asked = {"policy": args.policy, "task": args.task}  # as given (resolving auto changes args.policy)
     planner = args.policy == "comet"
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):

@@ -364,6 +364,11 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
             raise EdgeError(f"--resume: {out_dir} was run when the planner's camera frame was "
                             f"{old_policy.get('frame') or 'not recorded (runs before 8040dcc; those before 6151150 saw the whole 64x64 view)'}"
                             "; its episodes and new ones could mix: choose another --out")
+        if (old_policy.get("kind") == "world_model" and cfg_.clock.kind == "real" and old_policy.get("deadline_ms")
+                and "deadline_counts" not in old_policy):
+            raise EdgeError(f"--resume: {out_dir} ran on the real clock when the planner's deadline counted from the "
+                            "worker's start of a decision, not from its request (before c6e426c): its episodes and "
+                            "new ones would mix: choose another --out")
         if _world_waited(cfg_, out_dir):
             raise EdgeError(f"--resume: {out_dir} ran on the real clock before the simulated arm stepped through "
                             "the deadlines a late tick skips (c5792cc): in its episodes the world waited for a "

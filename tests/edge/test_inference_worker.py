@@ -177,28 +177,30 @@ def test_thread_mode_never_blocks_the_caller():
         w.close()
 
 
-def test_a_real_clock_tells_an_encode_query_policy_when_its_query_was_asked_for():
-    class Timed(BlackBoxRampPolicy):  # a planner's hook: a deadline counts from the request
-        requests: list = []
+@pytest.mark.parametrize("mode", ["inline", "thread", "process"])
+def test_a_real_clock_tells_an_encode_query_policy_when_its_query_was_asked_for(mode):
+    """A planner's deadline counts from the request: the request's own time (not the observation's)
+    reaches ``encode_query`` where the loop's clock is the real one, in every mode; a virtual or any
+    other clock's times do not (they are not ``time.monotonic()``)."""
+    import dataclasses
+    import functools
 
-        def encode_query(self, obs, queued, executed, delay_steps, t_request_s=None):
-            self.requests.append(t_request_s)
-            return self.encode(obs)
+    from tests.fakes import SteppingClock, request_timed_ramp_for
 
-    virtual = Timed(np.zeros(8), np.zeros(8))
-    virtual.requests = []
-    w = InferenceWorker(virtual, fixed(2, 2), VirtualClock(), WorkerConfig(mode="inline"))
-    w.submit(request(1.0))
-    assert w.poll(10.0) is not None and virtual.requests == [None]  # virtual time is not wall time
-    clock, real = RealClock(), Timed(np.zeros(8), np.zeros(8))
-    real.requests = []
-    for mode in ("inline", "thread"):
-        w = InferenceWorker(real, fixed(2, 2), clock, WorkerConfig(mode=mode))
+    clocks = [RealClock(), SteppingClock()] if mode != "inline" else [RealClock(), VirtualClock()]
+    for clock in clocks:
+        w = InferenceWorker(request_timed_ramp_for(SPEC), fixed(2, 2), clock, WorkerConfig(mode=mode),
+                            policy_factory=functools.partial(request_timed_ramp_for, SPEC))
         try:
             t = clock.now()
-            w.submit(request(t))
-            _wait_result(w, clock)
-            assert real.requests[-1] == t  # the request's own time.monotonic()
+            w.submit(dataclasses.replace(request(t - 0.5), t_submit_s=t))  # observed 0.5 s before the request
+            res, t_end = None, time.monotonic() + 10.0
+            while res is None and time.monotonic() < t_end:  # a manual clock: any result is ready
+                res = w.poll(clock.now() if isinstance(clock, RealClock) else float("inf"))
+                time.sleep(0.002)
+            assert res is not None
+            seen = w.policy_counts("episode_stats", timeout_s=5.0)["requests"]
+            assert seen == ([t] if isinstance(clock, RealClock) else [None])
         finally:
             w.close()
 

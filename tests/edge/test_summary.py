@@ -92,3 +92,7 @@ def test_a_run_whose_arm_barely_moved_is_flagged():
     run.queries[0]["latency_s"] = 0.4
     text = format_summary(summarize(run))
     assert "the arm acted on 0 of 9 ticks" in text and "inference p50 400.0 ms against a 50 ms period" in text
+    s = summarize(run)
+    s["faults"] = [{"kind": "joint_limit", "t": 0.1, "detail": "j3"}]  # a fault stopped it: not blamed on speed
+    text = format_summary(s)
+    assert "the arm acted on 0 of 9 ticks: the safety layer stopped it" in text and "too slow" not in text

@@ -632,3 +632,35 @@ def test_the_planner_is_selected_by_its_flag_not_by_a_setting(tmp_path, capsys):
     assert "policy.name=comet from --set: select the world-model planner with --policy comet" in capsys.readouterr().err
     assert main(["run", "--policy", "comet", "--task", "reach", "--set", "task=push", "--out", str(tmp_path / "s")]) == 2
     assert "--task reach, but --set sets scene.task=push" in capsys.readouterr().err
+
+
+def test_only_flags_given_on_the_command_line_are_protected_from_a_config():
+    import argparse
+
+    from edge.commands.run import _check_config_keeps_flags
+    from edge.errors import EdgeError
+    from edge.runtime.config import RuntimeConfig, load_runtime_config
+
+    flags = RuntimeConfig.of(policy="vla")  # `--policy auto` resolved to the VLA: not asked for
+    args = argparse.Namespace(config=None, set=["policy.name=expert"], given=set(),
+                              asked={"policy": "auto", "task": "stack"})
+    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)  # fine
+    args.given, args.asked["policy"] = {"policy"}, "vla"  # `--policy vla` given: the setting would undo it
+    with pytest.raises(EdgeError, match="--policy vla, but --set sets policy.name=expert"):
+        _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)
+    args.set = ["policy.name=vla", "task=stack"]  # the same values: nothing undone
+    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)
+
+
+def test_a_real_clock_planner_run_from_before_the_request_deadline_does_not_resume(tmp_path, capsys):
+    out = tmp_path / "r"
+    argv = ["run", "--policy", "comet", "--task", "reach", "--clock", "real", "--query-mode", "sync",
+            "--episodes", "1", "--set", "max_steps=3", "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["policy"]["deadline_counts"].startswith("from the request")
+    del meta["policy"]["deadline_counts"]  # as a run written before c6e426c
+    (out / "meta.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main([*argv[:-4], "--episodes", "2", "--set", "max_steps=3", "--out", str(out), "--resume"]) == 2
+    assert "deadline counted from the worker's start" in capsys.readouterr().err
