@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         won[name] = st["per_episode"]["success"]
         lat[name] = latency_by_episode(runs / name)
         summary = json.loads((runs / name / "summary.json").read_text())
-        st["clock"] = {k: summary.get(k) for k in ("overruns", "lateness_p99_ms", "jitter_p99_ms") if k in summary}
+        st["clock"] = {k: summary.get(k) for k in ("overruns", "lateness_p99_ms", "jitter_p99_ms", "tick_overhead_p50_ms",
+                                                  "tick_overhead_p99_ms") if k in summary}
         eps = [json.loads(x) for x in (runs / name / "episodes.jsonl").read_text().splitlines() if x.strip()]
         for k in ("simulations", "cut"):
             st["planner"][k] = sum(e.get(f"planner_{k}") or 0 for e in eps)

@@ -143,3 +143,12 @@ class SimObserver:
             raise DriverError("no observation yet: reset_episode() first")
         images = {c: obs[c] for c in self.cameras if c in obs}
         return Observation(images, obs["proprio"], obs["instruction"], state.t_s)
+
+    def prefetch(self) -> None:
+        """Render the current observation's camera images now (a lazily rendered frame is kept
+        until the simulator steps), so a later :meth:`observe` of the same step only reads them."""
+        obs = self.driver.obs
+        if obs is not None:
+            for c in self.cameras:
+                if c in obs:
+                    obs[c]  # rendered now and kept

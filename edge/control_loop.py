@@ -123,6 +123,10 @@ class ControlLoop:
         self._query_first = config.execution == "sync" or getattr(worker, "mode", "inline") == "inline"
         self._slack_work = (config.slack_work and not self._query_first
                             and not clock.is_virtual)
+        # the next observation read in the slack, where the next tick observes before its command
+        prefetch = getattr(observer, "prefetch", None)
+        self._prefetch = (prefetch if callable(prefetch) and config.prefetch_observation and self._query_first
+                          and not clock.is_virtual else None)
         self._slack_s = 0.0  # time the loop spent merging before this tick, in its slack
         self.latency = LatencyWindow(config.latency_window, config.warmup_queries)
         self._estop_reason: str | None = None
@@ -328,6 +332,8 @@ class ControlLoop:
             self.recorder.tick(rec.to_json())
         if self._gc_was_enabled is not None:
             self._collect_in_slack()
+        if self._prefetch is not None and not self.worker.busy and self.safety.mode is SafetyMode.RUNNING:
+            self._prefetch()  # the next query's frame, off the next tick's path
         self._slack_s = 0.0
         # loop-thread time of this tick after the wake-up: overhead + query send + telemetry + gc
         self.busy_s.append(time.perf_counter() - p0)

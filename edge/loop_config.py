@@ -56,6 +56,13 @@ class LoopConfig:
         "~0.15 ms on a cold cache), also when it is too late to merge it (slack_margin_s); a later "
         "one is received on the tick", range=(0.0, 1.0),
     )
+    prefetch_observation: bool = cfg(
+        True, "real clock, a query made before the tick's command (sync, or inline async): after the "
+        "tick's work, with no query in flight, the observer reads the next observation in the slack "
+        "(an observer with prefetch(): a simulated camera renders its frame then, about 3 ms at 96x96, "
+        "as a real camera's frame is ready before the tick); the next tick reads that picture unless "
+        "the world moved meanwhile",
+    )
     timer_slack_ns: int = cfg(
         1, "real clock only, Linux: timer slack of the loop thread from start() to close(), in ns "
         "(how late the kernel may fire its sleeps; Linux gives normal threads 50,000 ns, real-time "

@@ -46,6 +46,27 @@ def test_observer_returns_env_images(driver):
     assert obs.instruction.startswith(("stack", "put", "place", "build"))
 
 
+@pytest.mark.parametrize("sim_name", ["mujoco", "pybullet"])
+def test_prefetch_renders_the_frame_the_next_observe_reads(sim_name):
+    driver = SimArmDriver(sim.make_env("stack", sim=sim_name, image_size=32, lazy_images=True))
+    driver.reset_episode(seed=2)  # a lazy env (the runtime's): a step's images are rendered when read
+    driver.connect()
+    driver.activate()
+    backend, renders = driver.env.backend, []
+    real = backend.render
+    backend.render = lambda *a, **k: (renders.append(a[0]), real(*a, **k))[1]
+    driver.hold()  # a new step: its frame not rendered yet
+    assert renders == []
+    obs_src = SimObserver(driver)
+    obs_src.prefetch()
+    assert renders == ["front"]
+    img = obs_src.observe(driver.read_state()).images["front"]
+    assert renders == ["front"] and img is driver.obs["front"]  # read, not rendered again
+    driver.hold()  # the world moved: the next observe renders the new step
+    obs_src.observe(driver.read_state())
+    assert renders == ["front", "front"]
+
+
 def test_send_command_reports_the_sim_workspace_clip():
     """A move that takes the TCP target out of the sim's own box (TARGET_BOX_M, y <= 0.35) is
     clipped by the env; the driver returns the move the target made, and the env counts it."""

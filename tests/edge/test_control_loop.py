@@ -163,6 +163,44 @@ def test_overrun_skips_deadlines_without_burst():
     assert loop.queue.skipped == 2  # the actions for slots 4 and 5 were purged, not replayed
 
 
+@pytest.mark.parametrize("clock_kind, execution, enabled", [
+    ("stepping", "sync", True), ("stepping", "sync", False), ("virtual", "sync", True)])
+def test_the_next_observation_is_read_in_the_slack_where_the_next_tick_observes_first(clock_kind, execution,
+                                                                                        enabled):
+    """A real clock (here a stepping one) with queries before the command: after a tick with no
+    query in flight the observer's prefetch() runs, so the next query's frame is ready; never on a
+    virtual clock, and not when switched off."""
+    clock = SteppingClock() if clock_kind == "stepping" else VirtualClock()
+    policy = ramp_for(SPEC)
+    worker = InferenceWorker(policy, fixed(2, 3), clock, WorkerConfig(mode="inline"),
+                             latency_model=ConstantLatency(0.0))
+
+    class Prefetching(FakeObserver):
+        def __init__(self):
+            self.calls = []  # ("prefetch" | "observe", the commands the driver had taken by then)
+
+        def observe(self, state):
+            self.calls.append(("observe", len(driver.sent) + driver.holds))
+            return super().observe(state)
+
+        def prefetch(self):
+            self.calls.append(("prefetch", len(driver.sent) + driver.holds))
+
+    driver, observer = FakeDriver(clock, SPEC), Prefetching()
+    loop = ControlLoop(LoopConfig(execution=execution, prefetch_observation=enabled), clock, driver, observer,
+                       worker, SafetySupervisor(SPEC), QueueConfig(seam="replace"))
+    loop.start()
+    loop.run(9)
+    pre = [k for kind, k in observer.calls if kind == "prefetch"]
+    if clock_kind == "virtual" or not enabled:
+        assert pre == []
+        return
+    assert len(pre) == 9  # an inline worker is idle after every tick
+    observed = [k for kind, k in observer.calls if kind == "observe"]
+    # each query after the first observes a step that was prefetched after the tick before it
+    assert len(observed) >= 3 and all(k in pre for k in observed[1:]), (observed, pre)
+
+
 def test_watchdog_stops_when_inference_stalls():
     loop, _driver, _policy, _ = build_loop(
         latency_s=0.0, K=2, C=6, safety=SafetyConfig(stale_s=0.2, stop_s=0.5)
