@@ -148,7 +148,7 @@ class SimObserver:
         """Render the current observation's camera images now (a lazily rendered frame is kept
         until the simulator steps), so a later :meth:`observe` of the same step only reads them."""
         obs = self.driver.obs
-        if obs is not None:
+        if obs is not None and not self.driver.done:  # an ended episode's frame is never read
             for c in self.cameras:
                 if c in obs:
                     obs[c]  # rendered now and kept

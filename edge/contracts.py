@@ -232,7 +232,10 @@ class RobotDriver(Protocol):
 @runtime_checkable
 class ObservationSource(Protocol):
     """Builds an Observation from the latest state (cameras must serve a buffered latest frame;
-    this is called on the loop thread and must not block for long)."""
+    this is called on the loop thread and must not block for long). Optional ``prefetch()``: read
+    the current observation now, so the next :meth:`observe` of the same state only returns it; a
+    real-clock loop calls it in a tick's slack when the next tick will observe before its command
+    (:attr:`edge.loop_config.LoopConfig.prefetch_observation`)."""
 
     def observe(self, state: RobotState) -> Observation: ...
 

@@ -127,6 +127,7 @@ class ControlLoop:
         prefetch = getattr(observer, "prefetch", None)
         self._prefetch = (prefetch if callable(prefetch) and config.prefetch_observation and self._query_first
                           and not clock.is_virtual else None)
+        self._prefetch_s = 0.0  # the read's recent time (s): it runs only where the slack covers it
         self._slack_s = 0.0  # time the loop spent merging before this tick, in its slack
         self.latency = LatencyWindow(config.latency_window, config.warmup_queries)
         self._estop_reason: str | None = None
@@ -330,10 +331,10 @@ class ControlLoop:
         self._write_query_records()
         if self.recorder is not None and self.config.record_ticks:
             self.recorder.tick(rec.to_json())
+        if self._prefetch is not None:  # the next query's frame, off the next tick's path (before the gc,
+            self._maybe_prefetch()      # whose own slack check then sees the read)
         if self._gc_was_enabled is not None:
             self._collect_in_slack()
-        if self._prefetch is not None and not self.worker.busy and self.safety.mode is SafetyMode.RUNNING:
-            self._prefetch()  # the next query's frame, off the next tick's path
         self._slack_s = 0.0
         # loop-thread time of this tick after the wake-up: overhead + query send + telemetry + gc
         self.busy_s.append(time.perf_counter() - p0)
@@ -382,22 +383,39 @@ class ControlLoop:
             elapse(periods)
 
     # ------------------------------------------------------------------ queries
-    def _maybe_query(self, state: Any, now: float) -> None:
+    def _query_due(self, n: int) -> bool:
+        """Whether the tick of slot ``n`` starts a query (nothing in flight, and the queue or the
+        plan asks for one), as far as is known now."""
         if self.worker.busy:
+            return False
+        depth = self.queue.depth(n)
+        if self.config.execution == "sync":
+            return depth == 0
+        return (self._next_query_slot is None or n >= self._next_query_slot
+                or depth <= self.latency.delay_steps(self.period_s) + self.config.prefetch_margin_steps)
+
+    def _maybe_prefetch(self) -> None:
+        """After the tick's work: read the observation the next tick's query will observe, if it
+        will query, the arm runs, and the slack left before the next deadline covers the read's
+        recent time (plus ``gc_min_slack_s``); counted per episode."""
+        if self.safety.mode is not SafetyMode.RUNNING or self._estop_reason is not None or not self._query_due(self.n):
             return
+        left = self.t0_s + self.n * self.period_s - self.clock.now()
+        if left < self._prefetch_s + self.config.gc_min_slack_s:
+            return
+        t0 = time.perf_counter()
+        self._prefetch()
+        dt = time.perf_counter() - t0
+        self._prefetch_s = max(dt, 0.8 * self._prefetch_s + 0.2 * dt)  # a slow read raises it at once
+        self._ep["prefetched"] += 1
+        self._ep["prefetch_ms"] += 1e3 * dt
+
+    def _maybe_query(self, state: Any, now: float) -> None:
         n = self.n
+        if not self._query_due(n):
+            return
         depth = self.queue.depth(n)
         delay = self.latency.delay_steps(self.period_s)
-        if self.config.execution == "sync":
-            due = depth == 0
-        else:
-            due = (
-                self._next_query_slot is None
-                or n >= self._next_query_slot
-                or depth <= delay + self.config.prefetch_margin_steps
-            )
-        if not due:
-            return
         obs = dataclasses.replace(self.observer.observe(state), t_s=now)
         p50, p95 = self.latency.stats()
         ctx = QueryContext(
@@ -517,3 +535,5 @@ class ControlLoop:
         self._executed: deque[tuple[int, Any]] = deque(maxlen=64)
         self._last_obs_slot: int | None = None
         self._ep = {"ticks": 0, "overruns": 0, "starved": 0, "executed": 0, "queries": 0, "nfe": 0}
+        if self._prefetch is not None:  # observations read in the slack: how many, and their time
+            self._ep.update(prefetched=0, prefetch_ms=0.0)

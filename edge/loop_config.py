@@ -57,11 +57,11 @@ class LoopConfig:
         "one is received on the tick", range=(0.0, 1.0),
     )
     prefetch_observation: bool = cfg(
-        True, "real clock, a query made before the tick's command (sync, or inline async): after the "
-        "tick's work, with no query in flight, the observer reads the next observation in the slack "
-        "(an observer with prefetch(): a simulated camera renders its frame then, about 3 ms at 96x96, "
-        "as a real camera's frame is ready before the tick); the next tick reads that picture unless "
-        "the world moved meanwhile",
+        True, "real clock, a query made before the tick's command (sync, or inline async): after a tick "
+        "whose successor will query, the observer reads that query's observation in the slack (an "
+        "observer with prefetch(): a simulated camera renders its frame then, about 3 ms at 96x96, as a "
+        "real camera's frame is ready before the tick), only where the slack left covers the read's "
+        "recent time plus gc_min_slack_s; counted per episode (prefetched, prefetch_ms)",
     )
     timer_slack_ns: int = cfg(
         1, "real clock only, Linux: timer slack of the loop thread from start() to close(), in ns "

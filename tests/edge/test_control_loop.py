@@ -163,42 +163,55 @@ def test_overrun_skips_deadlines_without_burst():
     assert loop.queue.skipped == 2  # the actions for slots 4 and 5 were purged, not replayed
 
 
-@pytest.mark.parametrize("clock_kind, execution, enabled", [
-    ("stepping", "sync", True), ("stepping", "sync", False), ("virtual", "sync", True)])
-def test_the_next_observation_is_read_in_the_slack_where_the_next_tick_observes_first(clock_kind, execution,
-                                                                                        enabled):
-    """A real clock (here a stepping one) with queries before the command: after a tick with no
-    query in flight the observer's prefetch() runs, so the next query's frame is ready; never on a
-    virtual clock, and not when switched off."""
+@pytest.mark.parametrize("clock_kind, execution, latency_s, enabled, slow_read", [
+    ("stepping", "sync", 0.0, True, False), ("stepping", "sync", 0.12, True, False),
+    ("stepping", "async", 0.0, True, False), ("stepping", "sync", 0.0, False, False),
+    ("virtual", "sync", 0.0, True, False), ("stepping", "sync", 0.0, True, True)])
+def test_the_next_observation_is_read_in_the_slack_before_the_tick_that_queries(clock_kind, execution, latency_s,
+                                                                                 enabled, slow_read):
+    """A real clock (here a stepping one), queries before the command (sync, or an inline worker):
+    after a tick whose successor will query, the observer's prefetch() reads the state that tick
+    observes; never while a query is in flight, on a virtual clock, or when switched off."""
     clock = SteppingClock() if clock_kind == "stepping" else VirtualClock()
     policy = ramp_for(SPEC)
     worker = InferenceWorker(policy, fixed(2, 3), clock, WorkerConfig(mode="inline"),
-                             latency_model=ConstantLatency(0.0))
+                             latency_model=ConstantLatency(latency_s))
 
     class Prefetching(FakeObserver):
         def __init__(self):
-            self.calls = []  # ("prefetch" | "observe", the commands the driver had taken by then)
+            self.calls = []  # (kind, the commands the driver had taken by then, clock time)
 
         def observe(self, state):
-            self.calls.append(("observe", len(driver.sent) + driver.holds))
+            self.calls.append(("observe", len(driver.sent), clock.now()))
             return super().observe(state)
 
         def prefetch(self):
-            self.calls.append(("prefetch", len(driver.sent) + driver.holds))
+            self.calls.append(("prefetch", len(driver.sent), clock.now()))
 
     driver, observer = FakeDriver(clock, SPEC), Prefetching()
     loop = ControlLoop(LoopConfig(execution=execution, prefetch_observation=enabled), clock, driver, observer,
                        worker, SafetySupervisor(SPEC), QueueConfig(seam="replace"))
-    loop.start()
-    loop.run(9)
-    pre = [k for kind, k in observer.calls if kind == "prefetch"]
-    if clock_kind == "virtual" or not enabled:
+    if slow_read:
+        loop._prefetch_s = 1.0  # a read longer than any slack at this rate: not attempted
+    try:
+        loop.start()
+        loop.run(20)
+    finally:
+        loop.close(close_driver=False)
+    calls = observer.calls
+    pre = [c for c in calls if c[0] == "prefetch"]
+    observes = [c for c in calls if c[0] == "observe"]
+    assert len(observes) >= 3
+    if clock_kind == "virtual" or not enabled or slow_read:
         assert pre == []
         return
-    assert len(pre) == 9  # an inline worker is idle after every tick
-    observed = [k for kind, k in observer.calls if kind == "observe"]
-    # each query after the first observes a step that was prefetched after the tick before it
-    assert len(observed) >= 3 and all(k in pre for k in observed[1:]), (observed, pre)
+    for i, c in enumerate(calls):
+        if c[0] == "observe" and i > 0:  # every query after the first: its state was read just before
+            assert calls[i - 1][:2] == ("prefetch", c[1]) and calls[i - 1][2] < c[2]
+        if c[0] == "prefetch" and i + 1 < len(calls):  # and only then: each read is observed next
+            assert calls[i + 1][:2] == ("observe", c[1])
+    assert len(pre) in (len(observes) - 1, len(observes))  # none while a query is in flight
+    assert loop._ep["prefetched"] == len(pre) and loop._ep["prefetch_ms"] >= 0.0  # counted per episode
 
 
 def test_watchdog_stops_when_inference_stalls():
