@@ -383,22 +383,22 @@ class ControlLoop:
             elapse(periods)
 
     # ------------------------------------------------------------------ queries
-    def _query_due(self, n: int) -> bool:
-        """Whether the tick of slot ``n`` starts a query (nothing in flight, and the queue or the
-        plan asks for one), as far as is known now."""
-        if self.worker.busy:
-            return False
-        depth = self.queue.depth(n)
+    def _query_due(self, n: int, depth: int, delay: int) -> bool:
+        """Whether the tick of slot ``n`` (queue ``depth`` there, the latency estimate ``delay`` in
+        ticks) starts a query, when none is in flight: the queue or the plan asks for one."""
         if self.config.execution == "sync":
             return depth == 0
         return (self._next_query_slot is None or n >= self._next_query_slot
-                or depth <= self.latency.delay_steps(self.period_s) + self.config.prefetch_margin_steps)
+                or depth <= delay + self.config.prefetch_margin_steps)
 
     def _maybe_prefetch(self) -> None:
         """After the tick's work: read the observation the next tick's query will observe, if it
         will query, the arm runs, and the slack left before the next deadline covers the read's
         recent time (plus ``gc_min_slack_s``); counted per episode."""
-        if self.safety.mode is not SafetyMode.RUNNING or self._estop_reason is not None or not self._query_due(self.n):
+        if self.worker.busy or self.safety.mode is not SafetyMode.RUNNING or self._estop_reason is not None:
+            return
+        n = self.n
+        if not self._query_due(n, self.queue.depth(n), self.latency.delay_steps(self.period_s)):
             return
         left = self.t0_s + self.n * self.period_s - self.clock.now()
         if left < self._prefetch_s + self.config.gc_min_slack_s:
@@ -411,11 +411,13 @@ class ControlLoop:
         self._ep["prefetch_ms"] += 1e3 * dt
 
     def _maybe_query(self, state: Any, now: float) -> None:
-        n = self.n
-        if not self._query_due(n):
+        if self.worker.busy:
             return
+        n = self.n
         depth = self.queue.depth(n)
         delay = self.latency.delay_steps(self.period_s)
+        if not self._query_due(n, depth, delay):
+            return
         obs = dataclasses.replace(self.observer.observe(state), t_s=now)
         p50, p95 = self.latency.stats()
         ctx = QueryContext(

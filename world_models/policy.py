@@ -248,12 +248,14 @@ class WorldModelPolicy:
         deadline counts from ``t_request_s`` (``time.monotonic()`` when the decision was asked for,
         e.g. in another process) when given, else from this call."""
         t0 = time.perf_counter()
-        waited = 0.0 if t_request_s is None else time.monotonic() - float(t_request_s)
-        if waited < -1e-3:  # a request from the future: its time is not this clock's
-            raise EdgeError(f"a decision requested at t={t_request_s!r} s, {-waited * 1e3:.1f} ms after now on "
-                            "time.monotonic(): the request's time must come from the same clock (the real clock's)")
-        waited = max(waited, 0.0)
+        waited = 0.0
         if t_request_s is not None:
+            waited = time.monotonic() - float(t_request_s)
+            if waited < -1e-3:  # a request from the future: its time is not this clock's
+                raise EdgeError(f"a decision requested at t={t_request_s!r} s, {-waited * 1e3:.1f} ms after now on "
+                                "time.monotonic(): the request's time must come from the same clock (the real "
+                                "clock's)")
+            waited = max(waited, 0.0)
             self.wait_ms.append(waited * 1e3)
         frame = self.view(obs)
         first = self.hist is None

@@ -300,20 +300,11 @@ def _config_source(args: argparse.Namespace) -> str:
     return " / ".join(x for x in (f"--config {args.config}" if args.config else "", "--set" if args.set else "") if x)
 
 
-def _comet_by_setting(source: str) -> EdgeError:
-    return EdgeError(f"policy.name=comet from {source}: select the world-model planner with --policy comet (it "
-                     "sets the planner's loop and schedule); its own settings (policy.comet.*) can come from the "
-                     "YAML or --set")
-
-
-def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cfg: RuntimeConfig,
-                              planner: bool) -> None:
+def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cfg: RuntimeConfig) -> None:
     """--config / --set are applied on top of the flags; refuse where they undo the policy or task a
-    flag asked for (a run of something else than was asked), or select the planner, whose loop and
-    schedule only ``--policy comet`` sets."""
+    flag asked for (a run of something else than was asked). (Selecting the planner by a setting is
+    refused before, in :func:`run`.)"""
     source = _config_source(args)
-    if cfg.policy.name == "comet" and not planner:
-        raise _comet_by_setting(source)
     given = getattr(args, "given", set())
     for flag, dest, path, before, after in (
             ("--policy", "policy", "policy.name", flags.policy.name, cfg.policy.name),
@@ -346,7 +337,9 @@ def run(args: argparse.Namespace) -> int:
         from edge.runtime.config import load_runtime_config
 
         if load_runtime_config(None, args.config, args.set).policy.name == "comet":
-            raise _comet_by_setting(_config_source(args))
+            raise EdgeError(f"policy.name=comet from {_config_source(args)}: select the world-model planner with "
+                            "--policy comet (it sets the planner's loop and schedule); its own settings "
+                            "(policy.comet.*) can come from the YAML or --set")
     if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
                                                   and 0 <= args.plan_deadline_ms <= 60000):
         raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
@@ -416,7 +409,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config or args.set:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
-        _check_config_keeps_flags(args, flags, cfg, planner)
+        _check_config_keeps_flags(args, flags, cfg)
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume)

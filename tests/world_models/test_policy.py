@@ -644,12 +644,12 @@ def test_only_flags_given_on_the_command_line_are_protected_from_a_config():
     flags = RuntimeConfig.of(policy="vla")  # `--policy auto` resolved to the VLA: not asked for
     args = argparse.Namespace(config=None, set=["policy.name=expert"], given=set(),
                               asked={"policy": "auto", "task": "stack"})
-    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)  # fine
+    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set))  # fine
     args.given, args.asked["policy"] = {"policy"}, "vla"  # `--policy vla` given: the setting would undo it
     with pytest.raises(EdgeError, match="--policy vla, but --set sets policy.name=expert"):
-        _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)
+        _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set))
     args.set = ["policy.name=vla", "task=stack"]  # the same values: nothing undone
-    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set), planner=False)
+    _check_config_keeps_flags(args, flags, load_runtime_config(flags, None, args.set))
 
 
 def test_a_real_clock_planner_run_from_before_the_request_deadline_does_not_resume(tmp_path, capsys):
