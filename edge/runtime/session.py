@@ -438,6 +438,21 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 
+def progress_label(cfg_: RuntimeConfig, scheduler: Any = None) -> str:
+    """What the progress bar says is running: the scheduler a VLA runs under, or the policy that
+    decides by itself (the planner with its budget and deadline, the expert)."""
+    name = cfg_.policy.name
+    if name == "comet":
+        c = cfg_.policy.comet
+        return (f"comet {c.plan_simulations or 'model'} sims"
+                + (f", deadline {c.plan_deadline_ms:g} ms" if c.plan_deadline_ms else ""))
+    if name != "vla":
+        return name
+    if scheduler is not None:  # a passed-in one
+        return str(getattr(scheduler, "name", type(scheduler).__name__))
+    return cfg_.scheduler.kind + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler.kind == "fixed" else "")
+
+
 def run_session(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
                 progress: bool = True, scheduler: Any = None, resume: bool = False) -> SessionResult:
     """Run ``cfg_.run.episodes`` episodes (seeds ``cfg_.run.seed`` ..) through the runtime loop; with
@@ -447,8 +462,7 @@ def run_session(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = N
     rt = build_runtime(cfg_, out_dir, policy=policy, robot=robot, scheduler=scheduler, resume=resume)
     summary: dict[str, Any] = {}
     try:
-        what = (getattr(scheduler, "name", type(scheduler).__name__) if scheduler is not None  # a passed-in one
-                else cfg_.scheduler.kind + (f" K={cfg_.num_steps} C={cfg_.execute}" if cfg_.scheduler.kind == "fixed" else ""))
+        what = progress_label(cfg_, scheduler)
         bar = tqdm(range(rt.first_episode, cfg_.run.episodes), desc=f"run {cfg_.scene.task}/{cfg_.scene.sim} {what}",
                    unit="ep", disable=not progress,
                    initial=rt.first_episode, total=cfg_.run.episodes)

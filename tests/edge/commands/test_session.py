@@ -319,3 +319,14 @@ def test_on_the_real_clock_the_simulated_world_does_not_wait_for_a_late_tick(tmp
     assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "16", "--clock", "real",
                  "--set", "max_steps=30", "--out", str(out), "--resume"]) == 2
     assert "world waited for a late tick" in capsys.readouterr().err
+
+
+def test_the_progress_bar_names_the_policy_that_decides():
+    from edge.runtime.session import progress_label
+
+    assert progress_label(RuntimeConfig.of(num_steps=10, execute=8)) == "fixed K=10 C=8"
+    comet = apply_settings(RuntimeConfig.of(), [("policy.name", "comet"), ("policy.comet.plan_simulations", 32),
+                                                ("policy.comet.plan_deadline_ms", 40.0)])
+    assert progress_label(comet) == "comet 32 sims, deadline 40 ms"
+    assert progress_label(apply_settings(RuntimeConfig.of(), [("policy.name", "comet")])) == "comet model sims"
+    assert progress_label(apply_settings(RuntimeConfig.of(), [("policy.name", "expert")])) == "expert"
