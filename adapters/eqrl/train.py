@@ -22,6 +22,7 @@ import numpy as np
 from adapters.eqrl import schedule as S
 from adapters.eqrl.checkpoint import ADAPTER_FILE, MANIFEST_FILE
 from adapters.eqrl.config import EqrlConfig
+from edge.errors import EdgeError
 from edge.config import to_dict
 
 STATE_FILE, LOG_FILE = "train_state.pt", "train_log.jsonl"
@@ -50,6 +51,21 @@ class Replay:
     def sample(self, rng: np.random.Generator, batch: int) -> dict[str, np.ndarray]:
         idx = rng.integers(0, self.n, size=batch)
         return {k: v[idx] for k, v in self.data.items()}
+
+    def state(self) -> dict[str, Any]:
+        """The filled rows only (rows fill from 0 up, so they are the first ``n``): a checkpoint does
+        not carry the capacity's empty rows."""
+        return {"replay": {k: v[:self.n] for k, v in self.data.items()}, "replay_n": self.n, "replay_i": self.i}
+
+    def load(self, saved: dict[str, Any]) -> None:
+        """Restore :meth:`state` (or a checkpoint that saved the whole capacity) into this buffer."""
+        n, i = int(saved["replay_n"]), int(saved["replay_i"])
+        if n > self.cap or set(saved["replay"]) != set(self.data):
+            raise EdgeError(f"a saved replay of {n} rows and fields {sorted(saved['replay'])} does not fit this run's "
+                            f"buffer ({self.cap} rows, fields {sorted(self.data)}): resume with the run's own config")
+        for k, v in saved["replay"].items():
+            self.data[k][:n] = v[:n]
+        self.n, self.i = n, i
 
 
 def _vla_latent(checkpoint: str):
@@ -111,7 +127,7 @@ class AdapterTrainer:
                 agent.load_state_dict(saved["agent"])
                 for name in ("opt_critic", "opt_actor", "opt_alpha"):
                     getattr(agent, name).load_state_dict(saved[name])
-                replay.data, replay.n, replay.i = saved["replay"], saved["replay_n"], saved["replay_i"]
+                replay.load(saved)
                 st = saved["counters"]
                 rng.bit_generator.state = saved["rng"]
                 torch.set_rng_state(saved["torch_rng"])
@@ -223,7 +239,7 @@ class AdapterTrainer:
         _atomic_torch_save(deploy, self.out / ADAPTER_FILE)
         _atomic_torch_save({"agent": agent.state_dict(),
                             **{n: getattr(agent, n).state_dict() for n in ("opt_critic", "opt_actor", "opt_alpha")},
-                            "replay": replay.data, "replay_n": replay.n, "replay_i": replay.i,
+                            **replay.state(),
                             "counters": st, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()},
                            self.out / STATE_FILE)
         files = {ADAPTER_FILE: sha256_file(self.out / ADAPTER_FILE)}

@@ -87,3 +87,28 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
     ca, cb = (json.loads((d / MANIFEST_FILE).read_text())["counters"] for d in (one, two))
     assert {k: ca[k] for k in ("episodes", "queries", "updates", "next_seed")} == \
         {k: cb[k] for k in ("episodes", "queries", "updates", "next_seed")}
+
+
+def test_a_checkpoint_keeps_the_filled_replay_rows_only_and_restores_them():
+    from adapters.eqrl.train import Replay
+    from edge.errors import EdgeError
+
+    a = Replay(50, 4, 3, 2, 1)
+    for j in range(7):
+        a.add(features=np.full(4, j, np.float32), reward=float(j))
+    st = a.state()
+    assert st["replay_n"] == st["replay_i"] == 7 and all(len(v) == 7 for v in st["replay"].values())
+    b = Replay(50, 4, 3, 2, 1)
+    b.load(st)
+    assert (b.n, b.i) == (7, 7) and all(np.array_equal(b.data[k], a.data[k]) for k in a.data)
+    full = {"replay": a.data, "replay_n": a.n, "replay_i": a.i}  # checkpoints written before: the whole capacity
+    c = Replay(50, 4, 3, 2, 1)
+    c.load(full)
+    assert all(np.array_equal(c.data[k], a.data[k]) for k in a.data)
+    for _ in range(60):  # wrapped: every row filled, the next write at i
+        a.add(features=np.ones(4, np.float32))
+    d = Replay(50, 4, 3, 2, 1)
+    d.load(a.state())
+    assert (d.n, d.i) == (50, a.i) and all(np.array_equal(d.data[k], a.data[k]) for k in a.data)
+    with pytest.raises(EdgeError, match="does not fit"):
+        Replay(10, 4, 3, 2, 1).load(a.state())
