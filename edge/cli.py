@@ -112,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (edge data info DIR | head -1): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit
+        except OSError:
+            pass
+        return 0
     except (EdgeError, FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError) as err:
         if os.environ.get("EDGE_DEBUG"):
             raise

@@ -81,6 +81,30 @@ def _read_only(tmp: Path, a: dict) -> None:
     _copy("demos", "ds")(tmp, a)
 
 
+def _a_file(name: str):
+    def setup(tmp: Path, a: dict) -> None:
+        (tmp / name).write_text("not a directory\n")
+    return setup
+
+
+def _fake_run(tmp: Path, a: dict) -> None:
+    (tmp / "run").mkdir()
+    (tmp / "run" / "ticks.jsonl").write_text("")
+    (tmp / "f").write_text("not a directory\n")
+
+
+def _nonempty(name: str):
+    def setup(tmp: Path, a: dict) -> None:
+        (tmp / name).mkdir()
+        (tmp / name / "earlier.txt").write_text("another run's file\n")
+    return setup
+
+
+def _no_episodes(d: Path) -> None:
+    shutil.rmtree(d / "episodes")
+    (d / "episodes").mkdir()
+
+
 @dataclass
 class Row:
     id: str
@@ -193,6 +217,31 @@ ROWS = [
     Row("record-resume-other-image-size", ["data", "record", "--task", "stack", "--episodes", "1",
                                            "--image-size", "32", "--out", "{tmp}/ds"],
         ("--out", "image_size=16", "image_size=32"), _copy("stack16", "ds")),
+    Row("run-execute-over-chunk", [*RUN, "--execute", "20", "--out", "{tmp}/r"], ("--execute 20", "chunks of 16")),
+    Row("run-adapter-without-eqrl", [*RUN, "--adapter", "stack", "--out", "{tmp}/r"],
+        ("--adapter stack", "--scheduler eqrl")),
+    Row("hil-checkpoint-missing", ["hil", "--scenario", "link_cut", "--checkpoint", "{tmp}/nope", "--out", "{tmp}/h"],
+        ("--checkpoint", "not found")),
+    Row("hil-out-not-empty", ["hil", "--scenario", "link_cut", "--policy", "replay", "--out", "{tmp}/h"],
+        ("--out", "not empty"), _nonempty("h")),
+    Row("export-data-missing", ["export", "--checkpoint", "{ckpt}", "--out", "{tmp}/e", "--data", "{tmp}/nope"],
+        ("--data", "not a demonstration dataset")),
+    Row("export-data-no-episodes", ["export", "--checkpoint", "{ckpt}", "--out", "{tmp}/e", "--data", "{tmp}/ds"],
+        ("--data", "no episodes"), _copy("stack16", "ds", _no_episodes)),
+    Row("report-out-is-a-file", ["report", "{tmp}/run", "--out", "{tmp}/f"], ("--out", "not a directory"), _fake_run),
+    Row("report-of-a-dataset", ["report", "{tmp}/ds"], ("demonstration dataset",), _copy("stack16", "ds")),
+    Row("report-video-max-mb-negative", ["report", "{tmp}/run", "--video-max-mb", "-1"], ("--video-max-mb -1",),
+        _fake_run),
+    Row("train-adapter-out-is-a-file", ["train", "adapter", "--preset", "tiny", "--out", "{tmp}/f"],
+        ("--out", "not a directory"), _a_file("f")),
+    Row("train-adapter-resume-nothing", ["train", "adapter", "--preset", "tiny", "--resume", "--out", "{tmp}/a"],
+        ("--resume", "no adapter training run")),
+    Row("train-world-model-out-is-a-file", ["train", "world-model", "--preset", "tiny", "--out", "{tmp}/f"],
+        ("--out", "not a directory"), _a_file("f")),
+    Row("record-policy-flag-without-checkpoint", ["data", "record", "--task", "stack", "--episodes", "1",
+                                                  "--execute", "4", "--out", "{tmp}/d"], ("--execute 4", "--checkpoint")),
+    Row("data-scenes-out-is-a-file", ["data", "scenes", "--episodes", "1", "--out", "{tmp}/f"],
+        ("--out", "not a directory"), _a_file("f")),
 ]
 
 

@@ -80,9 +80,14 @@ def export_onnx(adapter_dir: str | Path, out_dir: str | Path | None = None) -> P
     D = agent.enc.proj.in_features
     args = (torch.zeros(1, D), torch.zeros(1, CONTEXT_DIM), torch.zeros(1, agent.H * agent.Da))
     path = out / ONNX_FILE
-    torch.onnx.export(mod, args, str(path), input_names=["features", "context", "noise_eps"],
-                      output_names=["noise", "controls", "num_steps", "execute", "difficulty"],
-                      dynamic_axes={"features": {0: "B"}, "context": {0: "B"}, "noise_eps": {0: "B"}},
-                      opset_version=17,
-                      dynamo=False)
+    import warnings
+
+    with warnings.catch_warnings():  # the trace's notes on its constants (the ONNX decision equals torch's: tested)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(mod, args, str(path), input_names=["features", "context", "noise_eps"],
+                          output_names=["noise", "controls", "num_steps", "execute", "difficulty"],
+                          dynamic_axes={"features": {0: "B"}, "context": {0: "B"}, "noise_eps": {0: "B"}},
+                          opset_version=17,
+                          dynamo=False)
     return path

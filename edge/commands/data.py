@@ -48,17 +48,17 @@ def register(sub) -> None:
                         "for every state it visits (all episodes are kept: the labels are the "
                         "expert's; training uses them whatever the run's outcome); --dagger is the "
                         "same flag (default: none, the scripted expert drives)")
-    k = d.add_argument("--num-steps", type=int, default=10, metavar="K",
-                       help="with --checkpoint: denoising steps K per query")
-    c = d.add_argument("--execute", type=int, default=8, metavar="C",
-                       help="with --checkpoint: actions executed per query C")
+    k = d.add_argument("--num-steps", type=int, default=None, metavar="K",
+                       help="with --checkpoint: denoising steps K per query (default 10)")
+    c = d.add_argument("--execute", type=int, default=None, metavar="C",
+                       help="with --checkpoint: actions executed per query C (default 8)")
     add_deprecated_alias(d, "--dagger-k", k)
     add_deprecated_alias(d, "--dagger-c", c)
-    d.add_argument("--noise-temperature", type=float, default=0.5, metavar="T",
-                   help="with --checkpoint: scale of the policy's initial noise (as edge run)")
-    d.add_argument("--expert-mix", type=float, default=0.0, metavar="P",
+    d.add_argument("--noise-temperature", type=float, default=None, metavar="T",
+                   help="with --checkpoint: scale of the policy's initial noise (as edge run; default 0.5)")
+    d.add_argument("--expert-mix", type=float, default=None, metavar="P",
                    help="with --checkpoint: probability that the expert, not the policy, executes a "
-                        "chunk")
+                        "chunk (default 0)")
     d.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
                    help="with --checkpoint: inference backend for the policy")
     r.set_defaults(func=record)
@@ -95,6 +95,16 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError("--regrasp-off-centre relabels the policy's grasps: it needs a DAgger "
                         "recording, --checkpoint CKPT (alias --dagger; the expert's own grasps are "
                         "centred)")
+    policy_flags = {"--num-steps": ("num_steps", 10), "--execute": ("execute", 8),
+                    "--noise-temperature": ("noise_temperature", 0.5), "--expert-mix": ("expert_mix", 0.0)}
+    given = [f"{flag} {getattr(args, key)}" for flag, (key, _) in policy_flags.items() if getattr(args, key) is not None]
+    if given and args.checkpoint is None:
+        raise EdgeError(f"{', '.join(given)}: set{'s' if len(given) == 1 else ''} the policy of a DAgger recording "
+                        "(--checkpoint CKPT); the scripted expert acts alone here: drop "
+                        f"{'it' if len(given) == 1 else 'them'} or add --checkpoint")
+    for key, default in policy_flags.values():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
     policy, dagger = None, None
     if args.checkpoint is not None:
         policy, dagger = _dagger_policy(args)
@@ -149,7 +159,7 @@ def record(args: argparse.Namespace) -> int:
         print(f"recorded {ok + failed} policy-driven episodes labelled by the expert ({ok} of the "
               f"runs succeeded) into {root}; {len(seeds) - len(todo)} were already there")
     else:
-        print(f"recorded {ok} successful episodes ({failed} expert failures "
+        print(f"recorded {ok} successful episode{'' if ok == 1 else 's'} ({failed} expert failure{'' if failed == 1 else 's'} "
               f"{'kept' if args.keep_failures else 'skipped'}) into {root}; "
               f"{len(seeds) - len(todo)} were already there")
     return 0
@@ -227,8 +237,10 @@ def _dagger_policy(args: argparse.Namespace):
 
 
 def scenes(args: argparse.Namespace) -> int:
+    from edge.commands._out import check_writable_dir
     from sim.scenes import record_scenes
 
+    check_writable_dir(args.out)
     env = make_env(args)
     try:
         rec = record_scenes(env, args.episodes, args.seed, args.out,

@@ -42,11 +42,16 @@ def _real_inputs(data_dir: str, spec) -> dict:
     import numpy as np
 
     from edge.vla.language import InstructionCache
-    from sim.demos import iter_episodes
+    from sim.demos import iter_episodes, read_meta
 
+    try:
+        read_meta(data_dir)
+    except (OSError, ValueError) as e:
+        raise EdgeError(f"--data {data_dir}: {e}") from None
     ep = next(iter_episodes(data_dir), None)
     if ep is None:
-        return {}
+        raise EdgeError(f"--data {data_dir}: the dataset has no episodes; record some with `edge data record`, "
+                        "or drop --data (parity on synthetic inputs only)")
     idx = np.linspace(0, len(ep["action"]) - 1, 3).astype(int)
     lang = InstructionCache(spec.lang_encoder_id, spec.lang_dim, spec.instruction_embeddings)
     out = {cam: ep[cam][idx] for cam in spec.cameras if cam in ep}
@@ -78,6 +83,9 @@ def _export(args: argparse.Namespace) -> int:
     from edge.vla.spec import ModelSpec
 
     _check_args(args)
+    if not Path(args.checkpoint).exists():
+        raise EdgeError(f"--checkpoint {args.checkpoint}: no VLA checkpoint there (a directory with model.pt, "
+                        "or the file); train one with `edge train vla`")
     check_writable_dir(args.out)
     real = None
     if args.data:
@@ -99,5 +107,6 @@ def _export(args: argparse.Namespace) -> int:
     worst = max(v for c in meta["parity_max_abs"].values() for v in c.values())
     print(f"wrote {args.out}: {meta['files']['encoder']}, {meta['files']['denoise_step']}, metadata.json")
     print(f"onnx.checker (full) passed; max |torch - onnxruntime| = {worst:.2e} "
-          f"(tolerance {args.tolerance:g})")
+          f"(tolerance {args.tolerance:g}; inputs: synthetic"
+          + (f" and {len(real['proprio'])} frames of {args.data})" if real else ")"))
     return 0

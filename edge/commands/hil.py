@@ -26,7 +26,7 @@ def register(sub) -> None:
   edge hil --scenario link_cut                 # one scenario; run dir runs/hil-<time>/
   edge hil --scenario bit_flip --scenario nan_action --out runs/hil-smoke
   edge hil --all --out runs/hil --publish      # whole catalogue; copy the report to benchmarks/results/
-  edge hil --all --policy vla                  # shipped VLA instead of the replayed scripted expert
+  edge hil --all --policy replay               # the replayed scripted expert instead of the shipped VLA
   edge hil --scenario link_cut --set watchdog_ms=400   # the same fault on a rig with a slower watchdog""")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME",
                    help="scenario name (repeatable; default: none, give --all or --scenario); a "
@@ -83,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [sc for sc in scenarios if sc.name in args.scenario or sc.name.split("@")[0] in args.scenario]
     checkpoint = Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT
     policy = args.policy
-    if policy == "auto":
+    if args.checkpoint and not checkpoint.exists() and policy != "replay":  # a path given must exist
+        raise EdgeError(f"--checkpoint {args.checkpoint}: not found; give a VLA checkpoint from `edge train vla`, "
+                        "or drop --checkpoint (the shipped one), or use --policy replay")
+    if policy == "auto":  # only the shipped default may be missing (a package without it): replay then
         policy = "vla" if checkpoint.exists() else "replay"
     elif policy == "vla" and not checkpoint.exists():
         raise EdgeError(f"checkpoint {checkpoint} not found; train one with `edge train vla` or use --policy replay")
@@ -105,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeError("--publish writes the committed catalogue report, which runs on the catalogue's "
                         "rig.yaml; drop --config/--set or --publish")
     out = Path(args.out or f"runs/hil-{time.strftime('%Y%m%d-%H%M%S')}")
+    if out.is_dir() and any(out.iterdir()):  # two runs' traces and reports never mix
+        raise EdgeError(f"--out {out}: not empty (another run's files are there); choose a new or empty --out")
+    if out.exists() and not out.is_dir():
+        raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

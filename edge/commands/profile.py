@@ -53,7 +53,7 @@ def register(sub) -> None:
     add_deprecated_alias(p, "--execution", mode)
     p.add_argument("--latency", default="constant", choices=_latency_kinds(),
                    help="how inference latency is charged on the virtual clock (device: the projected "
-                        "time on --latency-device, once the session layer offers it)")
+                        "time on --latency-device; measured: each query's measured time)")
     p.add_argument("--latency-ms", type=float, default=0.0,
                    help="--latency constant: ms charged per query")
     p.add_argument("--latency-device", default="orin-nano", help="--latency device: the target device")

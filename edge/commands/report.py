@@ -36,16 +36,31 @@ def run(args) -> int:
         raise EdgeError(f"--max-episodes={args.max_episodes} must be >= 1")
     if not Path(args.run_dir).is_dir():
         raise EdgeError(f"run directory {args.run_dir} not found")
+    if not (Path(args.run_dir) / "ticks.jsonl").is_file():  # what every run writes; a dataset has episodes/
+        what = ("a demonstration dataset (edge data record)" if (Path(args.run_dir) / "episodes").is_dir()
+                else "not a run directory (no ticks.jsonl)")
+        raise EdgeError(f"{args.run_dir}: {what}; give a directory written by `edge run` (or `edge profile`'s runs/<arm>)")
+    if not (args.video_max_mb > 0 and args.video_max_mb < float("inf")):
+        raise EdgeError(f"--video-max-mb {args.video_max_mb:g}: must be a size in MB > 0 (use --no-video for none)")
+    if args.out is not None:
+        from edge.commands._out import check_writable_dir
+
+        check_writable_dir(args.out)
     if args.rerun:
         from edge.profiler.rerun_log import import_rerun
 
         import_rerun()  # before any work: a missing package is a one-line error
     res = build_report(args.run_dir, args.out, max_episodes=args.max_episodes, video=not args.no_video,
                        video_max_bytes=int(args.video_max_mb * 1e6))
-    print(f"wrote {res['html']} and {res['md']} ({len(res['pngs'])} figures, {len(res['videos'])} videos)")
+    print(f"wrote {res['html']} and {res['md']} ({_count(len(res['pngs']), 'figure')}, "
+          f"{_count(len(res['videos']), 'video')})")
     if args.rerun:
         from edge.profiler.rerun_log import write_rerun
 
         rrd = write_rerun(args.run_dir, res["out_dir"] / "run.rrd", max_episodes=args.max_episodes)
         print(f"wrote {rrd} (open it with: rerun {rrd})")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

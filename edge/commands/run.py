@@ -76,7 +76,7 @@ def register(sub) -> None:
                         "robot, verify) -> edge.backends.base.Backend)")
     p.add_argument("--scheduler", default="fixed", metavar="NAME",
                    help=f"compute scheduler: {' | '.join(SCHEDULERS.names())} or your own "
-                        "'pkg.module:factory' (factory(session_config, policy) -> Scheduler)")
+                        "'pkg.module:factory' (factory(runtime_config, policy) -> Scheduler)")
     p.add_argument("--adapter", default="", metavar="DIR",
                    help="--scheduler eqrl: the adapter checkpoint dir, or a shipped one by name: stack "
                         "(the default), stack_efficient (steps only where the task is hard: the best fixed "
@@ -89,6 +89,7 @@ def register(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting after --config by dotted path or short name, e.g. "
                         "--set scheduler.dvac.kappa=2 or --set adapter_noise=mean (repeatable; default: none)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, action=_Given,
@@ -246,9 +247,10 @@ def _check_vla_args(args: argparse.Namespace, ckpt: str) -> None:
         raise EdgeError(f"--image-size {size}: the VLA's camera images are {h}x{w}, fixed by "
                         f"its checkpoint {ckpt}; drop --image-size (it sets the scene for --policy expert)")
     if spec.task in ("stack", "pick_place", "push", "reach") and spec.task != args.task:
+        other = ("run the world-model planner there (--policy comet --task reach)" if args.task == "reach"
+                 else f"pass a checkpoint trained for {args.task!r} (edge train vla --task {args.task})")
         raise EdgeError(f"--task {args.task}: the checkpoint {ckpt} was trained for task {spec.task!r} "
-                        f"(its spec); run --task {spec.task} or pass a checkpoint trained for "
-                        f"{args.task!r} (edge train vla --task {args.task})")
+                        f"(its spec); run --task {spec.task} or {other}")
 
 
 def _expert_settings(args: argparse.Namespace) -> dict:
@@ -410,9 +412,12 @@ def run(args: argparse.Namespace) -> int:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
         _check_config_keeps_flags(args, flags, cfg)
+    if args.adapter and cfg.scheduler.kind != "eqrl":
+        raise EdgeError(f"--adapter {args.adapter} configures --scheduler eqrl (this run's scheduler: "
+                        f"{cfg.scheduler.kind}); add --scheduler eqrl or drop --adapter")
     run_dir = RunDir(args)
     try:
-        res = run_session(cfg, run_dir.path, resume=args.resume)
+        res = run_session(cfg, run_dir.path, resume=args.resume, progress=not args.no_progress)
     except BaseException:
         run_dir.discard_if_empty()
         raise

@@ -25,7 +25,7 @@ EXAMPLES = """
 
 
 def register(subparsers) -> None:
-    parser = add_subparser(subparsers, "train", "train a model on demonstrations", EXAMPLES)
+    parser = add_subparser(subparsers, "train", "train the VLA, the EQRL adapter, slot / pixel encoders and world models", EXAMPLES)
     models = parser.add_subparsers(dest="model", metavar="<model>")
     vla = add_subparser(models, "vla", "train the flow-matching VLA (EMA weights, checkpoint + "
                         "manifest, periodic evaluation in sim)", EXAMPLES)
@@ -191,6 +191,11 @@ def _train_vla(args: argparse.Namespace) -> int:
     config = load_config(TrainVLAConfig, preset, _overrides(args))
     out = Path(args.out)
     check_writable_dir(out)  # before the data is loaded and the steps are spent
+    for d in args.data or ():
+        if not (Path(d) / "meta.json").is_file():
+            raise EdgeError(f"--data {d}: not a demonstration dataset (no meta.json); record one with `edge data record`")
+    if args.init and not Path(args.init).exists():
+        raise EdgeError(f"--init {args.init}: no VLA checkpoint there (a directory with model.pt, or the file)")
     if not args.resume and (out / TRAIN_STATE_FILE).exists():
         raise EdgeError(f"{out} already holds a training run; pass --resume to continue it or "
                         "choose another --out")
@@ -228,6 +233,12 @@ def _train_adapter(args: argparse.Namespace) -> int:
     preset = Path(args.config) if args.config else PRESETS_DIR / f"eqrl_{args.preset}.yaml"
     config = load_config(EqrlConfig, preset, list(args.set))
     out = Path(args.out)
+    from edge.commands._out import check_writable_dir
+
+    check_writable_dir(out)
+    if args.resume and not (out / STATE_FILE).exists():
+        raise EdgeError(f"--resume: {out} holds no adapter training run to continue ({STATE_FILE} is missing); "
+                        "drop --resume to start one there")
     if not args.resume and (out / STATE_FILE).exists():
         raise EdgeError(f"{out} already holds an adapter training run; pass --resume to continue it "
                         "or choose another --out")
@@ -240,7 +251,12 @@ def _train_adapter(args: argparse.Namespace) -> int:
         require_ray()  # before anything is built: one line naming the 'dist' extra
     manifest = AdapterTrainer(config, out, checkpoint, resume=args.resume,
                               progress=not args.no_progress, ray_address=args.ray).run()
-    print(f"adapter: {out} ({manifest['metrics']})")
+    m = manifest["metrics"]
+    rate = m.get("train_success_last200")
+    nfe = m.get("train_nfe_per_action_last200")
+    print(f"adapter: {out} ({m.get('train_episodes')} training episodes; over the last "
+          f"{min(200, m.get('train_episodes') or 0)}: success "
+          f"{'n/a' if rate is None else f'{rate:.2f}'}, NFE per action {'n/a' if nfe is None else f'{nfe:.3f}'})")
     return 0
 
 
@@ -293,6 +309,9 @@ def _train_world_model(args: argparse.Namespace) -> int:
         raise EdgeError(f"encoder={config.encoder}: no slot encoder there; train one with "
                         "`edge train slot-encoder` or pass --encoder DIR")
     out = Path(args.out)
+    from edge.commands._out import check_writable_dir
+
+    check_writable_dir(out)
     if not args.resume and (out / STATE_FILE).exists():
         raise EdgeError(f"{out} already holds a world-model run; pass --resume to continue it or choose another --out")
     if args.resume and not (out / STATE_FILE).exists():

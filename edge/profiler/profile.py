@@ -543,7 +543,7 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
     doc = Document(summary.get("title", "Inference profile"))
     cfg = summary.get("config", {})
     doc.p(f"Reference arm: `{summary['reference']}`. Task {cfg.get('task')} / {cfg.get('sim')}, "
-          f"{cfg.get('episodes')} episodes per arm from seed {cfg.get('seed')} (the same seeds for "
+          f"{cfg.get('episodes')} episode{'' if cfg.get('episodes') == 1 else 's'} per arm from seed {cfg.get('seed')} (the same seeds for "
           f"every arm), execution {cfg.get('execution')}, {latency_text(cfg)}, noise temperature "
           f"{cfg.get('noise_temperature')}. "
           "Every number is recomputed from the run records (summary.json has them all). Compute per "

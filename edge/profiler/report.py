@@ -49,7 +49,12 @@ def session_rows(session: dict[str, Any]) -> list[list[Any]]:
         if session.get("execution") == "async":
             shown["execution"] = "async (lookahead: a decision every tick, searched from after the queued move)"
         return [[k, shown.get(k, session.get(k))] for k in PLANNER_SESSION_KEYS if k in session or k in shown]
-    return [[k, session.get(k)] for k in SESSION_KEYS if k in session]
+    rows = [[k, session.get(k)] for k in SESSION_KEYS if k in session]
+    if session.get("scheduler") == "eqrl":  # the adapter picks K and C per query: the fixed ones were not used
+        rows = [[k, "per query (the adapter)" if k in ("num_steps", "execute") else v] for k, v in rows]
+    elif "adapter" in session and session.get("scheduler") != "eqrl":
+        rows = [r for r in rows if r[0] != "adapter"]  # only an eqrl scheduler reads it
+    return rows
 
 
 def episode_series(ticks: list[TickRecord], queries: list[QueryRecord], ep: int,

@@ -32,8 +32,19 @@ def run_campaign(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int = 1
                  ray_address: str | None = None, retries: int = 2,
                  on_result: Callable[[int, Any], None] | None = None, progress: bool = True,
                  desc: str = "campaign") -> list[Any]:
-    """Run ``fn(job)`` for every job; returns the results in job order."""
+    """Run ``fn(job)`` for every job; returns the results in job order. ``workers``: local processes
+    (1 = in this process); ``retries`` (>= 0): how often a dying worker's job is run again."""
     from tqdm import tqdm
+
+    from edge.errors import EdgeError
+
+    import numbers
+
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise EdgeError(f"run_campaign(workers={workers!r}): give a number of worker processes >= 1 "
+                        "(1 = run the jobs in this process)")
+    if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or retries < 0:
+        raise EdgeError(f"run_campaign(retries={retries!r}): must be an integer >= 0")
 
     results: list[Any] = [None] * len(jobs)
     done = [False] * len(jobs)

@@ -95,11 +95,23 @@ def as_plan(action: Any, chunk_len: int) -> QueryPlan:
     """A QueryPlan from a plan or a dict (see the module doc); ``next_query_in_steps`` defaults to C."""
     if isinstance(action, QueryPlan):
         return action
-    k, c = int(action["num_steps"]), int(action["execute"])
+    if not hasattr(action, "get"):
+        raise TypeError(f"QueryEnv.step({action!r}): give a QueryPlan or a dict with num_steps, execute "
+                        "(optional: noise, next_query_in_steps, signals)")
+    missing = [key for key in ("num_steps", "execute") if key not in action]
+    if missing:
+        raise ValueError(f"QueryEnv.step: the action lacks {', '.join(missing)} (a dict needs num_steps and execute)")
+
+    def whole(key: str, value: Any) -> int:  # 2.0 is 2; 2.5 is refused, not truncated
+        if isinstance(value, bool) or not float(value).is_integer():
+            raise ValueError(f"QueryEnv.step: {key}={value!r} must be a whole number")
+        return int(value)
+
+    k, c = whole("num_steps", action["num_steps"]), whole("execute", action["execute"])
     noise = action.get("noise")
     noise = None if noise is None else np.asarray(noise, np.float32).reshape(chunk_len, -1)
     return QueryPlan(noise=noise, num_steps=k, execute=c,
-                     next_query_in_steps=int(action.get("next_query_in_steps") or c),
+                     next_query_in_steps=whole("next_query_in_steps", action.get("next_query_in_steps") or c),
                      signals=dict(action.get("signals") or {}))
 
 

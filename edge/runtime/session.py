@@ -381,6 +381,11 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     needs = getattr(policy.spec, "execution", None)
     if needs and needs != cfg_.loop.execution:
         raise EdgeError(f"--policy {cfg_.policy.name} needs --query-mode {needs} (got {cfg_.loop.execution})")
+    horizon = int(getattr(policy.spec, "chunk_len", 0) or 0)
+    if cfg_.scheduler.kind in ("fixed", "dvac") and horizon and cfg_.execute > horizon:
+        flag = "--execute" + (" (scheduler.dvac.max_execute)" if cfg_.scheduler.kind == "dvac" else "")
+        raise EdgeError(f"{flag} {cfg_.execute}: --policy {cfg_.policy.name} makes chunks of {horizon} actions "
+                        f"(its spec), so at most {horizon} can be executed; choose 1..{horizon}")
     env = sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution, n_blocks=cfg_.scene.n_blocks,
                        instructions=cfg_.scene.instructions,
                        image_size=side, wrist_camera="wrist" in cams,

@@ -87,3 +87,13 @@ def test_what_ran_shows_the_planners_settings_for_a_comet_run():
     assert rows["plan_workspace_mask"] == "off (recorded before the option)"
     assert dict(session_rows({**comet, "plan_workspace_mask": True}))["plan_workspace_mask"] == "on"
     assert dict(session_rows({**comet, "plan_workspace_mask": False}))["plan_workspace_mask"] == "off"
+
+
+def test_what_ran_names_the_adapter_only_where_it_ran_and_its_k_and_c_per_query():
+    from edge.profiler.report import session_rows
+
+    base = {"policy": "vla", "task": "stack", "num_steps": 10, "execute": 8, "adapter": "stack"}
+    eqrl = dict(session_rows({**base, "scheduler": "eqrl"}))
+    assert eqrl["adapter"] == "stack" and eqrl["num_steps"] == eqrl["execute"] == "per query (the adapter)"
+    fixed = dict(session_rows({**base, "scheduler": "fixed"}))
+    assert "adapter" not in fixed and (fixed["num_steps"], fixed["execute"]) == (10, 8)

@@ -50,6 +50,7 @@ def test_report_writes_a_rerun_recording(profiled, tmp_path, capsys):
 ])
 def test_rerun_without_the_package_is_a_one_line_error(fake, message, monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "rerun", fake)  # None: `import rerun` raises ImportError
+    (tmp_path / "ticks.jsonl").write_text("")  # a run directory (its records are not read before the check)
     assert main(["report", str(tmp_path), "--rerun"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1

@@ -50,3 +50,13 @@ def test_ray_gives_the_same_results_as_local_processes():
     finally:
         ray.shutdown()
     assert [r["value"] for r in got] == [r["value"] for r in run_campaign(square, JOBS, workers=2, progress=False)]
+
+
+@pytest.mark.parametrize("kw", [{"workers": 0}, {"workers": -3}, {"workers": 1.5}, {"retries": -1}])
+def test_a_bad_worker_or_retry_count_is_refused_before_any_job_runs(kw):
+    from edge.errors import EdgeError
+
+    ran = []
+    with pytest.raises(EdgeError, match=next(iter(kw))):
+        run_campaign(ran.append, JOBS, progress=False, **kw)
+    assert ran == []
