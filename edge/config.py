@@ -233,11 +233,15 @@ def load_config(
     try:
         return from_dict(cls, data)
     except ConfigError as err:
-        raise ConfigError(f"{err}{source_note(path, overrides)}") from None
+        raise ConfigError(f"{err}{source_note(path, overrides, str(err))}") from None
 
 
-def source_note(path: str | Path | None, overrides: list[str] | tuple[str, ...]) -> str:
-    """Where a bad value may have come from, for the error message: `` (from FILE)`` etc."""
+def source_note(path: str | Path | None, overrides: list[str] | tuple[str, ...], message: str = "") -> str:
+    """Where a bad value may have come from, for the error message: `` (from FILE)``, or the
+    override that set the key the ``message`` starts with (``steps=0 is out of range``), etc."""
+    named = [o for o in overrides if message.startswith(o.partition("=")[0].strip() + "=")]
+    if named:
+        return f" (from {named[-1]} on the command line)"
     if path and overrides:
         return f" (from {path} or the --set overrides)"
     return f" (from {path})" if path else (" (from the --set overrides)" if overrides else "")

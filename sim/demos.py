@@ -108,9 +108,14 @@ def done_seeds(root: str | Path) -> set[int]:
 def read_meta(root: str | Path) -> dict[str, Any]:
     path = Path(root) / "meta.json"
     if not path.is_file():
+        if Path(root).is_file():
+            raise FileNotFoundError(f"{root} is a file; give the dataset's directory (made by `edge data record`)")
         raise FileNotFoundError(f"{root} is not a demonstration dataset (no meta.json); "
                                 "record one with `edge data record`")
     meta = json.loads(path.read_text())
+    if meta.get("format") is None and (Path(root) / "ticks.jsonl").exists():
+        raise ValueError(f"{root} is a run directory (edge run), not a demonstration dataset; "
+                         "read it with `edge report`")
     if meta.get("format") != FORMAT_NAME or meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format {meta.get('format')} v{meta.get('version')} is not "
                          f"{FORMAT_NAME} v{FORMAT_VERSION}")

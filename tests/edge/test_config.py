@@ -76,9 +76,12 @@ def test_a_string_field_takes_the_text_of_a_number_and_errors_say_where(tmp_path
     assert load_config(Texts, p).cpus == "300"
     with pytest.raises(ConfigError, match="expected a string"):
         load_config(Texts, None, ["cpus=true"])
-    with pytest.raises(ConfigError, match=r"\(from the --set overrides\)"):
+    with pytest.raises(ConfigError, match=r"\(from steps=0 on the command line\)"):
         load_config(Outer, None, ["steps=0"])
     outer = tmp_path / "o.yaml"
     outer.write_text("steps: 3\n")
-    with pytest.raises(ConfigError, match=r"or the --set overrides\)"):
+    with pytest.raises(ConfigError, match=r"\(from steps=0 on the command line\)"):  # the override that set it
         load_config(Outer, outer, ["steps=0"])
+    outer.write_text("steps: 0\n")
+    with pytest.raises(ConfigError, match=r"or the --set overrides\)"):  # another key overridden: either source
+        load_config(Outer, outer, ["rate_hz=30"])
