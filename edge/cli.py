@@ -101,6 +101,18 @@ def add_deprecated_alias(container, old: str, canonical: argparse.Action) -> arg
                                   help=f"deprecated: use {new}")
 
 
+def _stdout_broken() -> bool:
+    """Whether our stdout is a pipe whose reader has gone (its write end reports an error)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -112,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (edge data info DIR | head -1): not an error of ours
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit
-        except OSError:
-            pass
-        return 0
+    except BrokenPipeError:
+        if not _stdout_broken():  # a pipe of ours (e.g. to a worker process): a real error
+            raise
+        # the reader of our output went away (edge data info DIR | head -1): stop quietly, as a
+        # program killed by SIGPIPE would (exit 141), without a traceback at Python's exit flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (EdgeError, FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError) as err:
         if os.environ.get("EDGE_DEBUG"):
             raise

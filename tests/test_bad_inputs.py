@@ -93,6 +93,12 @@ def _fake_run(tmp: Path, a: dict) -> None:
     (tmp / "f").write_text("not a directory\n")
 
 
+def _fake_run_meta(tmp: Path, a: dict) -> None:
+    (tmp / "run").mkdir()
+    (tmp / "run" / "ticks.jsonl").write_text("")
+    (tmp / "run" / "meta.json").write_text('{"schema_version": 2}')
+
+
 def _nonempty(name: str):
     def setup(tmp: Path, a: dict) -> None:
         (tmp / name).mkdir()
@@ -220,6 +226,12 @@ ROWS = [
     Row("run-execute-over-chunk", [*RUN, "--execute", "20", "--out", "{tmp}/r"], ("--execute 20", "chunks of 16")),
     Row("run-adapter-without-eqrl", [*RUN, "--adapter", "stack", "--out", "{tmp}/r"],
         ("--adapter stack", "--scheduler eqrl")),
+    Row("run-adapter-set-without-eqrl", [*RUN, "--set", "adapter=stack", "--out", "{tmp}/r"],
+        ("scheduler.eqrl.adapter=stack", "--set", "--scheduler eqrl")),
+    Row("profile-arm-execute-over-chunk", ["profile", "--schedulers", "fixed:2x8,fixed:10x20", "--episodes", "1",
+                                           "--out", "{tmp}/p"], ("fixed:10x20", "C=20", "chunk of 16")),
+    Row("train-data-is-a-run", [*TRAIN, "--data", "{tmp}/run", "--out", "{tmp}/t"], ("--data", "a run directory"),
+        _fake_run_meta),
     Row("hil-checkpoint-missing", ["hil", "--scenario", "link_cut", "--checkpoint", "{tmp}/nope", "--out", "{tmp}/h"],
         ("--checkpoint", "not found")),
     Row("hil-out-not-empty", ["hil", "--scenario", "link_cut", "--policy", "replay", "--out", "{tmp}/h"],

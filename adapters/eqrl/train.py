@@ -55,15 +55,23 @@ class Replay:
     def state(self) -> dict[str, Any]:
         """The filled rows only (rows fill from 0 up, so they are the first ``n``): a checkpoint does
         not carry the capacity's empty rows."""
-        return {"replay": {k: v[:self.n] for k, v in self.data.items()}, "replay_n": self.n, "replay_i": self.i}
+        return {"replay": {k: v[:self.n] for k, v in self.data.items()}, "replay_n": self.n, "replay_i": self.i,
+                "replay_cap": self.cap}
 
     def load(self, saved: dict[str, Any]) -> None:
-        """Restore :meth:`state` (or a checkpoint that saved the whole capacity) into this buffer."""
+        """Restore :meth:`state` (or a checkpoint that saved the whole capacity) into this buffer,
+        which must have the saved buffer's capacity and row shapes (the order of a wrapped buffer's
+        rows depends on its capacity)."""
+        rows = saved["replay"]
         n, i = int(saved["replay_n"]), int(saved["replay_i"])
-        if n > self.cap or set(saved["replay"]) != set(self.data):
-            raise EdgeError(f"a saved replay of {n} rows and fields {sorted(saved['replay'])} does not fit this run's "
-                            f"buffer ({self.cap} rows, fields {sorted(self.data)}): resume with the run's own config")
-        for k, v in saved["replay"].items():
+        cap = int(saved.get("replay_cap", len(next(iter(rows.values())))))  # before: the whole capacity saved
+        shapes_fit = set(rows) == set(self.data) and all(
+            rows[k].shape[1:] == self.data[k].shape[1:] and len(rows[k]) >= n for k in rows)
+        if cap != self.cap or not shapes_fit or not (0 <= i < cap and (n == cap or i == n)):
+            raise EdgeError(f"the saved replay ({cap} rows of capacity, {n} filled, next write at {i}; fields "
+                            f"{sorted(rows)}) does not fit this run's buffer ({self.cap} rows, fields "
+                            f"{sorted(self.data)}): resume with the run's own config (replay_size={cap})")
+        for k, v in rows.items():
             self.data[k][:n] = v[:n]
         self.n, self.i = n, i
 

@@ -10,6 +10,14 @@ from edge.commands._sim_args import add_env_args, make_env
 from edge.errors import EdgeError
 
 
+class _IntDefault(int):
+    """A default value of an int flag: equal to the number, and tells "not given" from "given"."""
+
+
+class _FloatDefault(float):
+    """A default value of a float flag (see :class:`_IntDefault`)."""
+
+
 def register(sub) -> None:
     p = add_subparser(sub, "data", "Record and inspect demonstration datasets.", """
   edge data record --task stack --sim mujoco --episodes 200 --out data/stack_mj
@@ -48,15 +56,15 @@ def register(sub) -> None:
                         "for every state it visits (all episodes are kept: the labels are the "
                         "expert's; training uses them whatever the run's outcome); --dagger is the "
                         "same flag (default: none, the scripted expert drives)")
-    k = d.add_argument("--num-steps", type=int, default=None, metavar="K",
+    k = d.add_argument("--num-steps", type=int, default=_IntDefault(10), metavar="K",
                        help="with --checkpoint: denoising steps K per query (default 10)")
-    c = d.add_argument("--execute", type=int, default=None, metavar="C",
+    c = d.add_argument("--execute", type=int, default=_IntDefault(8), metavar="C",
                        help="with --checkpoint: actions executed per query C (default 8)")
     add_deprecated_alias(d, "--dagger-k", k)
     add_deprecated_alias(d, "--dagger-c", c)
-    d.add_argument("--noise-temperature", type=float, default=None, metavar="T",
+    d.add_argument("--noise-temperature", type=float, default=_FloatDefault(0.5), metavar="T",
                    help="with --checkpoint: scale of the policy's initial noise (as edge run; default 0.5)")
-    d.add_argument("--expert-mix", type=float, default=None, metavar="P",
+    d.add_argument("--expert-mix", type=float, default=_FloatDefault(0.0), metavar="P",
                    help="with --checkpoint: probability that the expert, not the policy, executes a "
                         "chunk (default 0)")
     d.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
@@ -95,16 +103,14 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError("--regrasp-off-centre relabels the policy's grasps: it needs a DAgger "
                         "recording, --checkpoint CKPT (alias --dagger; the expert's own grasps are "
                         "centred)")
-    policy_flags = {"--num-steps": ("num_steps", 10), "--execute": ("execute", 8),
-                    "--noise-temperature": ("noise_temperature", 0.5), "--expert-mix": ("expert_mix", 0.0)}
-    given = [f"{flag} {getattr(args, key)}" for flag, (key, _) in policy_flags.items() if getattr(args, key) is not None]
+    policy_flags = {"--num-steps": "num_steps", "--execute": "execute", "--noise-temperature": "noise_temperature",
+                    "--expert-mix": "expert_mix"}
+    given = [f"{flag} {getattr(args, key)}" for flag, key in policy_flags.items()
+             if not isinstance(getattr(args, key), (_IntDefault, _FloatDefault))]
     if given and args.checkpoint is None:
         raise EdgeError(f"{', '.join(given)}: set{'s' if len(given) == 1 else ''} the policy of a DAgger recording "
                         "(--checkpoint CKPT); the scripted expert acts alone here: drop "
                         f"{'it' if len(given) == 1 else 'them'} or add --checkpoint")
-    for key, default in policy_flags.values():
-        if getattr(args, key) is None:
-            setattr(args, key, default)
     policy, dagger = None, None
     if args.checkpoint is not None:
         policy, dagger = _dagger_policy(args)

@@ -33,7 +33,7 @@ def register(sub) -> None:
                         "sweep's rows are selected by its base name")
     p.add_argument("--all", action="store_true", help="run the whole catalogue")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    p.add_argument("--out", default=None, help="run directory (default: runs/hil-<timestamp>)")
+    p.add_argument("--out", default=None, help="run directory, new or empty (default: runs/hil-<timestamp>)")
     p.add_argument("--catalogue", default=None, help="scenario directory (default configs/hil)")
     p.add_argument("--policy", default="auto", choices=("auto", "replay", "vla"),
                    help="replay = the scripted expert replayed as chunks; vla = the shipped checkpoint; "

@@ -412,9 +412,13 @@ def run(args: argparse.Namespace) -> int:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
         _check_config_keeps_flags(args, flags, cfg)
-    if args.adapter and cfg.scheduler.kind != "eqrl":
-        raise EdgeError(f"--adapter {args.adapter} configures --scheduler eqrl (this run's scheduler: "
-                        f"{cfg.scheduler.kind}); add --scheduler eqrl or drop --adapter")
+    eqrl = cfg.scheduler.eqrl
+    if (eqrl.adapter or eqrl.noise_adapter) and cfg.scheduler.kind != "eqrl" and ":" not in cfg.scheduler.kind:
+        given = (f"--adapter {args.adapter}" if args.adapter else
+                 f"scheduler.eqrl.{'adapter' if eqrl.adapter else 'noise_adapter'}="
+                 f"{eqrl.adapter or eqrl.noise_adapter} (from {_config_source(args)})")
+        raise EdgeError(f"{given} configures --scheduler eqrl (this run's scheduler: {cfg.scheduler.kind}), "
+                        "which would not read it; add --scheduler eqrl or drop the adapter")
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume, progress=not args.no_progress)

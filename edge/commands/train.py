@@ -191,9 +191,13 @@ def _train_vla(args: argparse.Namespace) -> int:
     config = load_config(TrainVLAConfig, preset, _overrides(args))
     out = Path(args.out)
     check_writable_dir(out)  # before the data is loaded and the steps are spent
+    from sim.demos import read_meta
+
     for d in args.data or ():
-        if not (Path(d) / "meta.json").is_file():
-            raise EdgeError(f"--data {d}: not a demonstration dataset (no meta.json); record one with `edge data record`")
+        try:
+            read_meta(d)
+        except (OSError, ValueError) as e:
+            raise EdgeError(f"--data {d}: {e}") from None
     if args.init and not Path(args.init).exists():
         raise EdgeError(f"--init {args.init}: no VLA checkpoint there (a directory with model.pt, or the file)")
     if not args.resume and (out / TRAIN_STATE_FILE).exists():

@@ -237,11 +237,29 @@ def _run_job(job: dict[str, Any]) -> str:
     return job["run_dir"]
 
 
+def _check_chunk_lengths(pc: ProfileConfig, arms: Sequence[Arm]) -> None:
+    """A fixed arm's C must fit the VLA's chunk (the run would refuse it after the earlier arms ran)."""
+    fixed = [a for a in arms if a.session.get("policy", "vla") == "vla" and a.session.get("scheduler") == "fixed"]
+    if not fixed:
+        return
+    from edge.runtime.session import DEFAULT_CHECKPOINT, checkpoint_spec
+
+    try:
+        horizon = int(checkpoint_spec(pc.checkpoint or DEFAULT_CHECKPOINT).chunk_len)
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint is reported by the run itself
+        return
+    for a in fixed:
+        if int(a.session.get("execute", 0)) > horizon:
+            raise EdgeError(f"--schedulers {a.label}: C={a.session['execute']} > the VLA's chunk of {horizon} "
+                            f"actions; choose C in 1..{horizon}")
+
+
 def run_arms(pc: ProfileConfig, arms: Sequence[Arm], runs_dir: Path, workers: int = 1,
              shard_episodes: int = 0, progress: bool = True) -> dict[str, list[Path]]:
     """Run every arm (seeds pc.seed ..), ``shard_episodes`` per run directory (0 = one per arm),
     on ``workers`` processes. Returns arm name -> its run directories."""
     shard = shard_episodes or pc.episodes
+    _check_chunk_lengths(pc, arms)  # before any arm runs
     jobs = []
     for arm in arms:
         for s0 in range(pc.seed, pc.seed + pc.episodes, shard):

@@ -50,10 +50,11 @@ def session_rows(session: dict[str, Any]) -> list[list[Any]]:
             shown["execution"] = "async (lookahead: a decision every tick, searched from after the queued move)"
         return [[k, shown.get(k, session.get(k))] for k in PLANNER_SESSION_KEYS if k in session or k in shown]
     rows = [[k, session.get(k)] for k in SESSION_KEYS if k in session]
-    if session.get("scheduler") == "eqrl":  # the adapter picks K and C per query: the fixed ones were not used
+    kind = str(session.get("scheduler"))
+    if kind == "eqrl":  # the adapter picks K and C per query: the fixed ones were not used
         rows = [[k, "per query (the adapter)" if k in ("num_steps", "execute") else v] for k, v in rows]
-    elif "adapter" in session and session.get("scheduler") != "eqrl":
-        rows = [r for r in rows if r[0] != "adapter"]  # only an eqrl scheduler reads it
+    elif ":" not in kind:  # only an eqrl scheduler (or a factory's) reads the adapter
+        rows = [r for r in rows if r[0] != "adapter"]
     return rows
 
 

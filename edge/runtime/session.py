@@ -91,9 +91,12 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
     # the planner's own settings matter only to planner runs (runs of other policies recorded before a
     # planner setting existed, or before its default changed, still resume)
     planner = "comet" in (old.get("policy.name"), new.get("policy.name"))
+    # likewise an adapter's settings matter only where a scheduler read them (eqrl, or a factory's)
+    adapter = any(k == "eqrl" or ":" in str(k) for k in (old.get("scheduler.kind"), new.get("scheduler.kind")))
     for key in new:
         if key in RESUMABLE or old.get(key, new[key]) == new[key] or (
-                not planner and key.startswith("policy.comet.")):
+                not planner and key.startswith("policy.comet.")) or (
+                not adapter and key.startswith("scheduler.eqrl.")):
             continue
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
                         f"{key}={new[key]!r} ({flag_of(key)}); resume with the settings "
@@ -381,8 +384,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     needs = getattr(policy.spec, "execution", None)
     if needs and needs != cfg_.loop.execution:
         raise EdgeError(f"--policy {cfg_.policy.name} needs --query-mode {needs} (got {cfg_.loop.execution})")
-    horizon = int(getattr(policy.spec, "chunk_len", 0) or 0)
-    if cfg_.scheduler.kind in ("fixed", "dvac") and horizon and cfg_.execute > horizon:
+    horizon = int(getattr(policy, "chunk_len", 0) or 0)
+    if scheduler is None and cfg_.scheduler.kind in ("fixed", "dvac") and horizon and cfg_.execute > horizon:
         flag = "--execute" + (" (scheduler.dvac.max_execute)" if cfg_.scheduler.kind == "dvac" else "")
         raise EdgeError(f"{flag} {cfg_.execute}: --policy {cfg_.policy.name} makes chunks of {horizon} actions "
                         f"(its spec), so at most {horizon} can be executed; choose 1..{horizon}")
@@ -449,9 +452,9 @@ def progress_label(cfg_: RuntimeConfig, scheduler: Any = None) -> str:
     name = cfg_.policy.name
     if name == "comet":
         c = cfg_.policy.comet
-        return (f"comet {c.plan_simulations or 'model'} sims"
+        return (f"comet, {c.plan_simulations or 'the model' + chr(39) + 's'} simulations"
                 + (f", deadline {c.plan_deadline_ms:g} ms" if c.plan_deadline_ms else ""))
-    if name != "vla":
+    if name == "expert":
         return name
     if scheduler is not None:  # a passed-in one
         return str(getattr(scheduler, "name", type(scheduler).__name__))

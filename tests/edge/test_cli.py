@@ -181,3 +181,50 @@ def test_tensorrt_backend_without_tensorrt_is_one_clear_error(tmp_path, capsys, 
     assert len(lines) == 1 and lines[0].startswith("error: backend 'tensorrt' is not available"), lines
     assert "install" in lines[0] and "Traceback" not in lines[0]
     assert not (tmp_path / "r").exists()  # fails before the first tick: no run directory
+
+
+_BIG_OUTPUT = """
+import argparse, sys
+from edge import cli
+def big(args):
+    for i in range(200000):
+        print("line", i)
+    return 0
+class Parser:
+    def parse_args(self, argv):
+        return argparse.Namespace(func=big, command="x")
+cli.build_parser = Parser
+sys.exit(cli.main([]))
+"""
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`edge data info DIR | head -1`: exit 141 as after SIGPIPE, no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _BIG_OUTPUT], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"line 0")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
+def test_a_broken_pipe_of_our_own_is_an_error(monkeypatch):
+    import argparse
+    import multiprocessing as mp
+
+    from edge import cli
+
+    def send_to_a_dead_worker(args):
+        a, b = mp.Pipe()
+        b.close()
+        a.send(("x" * 100000,))
+
+    class Parser:
+        def parse_args(self, argv):
+            return argparse.Namespace(func=send_to_a_dead_worker, command="x")
+
+    monkeypatch.setattr(cli, "build_parser", Parser)
+    with pytest.raises(BrokenPipeError):
+        cli.main([])

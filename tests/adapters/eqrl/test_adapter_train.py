@@ -110,5 +110,9 @@ def test_a_checkpoint_keeps_the_filled_replay_rows_only_and_restores_them():
     d = Replay(50, 4, 3, 2, 1)
     d.load(a.state())
     assert (d.n, d.i) == (50, a.i) and all(np.array_equal(d.data[k], a.data[k]) for k in a.data)
-    with pytest.raises(EdgeError, match="does not fit"):
+    with pytest.raises(EdgeError, match="does not fit"):  # another capacity: a wrapped buffer's order would break
+        Replay(60, 4, 3, 2, 1).load(a.state())
+    with pytest.raises(EdgeError, match="replay_size=50"):
         Replay(10, 4, 3, 2, 1).load(a.state())
+    with pytest.raises(EdgeError, match="does not fit"):  # other row shapes
+        Replay(50, 5, 3, 2, 1).load(a.state())

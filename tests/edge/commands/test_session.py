@@ -327,6 +327,19 @@ def test_the_progress_bar_names_the_policy_that_decides():
     assert progress_label(RuntimeConfig.of(num_steps=10, execute=8)) == "fixed K=10 C=8"
     comet = apply_settings(RuntimeConfig.of(), [("policy.name", "comet"), ("policy.comet.plan_simulations", 32),
                                                 ("policy.comet.plan_deadline_ms", 40.0)])
-    assert progress_label(comet) == "comet 32 sims, deadline 40 ms"
-    assert progress_label(apply_settings(RuntimeConfig.of(), [("policy.name", "comet")])) == "comet model sims"
+    assert progress_label(comet) == "comet, 32 simulations, deadline 40 ms"
+    assert progress_label(apply_settings(RuntimeConfig.of(), [("policy.name", "comet")])) == "comet, the model's simulations"
     assert progress_label(apply_settings(RuntimeConfig.of(), [("policy.name", "expert")])) == "expert"
+
+
+def test_an_adapter_setting_no_scheduler_read_does_not_block_a_resume(tiny_ckpt, tmp_path):
+    """Runs recorded with an adapter named but a fixed scheduler (allowed before edge run refused it)
+    resume without it: only an eqrl or a factory's scheduler reads scheduler.eqrl.*."""
+    base = dict(checkpoint=str(tiny_ckpt), backend="torch", max_steps=6, num_steps=2, execute=4)
+    first = apply_settings(RuntimeConfig.of(episodes=1, **base), [("scheduler.eqrl.adapter", "stack")])
+    run_session(first, tmp_path / "run", progress=False)
+    res = run_session(RuntimeConfig.of(episodes=2, **base), tmp_path / "run", progress=False, resume=True)
+    assert len(res.episodes) == 1 and len((tmp_path / "run" / "episodes.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(EdgeError, match="execute"):  # a setting the scheduler reads must still match
+        run_session(RuntimeConfig.of(episodes=3, **{**base, "execute": 2}), tmp_path / "run", progress=False,
+                    resume=True)
