@@ -101,6 +101,16 @@ def add_deprecated_alias(container, old: str, canonical: argparse.Action) -> arg
                                   help=f"deprecated: use {new}")
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand parser ``args`` went through (edge train vla -> its parser)."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name not in (subs[0].choices if subs else {}):
+            return parser
+        parser = subs[0].choices[name]
+
+
 def _stdout_broken() -> bool:
     """Whether our stdout is a pipe whose reader has gone (its write end reports an error)."""
     import select
@@ -115,7 +125,9 @@ def _stdout_broken() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the (sub)command's own usage, not the top level's
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

@@ -127,9 +127,10 @@ def run(args) -> int:
     from edge.profiler.profile import difference_text
 
     summary = json.loads(res["summary"].read_text())
+    width = max([32, *(len(a["name"]) for a in summary["arms"])])
     for a in summary["arms"]:
         p = a["paired_vs_reference"]
-        print(f"{a['name']:32s} success {a['successes']}/{a['episodes']} "
+        print(f"{a['name']:{width}s} success {a['successes']}/{a['episodes']} "
               f"[{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}]  NFE/action {a['nfe_per_action'] or 0:.3f}  "
               f"rel {a['relative_nfe_per_action'] or 0:.2f}  vs ref {difference_text(p)}  McNemar p {p['mcnemar_p']:.3f}")
     print(f"wrote {res['html']}, {res['md']}, {res['summary']}")

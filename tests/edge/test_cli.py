@@ -191,8 +191,8 @@ def big(args):
         print("line", i)
     return 0
 class Parser:
-    def parse_args(self, argv):
-        return argparse.Namespace(func=big, command="x")
+    def parse_known_args(self, argv):
+        return argparse.Namespace(func=big, command="x"), []
 cli.build_parser = Parser
 sys.exit(cli.main([]))
 """
@@ -222,9 +222,19 @@ def test_a_broken_pipe_of_our_own_is_an_error(monkeypatch):
         a.send(("x" * 100000,))
 
     class Parser:
-        def parse_args(self, argv):
-            return argparse.Namespace(func=send_to_a_dead_worker, command="x")
+        def parse_known_args(self, argv):
+            return argparse.Namespace(func=send_to_a_dead_worker, command="x"), []
 
     monkeypatch.setattr(cli, "build_parser", Parser)
     with pytest.raises(BrokenPipeError):
         cli.main([])
+
+
+def test_an_unknown_flag_is_named_by_its_subcommand(capsys):
+    from edge.cli import main
+
+    for argv, who in ((["doctor", "--bogus"], "edge doctor: error"), (["data", "info", "x", "--bogus"], "edge data info: error")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and who in err and "unrecognized arguments: --bogus" in err, err
