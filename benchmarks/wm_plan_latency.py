@@ -35,29 +35,41 @@ def _stats(ms: list[float]) -> dict:
 
 
 def compare(world_model: str, frames: np.ndarray, simulations: int, seed: int = 0, progress: bool = True,
-            threads: int = 1) -> dict:
-    """Both backends over frames (E, T, S, S, 3) at one budget."""
+            threads: int = 1, torch_tree: bool = False) -> dict:
+    """Both backends over frames (E, T, S, S, 3) at one budget (``torch_tree``: and the ONNX pass with
+    the tree's per-node work in torch)."""
     from tqdm import tqdm
 
     from world_models.policy import WorldModelPolicy
 
     pols = {b: WorldModelPolicy(world_model, simulations=simulations, seed=seed, backend=b, ort_threads=threads)
             for b in ("torch", "onnxruntime")}
-    same, n = 0, 0
+    if torch_tree:  # the ONNX pass with the tree's per-node work in torch, as before the numpy pass
+        pols["onnxruntime_torch_tree"] = WorldModelPolicy(world_model, simulations=simulations, seed=seed,
+                                                          backend="onnxruntime", ort_threads=threads)
+        pols["onnxruntime_torch_tree"].planner.expand = _TorchGlue(pols["onnxruntime_torch_tree"].planner.expand)
+    names = list(pols)
+    same, same_tree, n = 0, 0, 0
     bar = tqdm(total=frames.shape[0] * frames.shape[1], desc=f"{simulations} simulations", disable=not progress)
     for ep in range(frames.shape[0]):
         for p in pols.values():
             p.reset()
         for t in range(frames.shape[1]):
             obs = {"front": frames[ep, t]}
-            order = ("torch", "onnxruntime") if (ep * frames.shape[1] + t) % 2 == 0 else ("onnxruntime", "torch")
+            k = ep * frames.shape[1] + t
+            order = names[k % len(names):] + names[:k % len(names)]  # each arm first in turn
             acts = {b: pols[b].encode(obs) for b in order}
             same += acts["torch"] == acts["onnxruntime"]
+            if torch_tree:
+                same_tree += acts["onnxruntime_torch_tree"] == acts["onnxruntime"]
             n += 1
-            pols["onnxruntime"].set_executed(acts["torch"])  # both histories: the torch planner's move
+            for b in names[1:]:
+                pols[b].set_executed(acts["torch"])  # every history: the torch planner's move
             bar.update()
     bar.close()
     out = {"simulations": simulations, "decisions": n, "same_move": round(same / n, 4)}
+    if torch_tree:
+        out["same_move_numpy_vs_torch_tree"] = round(same_tree / n, 4)
     for b, p in pols.items():
         out[b] = {"decision": _stats(p.decision_ms), "search": _stats(p.search_ms)}
     out["onnxruntime_export"] = {k: pols["onnxruntime"].planner.expand.meta.get(k)
@@ -65,7 +77,26 @@ def compare(world_model: str, frames: np.ndarray, simulations: int, seed: int = 
     for part in ("decision", "search"):
         out[f"{part}_p50_ratio_torch_over_ort"] = round(out["torch"][part]["p50_ms"] /
                                                        out["onnxruntime"][part]["p50_ms"], 3)
+        if torch_tree:
+            out[f"{part}_p50_ratio_torch_tree_over_numpy"] = round(
+                out["onnxruntime_torch_tree"][part]["p50_ms"] / out["onnxruntime"][part]["p50_ms"], 3)
+    if torch_tree:  # per decision, paired: torch-tree time / numpy time
+        r = np.asarray(pols["onnxruntime_torch_tree"].decision_ms) / np.asarray(pols["onnxruntime"].decision_ms)
+        out["decision_ratio_torch_tree_over_numpy_paired"] = {
+            "median": round(float(np.median(r)), 3), "p10": round(float(np.percentile(r, 10)), 3),
+            "p90": round(float(np.percentile(r, 90)), 3)}
     return out
+
+
+class _TorchGlue:
+    """An ONNX pass seen only through its torch interface (no ``run``): the planner then does the
+    tree's per-node work in torch, as it did before the numpy pass."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.meta, self.threads = inner, inner.meta, inner.threads
+
+    def __call__(self, z, actions, valid):
+        return self.inner(z, actions, valid)
 
 
 def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -90,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=40, help="decisions per episode")
     ap.add_argument("--seed", type=int, default=0, help="seeds the frames' episodes and the searches")
     ap.add_argument("--threads", type=int, default=1, help="torch threads and onnxruntime intra-op threads")
+    ap.add_argument("--torch-tree", action="store_true",
+                    help="a third arm: the ONNX pass with the tree's per-node work (state windows, support "
+                         "decoding) in torch, as before the numpy pass; paired decision-time ratios")
     ap.add_argument("--out", default="benchmarks/results/wm_plan_latency.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -110,12 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     frames, data_hash = random_episodes(args.episodes, args.steps, args.seed, image_size=cfg.env.image_size,
                                         progress=not args.no_progress)
-    rows = [compare(wm, frames, s, args.seed, not args.no_progress, args.threads) for s in args.simulations]
+    rows = [compare(wm, frames, s, args.seed, not args.no_progress, args.threads, args.torch_tree)
+            for s in args.simulations]
     for r in rows:
         print(f"{r['simulations']} simulations: decision p50 torch {r['torch']['decision']['p50_ms']} ms, onnxruntime "
               f"{r['onnxruntime']['decision']['p50_ms']} ms ({r['decision_p50_ratio_torch_over_ort']}x); search p50 "
               f"{r['torch']['search']['p50_ms']} / {r['onnxruntime']['search']['p50_ms']} ms "
               f"({r['search_p50_ratio_torch_over_ort']}x); same move {r['same_move']:.1%} of {r['decisions']}")
+        if args.torch_tree:
+            print(f"  ONNX pass, tree in torch: decision p50 {r['onnxruntime_torch_tree']['decision']['p50_ms']} ms; "
+                  f"its time / the numpy tree's, paired per decision: median "
+                  f"{r['decision_ratio_torch_tree_over_numpy_paired']['median']}x; same move "
+                  f"{r['same_move_numpy_vs_torch_tree']:.1%}")
     res = {"benchmark": "wm_plan_latency", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "versions": package_versions(), "world_model": wm,
            "model_sha256": (manifest.get("files") or {}).get("model.pt"), "model_kind": cfg.model.kind,

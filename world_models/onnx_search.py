@@ -247,10 +247,13 @@ class OrtExpand:
     def __call__(self, z, actions, valid):
         import torch
 
+        return tuple(torch.from_numpy(o) for o in self.run(np.asarray(z), np.asarray(actions), np.asarray(valid)))
+
+    def run(self, z: np.ndarray, actions: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The pass on numpy arrays: (policy logits, value logits, child states, child reward logits)."""
         if self.batch is not None and z.shape[0] != self.batch:
             raise EdgeError(f"{self.export_dir}: exported for batches of {self.batch}, called with {z.shape[0]}; "
                             "export with ensure_expand_export(model, window, batch=None) for any batch")
-        feeds = {"z": np.ascontiguousarray(z.numpy(), np.float32),
-                 "actions": np.ascontiguousarray(actions.numpy(), np.int64),
-                 "valid": np.ascontiguousarray(valid.numpy(), bool)}
-        return tuple(torch.from_numpy(o) for o in self.session.run(list(OUTPUTS), feeds))
+        feeds = {"z": np.ascontiguousarray(z, np.float32), "actions": np.ascontiguousarray(actions, np.int64),
+                 "valid": np.ascontiguousarray(valid, bool)}
+        return tuple(self.session.run(list(OUTPUTS), feeds))

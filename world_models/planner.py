@@ -95,7 +95,14 @@ class Planner:
 
     @torch.no_grad()
     def _expand(self, z: torch.Tensor, a: torch.Tensor, v: torch.Tensor) -> tuple[np.ndarray, np.ndarray, dict]:
-        """One pass: the last block's prior and value, and its children's states and rewards."""
+        """One pass: the last block's prior and value, and its children's states and rewards. With a
+        numpy pass (ONNX Runtime: ``expand.run``) the embedding is numpy and no torch op runs per node."""
+        if self.expand is not None and hasattr(self.expand, "run"):
+            z, a, v = np.asarray(z, np.float32), np.asarray(a, np.int64), np.asarray(v, bool)
+            pol, val, child_z, child_r = self.expand.run(z, a, v)
+            sup = self.model.support
+            emb = {"z": z, "a": a, "v": v, "child_z": child_z, "child_r": sup.decode_np(child_r)}
+            return pol.astype(np.float64), sup.decode_np(val).astype(np.float64), emb
         if self.expand is None:
             out = self.model(z, a, v, heads="last", branch=True)
             pol, val = out["policy_logits"][:, -1], out["value_logits"][:, -1]
@@ -116,6 +123,18 @@ class Planner:
     def recurrent(self, emb: dict, action: np.ndarray) -> tuple[mcts.RecurrentFnOutput, dict]:
         """The child reached by ``action`` from each node: its state and reward were predicted with
         the parent (branch outputs); one pass over the slid window gives its prior and value."""
+        if isinstance(emb["z"], np.ndarray):  # the numpy pass: the same steps in numpy
+            z, a, v = emb["z"], emb["a"].copy(), emb["v"]
+            act = np.asarray(action, np.int64)
+            rows = np.arange(z.shape[0])
+            a[:, -1] = act
+            reward = emb["child_r"][rows, act].astype(np.float64)
+            z2 = np.concatenate([z[:, 1:], emb["child_z"][rows, act][:, None]], 1)
+            a2 = np.concatenate([a[:, 1:], np.zeros_like(a[:, :1])], 1)
+            v2 = np.concatenate([v[:, 1:], np.ones_like(v[:, :1])], 1)
+            prior, value, emb2 = self._expand(z2, a2, v2)
+            return mcts.RecurrentFnOutput(reward=reward, discount=np.full(z.shape[0], self.cfg.gamma),
+                                          prior_logits=prior, value=value), emb2
         z, a, v = emb["z"], emb["a"].clone(), emb["v"]
         act = torch.as_tensor(action, dtype=torch.int64)
         rows = torch.arange(z.shape[0])
