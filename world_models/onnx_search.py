@@ -249,6 +249,8 @@ class OrtExpand:
 
         return tuple(torch.from_numpy(o) for o in self.run(np.asarray(z), np.asarray(actions), np.asarray(valid)))
 
+    numpy_pass = True  # the planner keeps its tree's per-node work in numpy with this pass (:meth:`run`)
+
     def run(self, z: np.ndarray, actions: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, ...]:
         """The pass on numpy arrays: (policy logits, value logits, child states, child reward logits)."""
         if self.batch is not None and z.shape[0] != self.batch:

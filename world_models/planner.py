@@ -96,8 +96,9 @@ class Planner:
     @torch.no_grad()
     def _expand(self, z: torch.Tensor, a: torch.Tensor, v: torch.Tensor) -> tuple[np.ndarray, np.ndarray, dict]:
         """One pass: the last block's prior and value, and its children's states and rewards. With a
-        numpy pass (ONNX Runtime: ``expand.run``) the embedding is numpy and no torch op runs per node."""
-        if self.expand is not None and hasattr(self.expand, "run"):
+        numpy pass (ONNX Runtime: ``expand.numpy_pass``, ``expand.run``) the embedding is numpy and no
+        torch op runs per node."""
+        if getattr(self.expand, "numpy_pass", False) is True:
             z, a, v = np.asarray(z, np.float32), np.asarray(a, np.int64), np.asarray(v, bool)
             pol, val, child_z, child_r = self.expand.run(z, a, v)
             sup = self.model.support

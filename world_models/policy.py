@@ -182,7 +182,7 @@ class WorldModelPolicy:
                                 execution="async" if self.lookahead else "sync")
         self.chunk_len, self.action_dim = self.spec.chunk_len, 5
         self._moves = np.array([self.sample(a, None, 1)[-1] for a in range(self.model.cfg.num_actions)])
-        self._pred: torch.Tensor | None = None  # the last root's predicted next state per action
+        self._pred: Any = None  # the last root's predicted next state per action (torch, or numpy on ONNX Runtime)
         self._stats = self._zero_stats()
         self.control_rate_hz = self.spec.control_rate_hz
         self.decision_ms: list[float] = []
