@@ -207,7 +207,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file {p} does not exist")
+        raise ConfigError(f"config file {p} " + ("is a directory: give a YAML file in it" if p.is_dir() else "does not exist"))
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as err:

@@ -54,6 +54,8 @@ def test_bad_values_name_key_value_and_range(override, words):
 def test_missing_and_invalid_yaml_files(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(Outer, tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(Outer, tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
