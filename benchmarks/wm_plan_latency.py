@@ -110,6 +110,14 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             ap.error(f"--simulations {s}: each budget must be in 1..1000")
     if args.world_model and not Path(args.world_model).exists():
         ap.error(f"--world-model {args.world_model}: no such directory")
+    if getattr(args, "out", None):
+        from edge.commands._out import check_writable_file
+        from edge.errors import EdgeError
+
+        try:
+            check_writable_file(args.out)
+        except EdgeError as e:
+            ap.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,8 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     frames, data_hash = random_episodes(args.episodes, args.steps, args.seed, image_size=cfg.env.image_size,
                                         progress=not args.no_progress)
-    rows = [compare(wm, frames, s, args.seed, not args.no_progress, args.threads, args.torch_tree)
-            for s in args.simulations]
+    try:
+        rows = [compare(wm, frames, s, args.seed, not args.no_progress, args.threads, args.torch_tree)
+                for s in args.simulations]
+    except EdgeError as e:  # e.g. an oracle-slot model, or one whose encoder changed
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for r in rows:
         print(f"{r['simulations']} simulations: decision p50 torch {r['torch']['decision']['p50_ms']} ms, onnxruntime "
               f"{r['onnxruntime']['decision']['p50_ms']} ms ({r['decision_p50_ratio_torch_over_ort']}x); search p50 "

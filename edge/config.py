@@ -261,7 +261,7 @@ def layer_config(base: T, path: str | Path | None = None, overrides: list[str] |
     try:
         return from_dict(type(base), data)
     except ConfigError as err:
-        raise ConfigError(f"{err}{source_note(path, overrides)}") from None
+        raise ConfigError(f"{err}{source_note(path, overrides, str(err))}") from None
 
 
 def describe(cls: type) -> str:

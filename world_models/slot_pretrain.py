@@ -301,7 +301,7 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
         diff = {k: (saved.get(k), settings.get(k)) for k in sorted(set(saved) | set(settings))
                 if saved.get(k) != settings.get(k)}
         raise ValueError(f"{path} was trained with other settings (saved, now): {diff}; "
-                         "use another --out or --no-resume")
+                         "use another --out (or the same settings to resume)")
     model.load_state_dict(state["model"])
     if predictor is not None:
         predictor.load_state_dict(state["predictor"])
@@ -555,6 +555,9 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     step = 0
     if resume and state_path.is_file():
         step = _load_train_state(state_path, settings, model, opt, rng, predictor)
+        if steps < step:
+            raise ValueError(f"--steps {steps}: {out} is at step {step} already; resume with --steps >= {step} "
+                             "(a larger one trains on), or use another --out")
         log(f"resumed from {state_path} at step {step}")
     else:
         if log_path.exists():

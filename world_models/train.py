@@ -303,6 +303,13 @@ class Trainer:
                    "wall_s": 0.0, "train_returns": [], "train_success": []}
         if init_sha:  # the weights the run started from (a resumed run keeps its first start's)
             self.st["init_from_sha256"] = init_sha
+        self.encoder_sha256 = None  # the frozen encoder's weights: a resume must find the same ones
+        if cfg.encoder and (cfg.obs == "slots" or (cfg.obs == "pixels" and unused_slot_encoder(cfg) is None)):
+            from edge.digest import sha256_file
+
+            ef = encoder_weights_file(resolve_shipped(cfg.encoder))
+            self.encoder_sha256 = sha256_file(ef) if ef.is_file() else None
+            self.st["encoder_sha256"] = self.encoder_sha256
         self.curve: list[dict] = []
         self.last_stats: dict = {}
         self._repeat_action = np.zeros(cfg.n_envs, np.int64)  # explore_repeat: the action being repeated
@@ -336,6 +343,15 @@ class Trainer:
                         "and 1 round used slots_push3 and 0)")
             raise ConfigError(f"{f} was written by a different configuration (differs in {diff}); "
                              f"use a new --out, or the same settings to resume (only {RESUMABLE} may change){hint}")
+        done = int(blob["st"]["env_steps"])
+        if self.cfg.env_steps < done:
+            raise ConfigError(f"--env-steps {self.cfg.env_steps}: {self.out} is at {done} env steps already; "
+                              f"resume with --env-steps >= {done} (a larger one extends the run)")
+        old_enc = blob["st"].get("encoder_sha256")  # recorded since stop 55
+        if old_enc is not None and self.encoder_sha256 is not None and old_enc != self.encoder_sha256:
+            raise ConfigError(f"encoder={self.cfg.encoder}: its weights (sha256 {self.encoder_sha256[:12]}) are not "
+                              f"the ones {self.out} was trained with ({old_enc[:12]}): the encoder was changed in "
+                              "place, and the replay's states come from the old one; use a new --out")
         self.learner.load_state_dict(blob["learner"])
         for ep in blob["replay"]:
             self.replay.add(ep)

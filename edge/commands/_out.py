@@ -24,3 +24,16 @@ def check_writable_dir(out: str | Path, flag: str = "--out") -> None:
     except OSError as err:
         where = "" if anchor == p else f" ({anchor} is where it would be created)"
         raise EdgeError(f"{flag} {p}: not writable{where}: {err.strerror}; choose another {flag}") from None
+
+
+def check_writable_file(out: str | Path, flag: str = "--out") -> None:
+    """Raise EdgeError unless ``out`` can be written as a file (a result JSON): not a directory, and
+    its nearest existing parent a writable directory. Creates nothing (checked before the work)."""
+    p = Path(out)
+    if p.is_dir():
+        raise EdgeError(f"{flag} {p}: is a directory; give a file path (e.g. {p / 'result.json'})")
+    try:
+        check_writable_dir(p.parent, flag=flag)
+    except EdgeError as e:
+        why = str(e).split(": ", 1)[-1]
+        raise EdgeError(f"{flag} {p}: its folder {p.parent}: {why}") from None

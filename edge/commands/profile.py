@@ -118,6 +118,12 @@ def run(args) -> int:
                        noise_temperature=args.noise_temperature, max_steps=args.max_steps,
                        video_episodes=args.video_episodes, verify=not args.no_verify)
     out = Path(args.out or f"runs/profile-{time.strftime('%Y%m%d-%H%M%S')}")
+    from edge.commands._out import check_writable_dir
+
+    check_writable_dir(out)
+    if not args.runs and (out / "summary.json").exists():  # re-reading runs (--runs) may rewrite a report
+        raise EdgeError(f"--out {out}: holds another profile's report (summary.json); choose a new --out, "
+                        "or re-read runs into it with --runs")
     res = profile(pc, arms, out, devices, runs=args.runs or (), workers=args.workers,
                   runs_dir=Path(args.runs_dir) if args.runs_dir else None, reference=args.reference,
                   calibrate=not args.no_calibrate, grid=args.grid, shard_episodes=args.shard_episodes,

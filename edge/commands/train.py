@@ -89,7 +89,7 @@ def register(subparsers) -> None:
   edge train world-model --out runs/wm/oracle --obs oracle --set model.num_slots=5
   edge train world-model --out /tmp/wm_tiny --preset tiny
   edge train world-model --out runs/wm/comet_s0 --resume --env-steps 40000""")
-    wm.add_argument("--out", required=True, help="run directory: model.pt, manifest.json, curve.jsonl, train_state.pt")
+    wm.add_argument("--out", required=True, help="run directory: model.pt, manifest.json, metrics.json, curve.jsonl, train_state.pt")
     wm.add_argument("--preset", choices=PRESETS, default="default",
                     help="settings from configs/train/wm_<preset>.yaml (tiny: seconds, for tests)")
     wm.add_argument("--config", metavar="YAML", help="a YAML settings file instead of --preset (default: none)")
@@ -121,7 +121,7 @@ def register(subparsers) -> None:
   edge train slot-encoder --out runs/slots_k7 --init-from world_models/checkpoints/slots_push3_v2 \
       --set num_slots=7 --steps 2000 --lr 2e-4 --warmup-steps 100    # one more slot than v2""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
-                    "data_train.npz, data_eval.npz, train_state.pt")
+                    "log.jsonl, data_train.npz, data_eval.npz, train_state.pt")
     _add_frame_args(se)
     se.add_argument("--steps", type=int, default=2500, help="optimiser steps")
     se.add_argument("--preset", choices=PRESETS, default="default", help="encoder size (tiny: for tests)")
@@ -149,7 +149,7 @@ def register(subparsers) -> None:
   edge train pixel-encoder --out /tmp/px_tiny --frames 64 --eval-frames 32 --steps 2 --set channels=4 --set width=8
   edge train world-model --out runs/wm/px_ae_s0 --kind pixels --obs pixels --encoder runs/pixels_ae""")
     pe.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
-                    "data_train.npz, data_eval.npz, train_state.pt")
+                    "log.jsonl, data_train.npz, data_eval.npz, train_state.pt")
     _add_frame_args(pe)
     pe.add_argument("--steps", type=int, default=6000, help="optimiser steps")
     pe.add_argument("--seed", type=int, default=0, help="training seed")
@@ -276,7 +276,8 @@ def _train_world_model(args: argparse.Namespace) -> int:
 
     preset = Path(args.config) if args.config else PRESETS_DIR / f"wm_{args.preset}.yaml"
     if not preset.is_file():
-        raise EdgeError(f"--config {preset}: no such settings file")
+        raise EdgeError(f"--config {preset}: " + ("a directory; give a settings file in it" if preset.is_dir()
+                                                  else "no such settings file"))
     sets = list(args.set)
     for flag, key in ((args.kind, "model.kind"), (args.task, "env.task"), (args.obs, "obs"),
                       (args.encoder, "encoder"), (args.env_steps, "env_steps"), (args.seed, "seed")):
@@ -312,6 +313,13 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if config.obs == "slots" and not Path(config.encoder).exists():
         raise EdgeError(f"encoder={config.encoder}: no slot encoder there; train one with "
                         "`edge train slot-encoder` or pass --encoder DIR")
+    if config.obs == "slots":  # before anything is created: a directory of another kind is refused here
+        from world_models.slot_encoder import load_verified
+
+        try:
+            load_verified(config.encoder, "slot encoder")
+        except (OSError, ValueError, KeyError) as e:
+            raise EdgeError(f"--encoder {config.encoder}: {e}") from None
     out = Path(args.out)
     from edge.commands._out import check_writable_dir
 
@@ -352,6 +360,12 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")
     if args.keep_every < 0:
         raise EdgeError(f"--keep-every {args.keep_every}: must be >= 0 (0: keep none)")
+    import inspect
+
+    episode_len = inspect.signature(slot_pretrain.collect_frames).parameters["episode_len"].default
+    if args.seq_len > min(episode_len, args.frames):
+        raise EdgeError(f"--seq-len {args.seq_len}: a window cannot be longer than an episode of collected frames "
+                        f"({episode_len}) or --frames ({args.frames}); choose 1..{min(episode_len, args.frames)}")
     out.mkdir(parents=True, exist_ok=True)
     # the frames the encoder will read (a --set image_size too; --set in_channels=4: RGB-D frames)
     rc = _collect_frames(args, out, config.image_size, depth=config.in_channels == 4)

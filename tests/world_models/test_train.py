@@ -40,6 +40,8 @@ def test_tiny_train_then_resume_continues(tmp_path):
     curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
     assert [c["env_steps"] for c in curve] == [0, 12, 24]
     assert all(0.0 <= c["success"] <= 1.0 for c in curve)
+    with pytest.raises(ConfigError, match="at 24 env steps already"):  # a shorter budget is not a resume
+        Trainer(tiny(env_steps=12), out, progress=False).run()
     # a run saved before encoder_carry_iters existed resumes at its default
     blob = torch.load(out / STATE_FILE, weights_only=False)
     del blob["config"]["encoder_carry_iters"]
@@ -339,3 +341,20 @@ def test_an_rgbd_slot_encoder_is_refused_by_the_world_models(tmp_path):
 def test_world_models_refuse_rgbd_env_frames():
     with pytest.raises(ConfigError, match="env.depth=True: the world models .* read RGB frames only"):
         tiny(env=ObjectTaskConfig(depth=True))
+
+
+def test_a_slot_run_does_not_resume_over_an_encoder_changed_in_place(tmp_path):
+    """The replay holds the old encoder's states: a resume over other weights is refused."""
+    from edge.cli import main
+    from world_models.token_model import WorldModelConfig
+
+    enc = tmp_path / "slots"
+    args = ["train", "slot-encoder", "--out", str(enc), "--preset", "tiny", "--frames", "48", "--eval-frames", "24"]
+    assert main([*args, "--steps", "2"]) == 0
+    base = tiny()
+    cfg = lambda n: tiny(obs="slots", encoder=str(enc), env_steps=n, eval_every=8, checkpoint_every=8,  # noqa: E731
+                         model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
+    Trainer(cfg(8), tmp_path / "wm", progress=False).run()
+    assert main([*args, "--steps", "3"]) == 0  # the encoder trains on, in place
+    with pytest.raises(ConfigError, match="changed in place"):
+        Trainer(cfg(16), tmp_path / "wm", progress=False).run()
