@@ -252,6 +252,11 @@ ROWS = [
         ("--out", "not a directory"), _a_file("f")),
     Row("record-policy-flag-without-checkpoint", ["data", "record", "--task", "stack", "--episodes", "1",
                                                   "--execute", "4", "--out", "{tmp}/d"], ("--execute 4", "--checkpoint")),
+    Row("train-world-model-encoder-of-another-kind", ["train", "world-model", "--preset", "tiny", "--obs", "slots",
+                                                      "--encoder", "{ckpt}", "--out", "{tmp}/w"],
+        ("--encoder", "is not a slot encoder")),
+    Row("train-slot-encoder-window-longer-than-an-episode", ["train", "slot-encoder", "--preset", "tiny", "--frames", "48",
+                                                              "--seq-len", "100", "--out", "{tmp}/s"], ("--seq-len 100",)),
     Row("data-scenes-out-is-a-file", ["data", "scenes", "--episodes", "1", "--out", "{tmp}/f"],
         ("--out", "not a directory"), _a_file("f")),
 ]
