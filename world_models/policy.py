@@ -480,4 +480,6 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
     except EdgeError as err:
         if str(err).startswith("--"):  # names its flag already
             raise
-        raise EdgeError(f"--world-model {path}: {err}") from None
+        text = str(err)
+        text = text[len(f"{path}: "):] if text.startswith(f"{path}: ") else text  # the path once
+        raise EdgeError(f"--world-model {path}: {text}") from None

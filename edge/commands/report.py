@@ -35,7 +35,8 @@ def run(args) -> int:
     if args.max_episodes < 1:
         raise EdgeError(f"--max-episodes={args.max_episodes} must be >= 1")
     if not Path(args.run_dir).is_dir():
-        raise EdgeError(f"run directory {args.run_dir} not found")
+        raise EdgeError(f"run directory {args.run_dir} " + ("is a file: give the run's directory"
+                                                           if Path(args.run_dir).exists() else "not found"))
     if not (Path(args.run_dir) / "ticks.jsonl").is_file():  # what every run writes; a dataset has episodes/
         what = ("a demonstration dataset (edge data record)" if (Path(args.run_dir) / "episodes").is_dir()
                 else "not a run directory (no ticks.jsonl)")

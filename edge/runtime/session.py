@@ -98,8 +98,11 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
                 not planner and key.startswith("policy.comet.")) or (
                 not adapter and key.startswith("scheduler.eqrl.")):
             continue
+        how = flag_of(key)
+        if planner and key.startswith(("scheduler.fixed.", "loop.execution")):  # the planner's: from its mode
+            how = "--query-mode"
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
-                        f"{key}={new[key]!r} ({flag_of(key)}); resume with the settings "
+                        f"{key}={new[key]!r} ({how}); resume with the settings "
                         "it was started with or choose another --out")
     return meta, len(read_jsonl(d / "episodes.jsonl"))
 
