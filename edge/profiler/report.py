@@ -36,13 +36,16 @@ PLANNER_SESSION_KEYS = ("policy", "task", "sim", "world_model", "plan_simulation
                         "plan_workspace_mask", "clock", "execution", "latency", "latency_ms", "seed")
 
 
-def session_rows(session: dict[str, Any]) -> list[list[Any]]:
+def session_rows(session: dict[str, Any], policy: dict[str, Any] | None = None) -> list[list[Any]]:
     """The "What ran" rows of a run's ``meta.json`` session (the planner's keys for a comet run; an
-    empty world_model is the shipped one, plan_simulations 0 the model's own)."""
+    empty world_model is the shipped one, plan_simulations 0 the model's own, whose number the
+    run's ``policy`` description gives)."""
     if session.get("policy") == "comet":
         shipped = "comet_reach3" if session.get("task") == "reach" else "comet_push3"
+        own = (policy or {}).get("simulations")
         shown = {"world_model": session.get("world_model") or f"(the shipped {shipped})",
-                 "plan_simulations": session.get("plan_simulations") or "0 (the model's own)",
+                 "plan_simulations": session.get("plan_simulations") or (
+                     f"{own} (the model's own)" if own else "0 (the model's own)"),
                  "plan_backend": session.get("plan_backend") or "torch",
                  "plan_workspace_mask": "on" if session.get("plan_workspace_mask") else
                  ("off" if "plan_workspace_mask" in session else "off (recorded before the option)")}
@@ -111,7 +114,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
           f"{summary['episodes']} episodes, {summary['ticks']} ticks, {summary['queries']} queries.")
     if session:
         doc.h("What ran")
-        doc.table(["setting", "value"], session_rows(session))
+        doc.table(["setting", "value"], session_rows(session, run.meta.get("policy")))
     doc.h("Summary")
     virtual = session.get("clock") == "virtual"
     doc.table(["statistic", "value"],

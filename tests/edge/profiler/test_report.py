@@ -79,6 +79,8 @@ def test_what_ran_shows_the_planners_settings_for_a_comet_run():
     rows = dict(session_rows(comet))
     assert rows["plan_backend"] == "onnxruntime" and "shipped" in rows["world_model"]
     assert "model's own" in str(rows["plan_simulations"]) and "checkpoint" not in rows and "num_steps" not in rows
+    assert dict(session_rows(comet, {"kind": "world_model", "simulations": 16}))["plan_simulations"] == \
+        "16 (the model's own)"  # the number, from the run's policy description
     old = {k: v for k, v in comet.items() if k != "plan_backend"}  # recorded before the key: torch ran
     assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["plan_backend"] == "torch"
     assert dict(session_rows({**old, "world_model": "runs/wm", "plan_simulations": 8}))["world_model"] == "runs/wm"
