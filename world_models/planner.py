@@ -103,7 +103,7 @@ class Planner:
             pol, val, child_z, child_r = self.expand.run(z, a, v)
             sup = self.model.support
             emb = {"z": z, "a": a, "v": v, "child_z": child_z, "child_r": sup.decode_np(child_r)}
-            return pol.astype(np.float64), sup.decode_np(val).astype(np.float64), emb
+            return pol.astype(np.float64), sup.decode_np(val), emb
         if self.expand is None:
             out = self.model(z, a, v, heads="last", branch=True)
             pol, val = out["policy_logits"][:, -1], out["value_logits"][:, -1]
@@ -129,7 +129,7 @@ class Planner:
             act = np.asarray(action, np.int64)
             rows = np.arange(z.shape[0])
             a[:, -1] = act
-            reward = emb["child_r"][rows, act].astype(np.float64)
+            reward = emb["child_r"][rows, act]  # decoded in float64
             z2 = np.concatenate([z[:, 1:], emb["child_z"][rows, act][:, None]], 1)
             a2 = np.concatenate([a[:, 1:], np.zeros_like(a[:, :1])], 1)
             v2 = np.concatenate([v[:, 1:], np.ones_like(v[:, :1])], 1)

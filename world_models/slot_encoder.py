@@ -498,11 +498,13 @@ def load_verified(path: str | Path, what: str, kind: str | None = None) -> tuple
     if not manifest_path.is_file():
         raise FileNotFoundError(f"no {what} manifest at {manifest_path}")
     manifest = json.loads(manifest_path.read_text())
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_path} is not a {what} manifest (not a JSON object)")
     if kind is not None and manifest.get("kind") != kind:
         raise ValueError(f"{manifest_path} is not a {what} (kind {manifest.get('kind')!r}, want {kind!r})")
     if kind is None and manifest.get("kind") is not None:  # another model's (a pixel encoder, a world model)
         raise ValueError(f"{manifest_path} is not a {what} (it is a {manifest['kind']!r})")
-    if not isinstance(manifest, dict) or not {"file", "sha256", "config"} <= set(manifest):
+    if not {"file", "sha256", "config"} <= set(manifest):
         raise ValueError(f"{manifest_path} is not a {what} manifest (it lacks file / sha256 / config): "
                          "make one with `edge train slot-encoder`")
     weights = manifest_path.parent / manifest["file"]

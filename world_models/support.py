@@ -17,8 +17,10 @@ def h(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * (torch.sqrt(torch.abs(x) + 1) - 1) + EPS * x
 
 
-def h_inv(y: torch.Tensor) -> torch.Tensor:
-    return torch.sign(y) * (((torch.sqrt(1 + 4 * EPS * (torch.abs(y) + 1 + EPS)) - 1) / (2 * EPS)) ** 2 - 1)
+def h_inv(y: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+    """The inverse of :func:`h`, on a torch tensor or a numpy array (in its own dtype)."""
+    xp = np if isinstance(y, np.ndarray) else torch
+    return xp.sign(y) * (((xp.sqrt(1 + 4 * EPS * (xp.abs(y) + 1 + EPS)) - 1) / (2 * EPS)) ** 2 - 1)
 
 
 class Support:
@@ -29,6 +31,7 @@ class Support:
             raise ValueError(f"support needs n >= 3 atoms and lim > 0, got n={n}, lim={lim}")
         self.lim, self.n = float(lim), int(n)
         self.atoms = torch.linspace(-lim, lim, n)
+        self._atoms64 = self.atoms.numpy().astype(np.float64)  # decode_np's, converted once
         self.max_scalar = float(h_inv(torch.tensor(lim)))
 
     def two_hot(self, x: torch.Tensor) -> torch.Tensor:
@@ -56,5 +59,4 @@ class Support:
         one by up to ~3e-4 absolute on the shipped models' supports; this is the more accurate."""
         x = np.asarray(logits, np.float64)
         e = np.exp(x - x.max(-1, keepdims=True))
-        y = (e / e.sum(-1, keepdims=True)) @ self.atoms.numpy().astype(np.float64)
-        return np.sign(y) * (((np.sqrt(1 + 4 * EPS * (np.abs(y) + 1 + EPS)) - 1) / (2 * EPS)) ** 2 - 1)
+        return h_inv((e / e.sum(-1, keepdims=True)) @ self._atoms64)

@@ -574,7 +574,7 @@ class Trainer:
         files = {MODEL_FILE: sha256_file(f)}
         if self.cfg.encoder:
             ef = encoder_weights_file(self.cfg.encoder)
-            files["encoder"] = sha256_file(ef) if ef.is_file() else None
+            files["encoder"] = self.encoder_sha256 or (sha256_file(ef) if ef.is_file() else None)
         if self.cfg.init_from:
             files["init_from"] = self.st.get("init_from_sha256")
         manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,

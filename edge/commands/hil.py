@@ -108,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeError("--publish writes the committed catalogue report, which runs on the catalogue's "
                         "rig.yaml; drop --config/--set or --publish")
     out = Path(args.out or f"runs/hil-{time.strftime('%Y%m%d-%H%M%S')}")
+    from edge.commands._out import check_writable_dir
+
+    check_writable_dir(out)
     if out.is_dir() and any(out.iterdir()):  # two runs' traces and reports never mix
         raise EdgeError(f"--out {out}: not empty (another run's files are there); choose a new or empty --out")
-    if out.exists() and not out.is_dir():
-        raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -16,6 +16,7 @@ partial results there), and Ctrl-C cancels what has not started and re-raises.
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,10 +36,6 @@ def run_campaign(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int = 1
     """Run ``fn(job)`` for every job; returns the results in job order. ``workers``: local processes
     (1 = in this process); ``retries`` (>= 0): how often a dying worker's job is run again."""
     from tqdm import tqdm
-
-    from edge.errors import EdgeError
-
-    import numbers
 
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
         raise EdgeError(f"run_campaign(workers={workers!r}): give a number of worker processes >= 1 "
