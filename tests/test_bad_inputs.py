@@ -106,6 +106,16 @@ def _nonempty(name: str):
     return setup
 
 
+def _planner_run(tmp: Path, a: dict) -> None:
+    """A real one-episode world-model planner run in tmp/pr (three ticks)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", "--policy", "comet", "--task", "reach", "--episodes", "1", "--out", str(tmp / "pr"),
+                     "--set", "max_steps=3", "--no-progress"]) == 0
+
+
 def _no_episodes(d: Path) -> None:
     shutil.rmtree(d / "episodes")
     (d / "episodes").mkdir()
@@ -129,6 +139,8 @@ ROWS = [
         ("--out", "old", "not empty", "--resume"), _nonempty_dir),
     Row("run-resume-nothing", [*RUN, "--policy", "expert", "--out", "{tmp}/old", "--resume"],
         ("--resume", "old", "no meta.json"), _nonempty_dir),
+    Row("run-resume-planner-run-without-its-policy", ["run", "--out", "{tmp}/pr", "--resume"],
+        ("--resume", "pr is a world-model planner run", "--policy comet --task reach"), _planner_run),
     Row("run-truncated-onnx", [*RUN, "--checkpoint", "{tmp}/x", "--out", "{tmp}/r"],
         ("encoder.onnx", "sha256"), _copy("onnx", "x", _truncate_onnx)),
     Row("run-garbled-onnx-no-verify", [*RUN, "--checkpoint", "{tmp}/x", "--no-verify", "--out", "{tmp}/r"],
@@ -175,6 +187,9 @@ ROWS = [
         ("image_size=40", "multiple of 16")),
     Row("train-pixel-encoder-steps-zero", ["train", "pixel-encoder", "--out", "{tmp}/pe", "--steps", "0"],
         ("--steps", "0", ">= 1")),
+    Row("train-world-model-oracle-slots-not-one-per-entity", ["train", "world-model", "--obs", "oracle", "--out",
+                                                              "{tmp}/wm", "--set", "model.num_slots=6"],
+        ("--set model.num_slots=6", "one slot per entity, 5 on push3", "model.num_slots=5")),
     Row("train-world-model-pixels-slot-encoder", ["train", "world-model", "--preset", "tiny", "--out", "{tmp}/wm",
                                                  "--obs", "pixels", "--encoder", "world_models/checkpoints/slots_push3"],
         ("--encoder", "slots_push3", "no pretrained pixel encoder")),

@@ -109,7 +109,8 @@ def evaluate(model: PixelAutoencoder, arrays: dict[str, np.ndarray], max_frames:
 def save_pixel_encoder(model: PixelAutoencoder, out_dir: str | Path, *, command: str, seed: int, data_hash: str,
                        metrics: dict) -> Path:
     """Write ``encoder.pt`` (the encoder's weights only) and ``manifest.json``; returns the manifest path."""
-    from world_models.slot_encoder import git_revision, sha256_file
+    from edge.vla.manifest import git_revision
+    from world_models.slot_encoder import sha256_file
 
     out = Path(out_dir)
     config = dataclasses.asdict(model.cfg)
@@ -120,7 +121,7 @@ def save_pixel_encoder(model: PixelAutoencoder, out_dir: str | Path, *, command:
     tmp.replace(weights)
     manifest = {"kind": KIND, "file": weights.name, "sha256": sha256_file(weights), "config": config,
                 "command": command, "seed": seed, "data_hash": data_hash, "metrics": metrics,
-                "git_revision": git_revision(), "torch": torch.__version__}
+                "git": git_revision(), "torch": torch.__version__}
     path = out / "manifest.json"
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return path

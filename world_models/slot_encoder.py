@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -460,21 +459,12 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def git_revision() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
-
-
 def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = "", seed: int | None = None,
                  data_hash: str | None = None, metrics: dict | None = None, extra: dict | None = None) -> Path:
     """Write ``encoder.pt`` and ``manifest.json`` into ``out_dir``; returns the manifest path.
     ``extra``: more provenance keys (e.g. ``init_from``)."""
+    from edge.vla.manifest import git_revision
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = dataclasses.asdict(model.cfg)
@@ -482,7 +472,7 @@ def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = 
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     torch.save({"config": config, "state_dict": state}, weights)
     manifest = {"file": weights.name, "sha256": sha256_file(weights), "config": config, "command": command,
-                "seed": seed, "data_hash": data_hash, "metrics": metrics or {}, "git_revision": git_revision(),
+                "seed": seed, "data_hash": data_hash, "metrics": metrics or {}, "git": git_revision(),
                 "torch": torch.__version__, **(extra or {})}
     path = out / "manifest.json"
     path.write_text(json.dumps(manifest, indent=2) + "\n")

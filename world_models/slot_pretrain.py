@@ -650,6 +650,19 @@ def _config_from_args(preset: str, overrides: list[str]):
     return SlotEncoderConfig.preset(preset, **values)
 
 
+def summary_line(out: str | Path, metrics: dict, tracking_rounds: int) -> str:
+    """One readable line for a finished training run (its metrics as :func:`train_slot_encoder` returns them;
+    ``tracking_rounds``: the slot-attention rounds its evaluation tracked with)."""
+    line = f"slot encoder: {out} (step {metrics.get('step')})"
+    if "fg_ari_attn" in metrics:
+        line += (f"; on {metrics.get('eval_episodes')} held-out episodes: FG-ARI {metrics['fg_ari_attn']:.3f} "
+                 f"(attention masks) / {metrics['fg_ari_decoder']:.3f} (decoder), slot identity "
+                 f"{metrics['identity_rate_attn']:.3f} / {metrics['identity_rate_decoder']:.3f} "
+                 f"tracking with {tracking_rounds} slot-attention round{'s' * (tracking_rounds != 1)}, "
+                 f"reconstruction MSE {metrics['eval_mse']:.4f}")
+    return line + f"; metrics in {Path(out) / 'metrics.json'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m world_models.slot_pretrain", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -690,6 +703,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch intra-op threads; more than 1 helps only when that many cores are otherwise idle")
     t.add_argument("--keep-every", type=int, default=0, metavar="N",
                    help="also keep the weights every N steps as weights_<step>.pt (default 0: none)")
+    t.add_argument("--summary", action="store_true",
+                   help="end on one readable line instead of the metrics as JSON (they are in --out/metrics.json)")
     x = sub.add_parser("export", help="a verified encoder directory from kept weights or a train_state.pt")
     x.add_argument("--weights", required=True, help="weights_<step>.pt or train_state.pt of a training run")
     x.add_argument("--data", required=True, help="the run's training .npz (its data_hash is checked)")
@@ -738,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
                                      warmup_steps=args.warmup_steps, half_life_steps=args.half_life_steps,
                                      seq_len=args.seq_len, ckpt_every=args.ckpt_every, eval_every=args.eval_every,
                                      init_from=args.init_from, keep_every=args.keep_every)
-        print(json.dumps(metrics))
+        print(summary_line(args.out, metrics, config.tracking_iters) if args.summary else json.dumps(metrics))
         return 0
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -179,6 +179,25 @@ def unused_slot_encoder(cfg: RunConfig | dict) -> str | None:
     return enc if obs == "pixels" and enc and _is_slot_encoder(enc) else None
 
 
+def _leaf_diff(saved: dict, new: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, saved value, new value) of every leaf where two nested settings dicts differ."""
+    out = []
+    for k in sorted(set(saved) | set(new)):
+        a, b = saved.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _leaf_diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
+
+
+def _manifest_command(out: Path) -> str:
+    try:
+        return str(json.loads((out / MANIFEST_FILE).read_text()).get("command") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def _blank_unused_encoder(d: dict) -> None:
     """Blank, in a saved or new run's config dict, the encoder settings its observations do not use,
     so that a preset naming another slot encoder (or tracking rounds) does not change the identity of
@@ -276,8 +295,13 @@ def init_model_from(model: TokenWorldModel, cfg: RunConfig) -> str:
 class Trainer:
     """Runs :class:`RunConfig` into ``out``; ``run()`` returns the final metrics."""
 
-    def __init__(self, cfg: RunConfig, out: str | Path, command: str = "", progress: bool = True) -> None:
+    def __init__(self, cfg: RunConfig, out: str | Path, command: str = "", progress: bool = True,
+                 log: bool | None = None) -> None:
+        """``progress``: a progress bar on stderr; ``log``: one line per evaluation on stderr
+        (default: with the progress bar)."""
         self.cfg, self.out, self.command, self.progress = cfg, Path(out), command, progress
+        self.log = progress if log is None else log
+        self.started_by = ""  # a resumed run: the command that started it
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -319,7 +343,7 @@ class Trainer:
     def _save_state(self) -> None:
         blob = {"config": to_dict(self.cfg), "learner": self.learner.state_dict(), "replay": self.replay.episodes,
                 "st": self.st, "curve": self.curve, "rng": self.rng.bit_generator.state,
-                "torch_rng": torch.get_rng_state()}
+                "torch_rng": torch.get_rng_state(), "command": self.started_by or self.command}
         tmp = self.out / (STATE_FILE + ".tmp")
         torch.save(blob, tmp)
         tmp.replace(self.out / STATE_FILE)
@@ -335,14 +359,20 @@ class Trainer:
             _blank_unused_encoder(d)
         diff = sorted(k for k in set(saved) | set(new)
                       if k not in RESUMABLE and saved.get(k) != new.get(k))
+        started = blob.get("command") or _manifest_command(self.out)  # runs saved before stop 56: the manifest's
         if diff:
             hint = ""
-            if {"encoder", "encoder_carry_iters"} & set(diff):
+            if {"encoder", "encoder_carry_iters"} & set(diff) and saved.get("obs") == new.get("obs") == "slots":
                 hint = (f"; it was trained with --encoder {saved.get('encoder') or ''} --set encoder_carry_iters="
                         f"{saved.get('encoder_carry_iters', 0)} (slot runs made with the preset before it named slots_push3_v2 "
                         "and 1 round used slots_push3 and 0)")
-            raise ConfigError(f"{f} was written by a different configuration (differs in {diff}); "
+            leaves = _leaf_diff({k: saved.get(k) for k in diff}, {k: new.get(k) for k in diff})
+            shown = ", ".join(f"{k}={a!r} (now {b!r})" for k, a, b in leaves[:5])
+            more = f" and {len(leaves) - 5} more" if len(leaves) > 5 else ""
+            by = f"; it was started by: {started}" if started else ""
+            raise ConfigError(f"{f} was written by a different configuration ({shown}{more}){by}; "
                              f"use a new --out, or the same settings to resume (only {RESUMABLE} may change){hint}")
+        self.started_by = started
         done = int(blob["st"]["env_steps"])
         if self.cfg.env_steps < done:
             raise ConfigError(f"--env-steps {self.cfg.env_steps}: {self.out} is at {done} env steps already; "
@@ -546,7 +576,7 @@ class Trainer:
         self.curve.append(row)
         with open(self.out / CURVE_FILE, "a") as f:
             f.write(json.dumps(row) + "\n")
-        if self.progress:
+        if self.log:
             print(f"[{self.cfg.model.kind}] step {row['env_steps']}: success {row['success']:.2f} "
                   f"return {row['return']:.2f} v_err {row['root_value_abs_err']:.2f}", file=sys.stderr)
         self.st["next_eval"] = self.st["env_steps"] + self.cfg.eval_every

@@ -347,7 +347,12 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
     # a resumed planner run keeps the defaults it was started with (None: not resumed, or unreadable:
     # resume_state names what it cannot read)
-    started = _started_config(args) if planner and args.resume else None
+    started = _started_config(args) if args.resume else None
+    if started is not None and started.policy.name == "comet" and not planner:  # before a VLA is loaded
+        raise EdgeError(f"--resume: {args.out} is a world-model planner run (--policy comet --task "
+                        f"{started.scene.task}); resume it with `edge run --policy comet --task {started.scene.task} "
+                        f"--out {args.out} --resume`, with the --config / --set it was started with")
+    started = started if planner else None
     query_mode = args.query_mode or "async"
     if planner and args.query_mode is None:  # comet: async (lookahead) where it can run, else sync
         inline = args.inference == "inline" or (args.inference == "auto" and args.clock == "virtual")

@@ -104,7 +104,8 @@ def register(subparsers) -> None:
     wm.add_argument("--env-steps", type=int, default=None, help="environment-step budget (default: the preset's)")
     wm.add_argument("--seed", type=int, default=None, help="training seed (default: the preset's)")
     wm.add_argument("--resume", action="store_true", help="continue the run in --out (a larger --env-steps extends it)")
-    wm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    wm.add_argument("--no-progress", action="store_true",
+                    help="no progress bar (the line per evaluation still prints)")
     wm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override any setting (repeatable; default: none), e.g. --set planner.num_simulations=8")
     wm.set_defaults(func=_train_world_model)
@@ -304,6 +305,16 @@ def _train_world_model(args: argparse.Namespace) -> int:
                             f"--obs slots only, not --obs {config.obs}; leave it out")
         dropped.append(f"encoder_carry_iters={config.encoder_carry_iters}")
         config = dataclasses.replace(config, encoder_carry_iters=0)
+    n_ent = config.env.n_entities
+    if config.obs == "oracle" and config.model.num_slots != n_ent:  # one slot per object the sim reports
+        if "model.num_slots" in given:
+            raise EdgeError(f"--set model.num_slots={config.model.num_slots}: --obs oracle gives one slot per entity, "
+                            f"{n_ent} on {config.env.task} with {config.env.distractors} distractors (robot, goal, "
+                            f"target, distractors); set model.num_slots={n_ent} or leave it out")
+        if args.config:
+            print(f"note: --config {args.config}: model.num_slots={config.model.num_slots} set to {n_ent} "
+                  "(--obs oracle gives one slot per entity)", file=sys.stderr)
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, num_slots=n_ent))
     if dropped and args.config:  # the shipped presets' slot-encoder settings are left out without a word
         print(f"note: --config {args.config}: {', '.join(dropped)} not used with obs={config.obs}; left out",
               file=sys.stderr)
@@ -329,7 +340,7 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    metrics = Trainer(config, out, command=command, progress=not args.no_progress).run()
+    metrics = Trainer(config, out, command=command, progress=not args.no_progress, log=True).run()
     fin = metrics.get("final") or {}
     print(f"world model: {out} ({config.model.kind}, {config.env.task}, {metrics['env_steps']} env steps, "
           f"{metrics['updates']} updates, {metrics['wall_s']:.0f} s); final success "
@@ -376,7 +387,7 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
                                "--seed", str(args.seed), "--batch-size", str(args.batch_size),
                                "--seq-len", str(args.seq_len), "--lr", str(args.lr),
                                "--warmup-steps", str(args.warmup_steps), "--eval-every", str(args.eval_every),
-                               "--keep-every", str(args.keep_every), "--threads", str(args.threads),
+                               "--keep-every", str(args.keep_every), "--threads", str(args.threads), "--summary",
                                *(("--init-from", args.init_from) if args.init_from else ()),
                                *(f"--set={kv}" for kv in args.set)])
 

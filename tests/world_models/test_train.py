@@ -23,12 +23,13 @@ from world_models.train import (
 
 def test_tiny_train_then_resume_continues(tmp_path):
     out = tmp_path / "wm"
-    m1 = Trainer(tiny(env_steps=12), out, progress=False).run()
+    m1 = Trainer(tiny(env_steps=12), out, command="edge train world-model --preset tiny", progress=False).run()
     assert m1["env_steps"] == 12 and m1["updates"] > 0
     for f in (STATE_FILE, MODEL_FILE, MANIFEST_FILE, CURVE_FILE):
         assert (out / f).is_file(), f
-    # another seed in the same directory: refused (runs never mix)
-    with pytest.raises(ValueError, match="different configuration"):
+    # another seed in the same directory: refused (runs never mix), naming the value and the starting command
+    with pytest.raises(ValueError, match=r"different configuration \(seed=0 \(now 1\)\); it was started by: "
+                                         "edge train world-model --preset tiny; use a new --out"):
         Trainer(tiny(env_steps=24, seed=1), out, progress=False).run()
     # a longer budget continues from the saved state, not from zero
     t2 = Trainer(tiny(env_steps=24), out, progress=False)
@@ -106,7 +107,7 @@ def test_default_preset_leaves_the_slot_encoder_out_of_oracle_and_pixel_runs(obs
     seen = {}
 
     class Capture:  # the configuration the command would train, without training
-        def __init__(self, cfg, out, command="", progress=True):
+        def __init__(self, cfg, out, command="", progress=True, log=None):
             seen["cfg"] = cfg
 
         def run(self):
@@ -116,6 +117,8 @@ def test_default_preset_leaves_the_slot_encoder_out_of_oracle_and_pixel_runs(obs
     main(["train", "world-model", "--out", str(tmp_path / "wm"), "--obs", obs])
     cfg = seen["cfg"]
     assert cfg.obs == obs and cfg.encoder == "" and cfg.encoder_carry_iters == 0
+    # oracle slots: one per entity (robot, goal, target, two distractors), whatever the preset's encoder has
+    assert cfg.model.num_slots == (5 if obs == "oracle" else 6)
     assert "note:" not in capsys.readouterr().err  # the shipped preset's settings go without a word
     # from a --config file they go with a note naming them
     from edge.resources import config_dir
@@ -147,7 +150,8 @@ def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, m
     capsys.readouterr()
     assert main([*base, "--env-steps", "16", "--resume", "--set", "encoder_carry_iters=3"]) == 2
     err = capsys.readouterr().err
-    assert "differs in ['encoder_carry_iters']" in err and "--set encoder_carry_iters=1" in err
+    assert "configuration (encoder_carry_iters=1 (now 3)); it was started by: edge " in err, err
+    assert "--set encoder_carry_iters=1" in err
 
 
 def test_evaluation_outcomes_are_in_seed_order_however_episodes_are_batched(tmp_path):

@@ -12,15 +12,20 @@ def _meta(path) -> dict:
         return json.loads(str(z["meta"]))
 
 
-def test_slot_encoder_trains_on_object_play_frames_and_keeps_random_held_out_frames(tmp_path):
+def test_slot_encoder_trains_on_object_play_frames_and_keeps_random_held_out_frames(tmp_path, capsys):
     out = tmp_path / "se"
     args = ["train", "slot-encoder", "--preset", "tiny", "--out", str(out), "--frames", "40", "--eval-frames", "20",
             "--steps", "1", "--policy", "play"]
     assert main(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]  # one readable line, not the metrics' JSON
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert last.startswith(f"slot encoder: {out} (step 1); on {metrics['eval_episodes']} held-out episodes: FG-ARI ")
+    assert f"slot identity {metrics['identity_rate_attn']:.3f} / " in last and last.endswith("metrics.json")
     assert _meta(out / "data_train.npz")["policy"] == "play"
     assert "policy" not in _meta(out / "data_eval.npz")  # held-out frames: uniform random actions
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data_hash"] == _meta(out / "data_train.npz")["data_hash"]
+    assert "commit" in manifest["git"]  # the same provenance key as the VLA's and the world models' manifests
     assert main([*args[:-2], "--steps", "2", "--policy", "play"]) == 0  # the same settings: files reused, resumed
     assert json.loads((out / "metrics.json").read_text())["step"] == 2
 
@@ -56,3 +61,15 @@ def test_slot_encoder_with_four_channels_collects_rgbd_frames_and_keeps_weights(
     assert json.loads((out / "manifest.json").read_text())["depth"] == {"near_m": 0.6, "far_m": 1.0}
     assert main([*base, "--steps", "3", "--set", "in_channels=4", "--keep-every", "-1"]) == 2
     assert "--keep-every -1" in capsys.readouterr().err
+
+
+def test_world_model_without_progress_bar_still_prints_a_line_per_evaluation(tmp_path, capsys):
+    out = tmp_path / "wm"
+    assert main(["train", "world-model", "--preset", "tiny", "--obs", "oracle", "--out", str(out), "--no-progress"]) == 0
+    cap = capsys.readouterr()
+    curve = [json.loads(x) for x in (out / "curve.jsonl").read_text().splitlines()]
+    lines = [x for x in cap.err.splitlines() if x.startswith("[comet] step ")]
+    assert len(lines) == len(curve) >= 2
+    assert lines[-1].startswith(f"[comet] step {curve[-1]['env_steps']}: success {curve[-1]['success']:.2f}")
+    assert "step/s" not in cap.err  # no progress bar
+    assert cap.out.startswith(f"world model: {out} (comet, ")
