@@ -251,7 +251,8 @@ def main() -> None:
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms, "query_mode": a.query_mode,
              "sim": a.sim, "distribution": a.distribution, "instructions": a.instructions}
             for arm in arms for s0 in starts if f"{arm}@{s0}" not in shards]
-    print(f"{len(jobs)} shards to run over {a.workers} workers", flush=True)
+    where = f"as Ray tasks ({a.ray})" if a.ray else f"over {a.workers} local worker processes"
+    print(f"{len(jobs)} shards to run {where}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     from edge.runtime.campaign import run_campaign
 

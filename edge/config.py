@@ -184,6 +184,18 @@ def flatten(data: dict[str, Any], prefix: str = "", opaque: tuple[str, ...] = ()
     return out
 
 
+def differences(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(dotted key, saved value, new value) of every leaf where two nested settings differ, by key."""
+    a, b = flatten(saved), flatten(new)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def describe_differences(diffs: list[tuple[str, Any, Any]], most: int = 5) -> str:
+    """``key=saved (now new), ...`` of the first ``most`` differences, and how many more."""
+    shown = ", ".join(f"{k}={a!r} (now {b!r})" for k, a, b in diffs[:most])
+    return shown + (f" and {len(diffs) - most} more" if len(diffs) > most else "")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"loop.rate_hz=50"`` -> (["loop", "rate_hz"], 50). Values are parsed as YAML scalars."""
     import yaml

@@ -71,7 +71,7 @@ class LoopConfig:
         range=(0, 10_000_000),
     )
     cpus: str = cfg("", "real clock only: CPUs the loop thread runs on from start() to close(), "
-                    "e.g. '0' (empty = leave as is); pair with inference.process_cpus on the others")
+                    "e.g. '0' (empty = leave as is); pair with worker.cpus on the others")
 
     def __post_init__(self) -> None:
         check_fields(self)

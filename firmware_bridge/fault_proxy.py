@@ -345,10 +345,16 @@ def main(argv: list[str] | None = None) -> int:
         "--period-ms", type=float, default=1.0, help="proxy service period"
     )
     args = parser.parse_args(argv)
-    schedule = (
-        FaultSchedule.from_json(args.schedule) if args.schedule else FaultSchedule()
-    )
-    upstream = serial.serial_for_url(args.upstream, baudrate=args.baud, timeout=0)
+    try:
+        schedule = (
+            FaultSchedule.from_json(args.schedule) if args.schedule else FaultSchedule()
+        )
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        parser.exit(2, f"error: --schedule {args.schedule}: {err}\n")
+    try:
+        upstream = serial.serial_for_url(args.upstream, baudrate=args.baud, timeout=0)
+    except (serial.SerialException, ValueError) as err:
+        parser.exit(2, f"error: --upstream {args.upstream}: cannot open it ({err})\n")
     endpoint = PtyEndpoint()
     core = FaultProxyCore(schedule, time.monotonic())
     proxy = FaultProxy(core, endpoint.link, SerialLink(upstream))

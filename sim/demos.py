@@ -116,6 +116,9 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     if meta.get("format") is None and (Path(root) / "ticks.jsonl").exists():
         raise ValueError(f"{root} is a run directory (edge run), not a demonstration dataset; "
                          "read it with `edge report`")
+    if meta.get("format") == "edge-scenes":
+        raise ValueError(f"{root} holds scenes (edge data scenes: initial states, no demonstrations), not a "
+                         "demonstration dataset (edge data record)")
     if meta.get("format") != FORMAT_NAME or meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format {meta.get('format')} v{meta.get('version')} is not "
                          f"{FORMAT_NAME} v{FORMAT_VERSION}")

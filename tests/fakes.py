@@ -363,6 +363,11 @@ class _HoldSpec:
     image_hw = (64, 64)
 
 
+def spec_only(cfg: Any, robot: Any) -> _HoldSpec:
+    """TEST FIXTURE. A policy factory that returns something that is not a policy."""
+    return _HoldSpec()
+
+
 class HoldPolicy:
     """TEST FIXTURE. A user's own ChunkPolicy for the sim: every chunk holds the arm still."""
 

@@ -116,6 +116,35 @@ def _planner_run(tmp: Path, a: dict) -> None:
                      "--set", "max_steps=3", "--no-progress"]) == 0
 
 
+def _meta_dir(name: str, meta: str, ticks: bool = False):
+    def setup(tmp: Path, a: dict) -> None:
+        (tmp / name).mkdir()
+        (tmp / name / "meta.json").write_text(meta)
+        if ticks:
+            (tmp / name / "ticks.jsonl").write_text("")
+    return setup
+
+
+def _adapter_run(tmp: Path, a: dict) -> None:
+    """What a tiny-preset adapter run leaves to resume from (its manifest is what resume reads)."""
+    import json
+
+    from adapters.eqrl.config import EqrlConfig
+    from edge.config import load_config, to_dict
+    from edge.resources import config_dir
+
+    (tmp / "ad").mkdir()
+    (tmp / "ad" / "train_state.pt").write_bytes(b"")
+    cfg = load_config(EqrlConfig, config_dir("train", "eqrl_tiny.yaml"), [])
+    (tmp / "ad" / "manifest.json").write_text(json.dumps({"config": to_dict(cfg), "counters": {"episodes": 4},
+                                                          "command": "edge train adapter --preset tiny"}))
+
+
+def _fake_run_and_nonempty(tmp: Path, a: dict) -> None:
+    _fake_run(tmp, a)
+    _nonempty("old")(tmp, a)
+
+
 def _no_episodes(d: Path) -> None:
     shutil.rmtree(d / "episodes")
     (d / "episodes").mkdir()
@@ -139,6 +168,11 @@ ROWS = [
         ("--out", "old", "not empty", "--resume"), _nonempty_dir),
     Row("run-resume-nothing", [*RUN, "--policy", "expert", "--out", "{tmp}/old", "--resume"],
         ("--resume", "old", "no meta.json"), _nonempty_dir),
+    Row("run-resume-an-hil-trace", [*RUN, "--policy", "expert", "--out", "{tmp}/host", "--resume"],
+        ("--resume", "an edge hil host trace", "choose another --out"),
+        _meta_dir("host", '{"schema_version": 2, "hil_host": {}, "config": {}}', ticks=True)),
+    Row("run-resume-a-folder-of-other-files", [*RUN, "--policy", "expert", "--out", "{tmp}/old", "--resume"],
+        ("--resume", "no meta.json", "choose another --out"), _nonempty_dir),
     Row("run-resume-planner-run-without-its-policy", ["run", "--out", "{tmp}/pr", "--resume"],
         ("--resume", "pr is a world-model planner run", "--policy comet --task reach"), _planner_run),
     Row("run-truncated-onnx", [*RUN, "--checkpoint", "{tmp}/x", "--out", "{tmp}/r"],
@@ -190,6 +224,47 @@ ROWS = [
     Row("train-world-model-oracle-slots-not-one-per-entity", ["train", "world-model", "--obs", "oracle", "--out",
                                                               "{tmp}/wm", "--set", "model.num_slots=6"],
         ("--set model.num_slots=6", "one slot per entity, 5 on push3", "model.num_slots=5")),
+    Row("train-adapter-resume-other-settings", ["train", "adapter", "--resume", "--out", "{tmp}/ad"],
+        ("--resume", "started with other settings", "(now ", "started by: edge train adapter --preset tiny"),
+        _adapter_run),
+    Row("train-adapter-resume-fewer-episodes", ["train", "adapter", "--preset", "tiny", "--resume", "--set",
+                                                "episodes=2", "--out", "{tmp}/ad"],
+        ("--set episodes=2", "4 episodes already"), _adapter_run),
+    Row("train-adapter-preset-and-config", ["train", "adapter", "--preset", "tiny", "--config",
+                                            "configs/train/eqrl_tiny.yaml", "--out", "{tmp}/ad"],
+        ("--preset tiny", "--config", "give one of them")),
+    Row("data-scenes-over-a-dataset", ["data", "scenes", "--episodes", "1", "--out", "{tmp}/ds"],
+        ("--out", "not empty", "choose another --out"), _copy("stack16", "ds")),
+    Row("data-record-into-scenes", ["data", "record", "--task", "stack", "--episodes", "1", "--image-size", "16",
+                                    "--out", "{tmp}/sc"],
+        ("--out", "holds scenes", "not a demonstration dataset"),
+        _meta_dir("sc", '{"format": "edge-scenes", "version": 1, "count": 1}')),
+    Row("data-info-of-scenes", ["data", "info", "{tmp}/sc"], ("holds scenes", "not a demonstration dataset"),
+        _meta_dir("sc", '{"format": "edge-scenes", "version": 1, "count": 1}')),
+    Row("report-out-holds-other-files", ["report", "{tmp}/run", "--out", "{tmp}/old"],
+        ("--out", "old", "other files", "choose another --out"), _fake_run_and_nonempty),
+    Row("profile-reference-of-no-arm", ["profile", "--reference", "fixed:3x8", "--episodes", "1", "--out", "{tmp}/p"],
+        ("--reference", "fixed:3x8", "none of the arms")),
+    Row("profile-runs-a-file", ["profile", "--runs", "{tmp}/f", "--out", "{tmp}/p"], ("--runs", "a file"),
+        _a_file("f")),
+    Row("expert-eval-out-a-directory", ["expert", "eval", "--episodes", "1", "--out", "{tmp}/old"],
+        ("--out", "is a directory"), _nonempty_dir),
+    Row("hil-unknown-robot", ["hil", "--scenario", "link_cut", "--policy", "replay", "--set", "robot=ur5",
+                              "--out", "{tmp}/h"], ("robot=ur5", "unknown robot")),
+    Row("hil-checkpoint-a-file", ["hil", "--scenario", "link_cut", "--checkpoint", "{tmp}/f", "--out", "{tmp}/h"],
+        ("--checkpoint", "or use --policy replay"), _a_file("f")),
+    Row("hil-execute-over-chunk", ["hil", "--scenario", "link_cut", "--policy", "replay", "--set", "execute=40",
+                                   "--out", "{tmp}/h"], ("execute=40", "chunk_len 16")),
+    Row("hil-scheduler-kind", ["hil", "--scenario", "link_cut", "--policy", "replay", "--set",
+                               "scheduler.kind=dvac", "--out", "{tmp}/h"],
+        ("--set scheduler.kind=dvac", "fixed schedule")),
+    Row("hil-vla-on-pybullet", ["hil", "--scenario", "link_cut", "--policy", "vla", "--set", "sim=pybullet",
+                                "--out", "{tmp}/h"], ("sim=pybullet", "wrist camera", "--policy replay")),
+    Row("hil-unknown-sweep-row", ["hil", "--scenario", "latency_sweep@11ms", "--out", "{tmp}/h"],
+        ("--scenario latency_sweep@11ms", "latency_sweep@10ms")),
+    Row("hil-catalogue-a-file", ["hil", "--scenario", "link_cut", "--catalogue", "{tmp}/f", "--out", "{tmp}/h"],
+        ("--catalogue", "a file"), _a_file("f")),
+    Row("hil-list-with-scenario", ["hil", "--list", "--scenario", "link_cut"], ("--list", "runs nothing")),
     Row("train-world-model-pixels-slot-encoder", ["train", "world-model", "--preset", "tiny", "--out", "{tmp}/wm",
                                                  "--obs", "pixels", "--encoder", "world_models/checkpoints/slots_push3"],
         ("--encoder", "slots_push3", "no pretrained pixel encoder")),

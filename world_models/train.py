@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from edge.config import ConfigError
+from edge.config import ConfigError, describe_differences, differences
 from edge.errors import EdgeError
 from world_models.learner import Learner, LearnerConfig
 from world_models.object_env import ObjectTaskConfig, ObjectTaskEnv
@@ -177,18 +177,6 @@ def unused_slot_encoder(cfg: RunConfig | dict) -> str | None:
     encoders existed carry the preset's slot encoder there, never used; None otherwise."""
     obs, enc = (cfg.get("obs"), cfg.get("encoder")) if isinstance(cfg, dict) else (cfg.obs, cfg.encoder)
     return enc if obs == "pixels" and enc and _is_slot_encoder(enc) else None
-
-
-def _leaf_diff(saved: dict, new: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted key, saved value, new value) of every leaf where two nested settings dicts differ."""
-    out = []
-    for k in sorted(set(saved) | set(new)):
-        a, b = saved.get(k), new.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _leaf_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append((f"{prefix}{k}", a, b))
-    return out
 
 
 def _manifest_command(out: Path) -> str:
@@ -366,11 +354,9 @@ class Trainer:
                 hint = (f"; it was trained with --encoder {saved.get('encoder') or ''} --set encoder_carry_iters="
                         f"{saved.get('encoder_carry_iters', 0)} (slot runs made with the preset before it named slots_push3_v2 "
                         "and 1 round used slots_push3 and 0)")
-            leaves = _leaf_diff({k: saved.get(k) for k in diff}, {k: new.get(k) for k in diff})
-            shown = ", ".join(f"{k}={a!r} (now {b!r})" for k, a, b in leaves[:5])
-            more = f" and {len(leaves) - 5} more" if len(leaves) > 5 else ""
+            shown = describe_differences(differences({k: saved.get(k) for k in diff}, {k: new.get(k) for k in diff}))
             by = f"; it was started by: {started}" if started else ""
-            raise ConfigError(f"{f} was written by a different configuration ({shown}{more}){by}; "
+            raise ConfigError(f"{f} was written by a different configuration ({shown}){by}; "
                              f"use a new --out, or the same settings to resume (only {RESUMABLE} may change){hint}")
         self.started_by = started
         done = int(blob["st"]["env_steps"])

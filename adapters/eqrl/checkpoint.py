@@ -23,7 +23,7 @@ def load_agent(path: str | Path):
     f = p / ADAPTER_FILE if p.is_dir() else p
     if not f.is_file():
         raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}); train one with "
-                        "`edge train adapter --out DIR`, pass --adapter DIR, or a shipped adapter by name: "
+                        "`edge train adapter --out DIR`, or name a shipped adapter: "
                         "stack, stack_efficient, stack_latency")
     mf = f.parent / MANIFEST_FILE
     manifest = json.loads(mf.read_text()) if mf.is_file() else None

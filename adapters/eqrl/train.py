@@ -139,10 +139,12 @@ class AdapterTrainer:
                 st = saved["counters"]
                 rng.bit_generator.state = saved["rng"]
                 torch.set_rng_state(saved["torch_rng"])
-                for i in range(cfg.envs):  # nothing was in flight at the save: the next episodes, in order
-                    envs.send(i, "reset", self._reset_arg(st["next_seed"] + i))
-                obs = [envs.recv(i)[0] for i in range(cfg.envs)]
-                st["next_seed"] += cfg.envs
+                _cut_log(self.out / LOG_FILE, st["episodes"])  # rows logged after the save (a kill) come again
+                if st["episodes"] < cfg.episodes:  # a finished run is only saved again (and exported)
+                    for i in range(cfg.envs):  # nothing was in flight at the save: the next episodes, in order
+                        envs.send(i, "reset", self._reset_arg(st["next_seed"] + i))
+                    obs = [envs.recv(i)[0] for i in range(cfg.envs)]
+                    st["next_seed"] += cfg.envs
             ep_rows: list[list[int]] = [[] for _ in range(cfg.envs)]
             ep_k: list[list[int]] = [[] for _ in range(cfg.envs)]
             log = open(self.out / LOG_FILE, "a")  # noqa: SIM115 - line-buffered for the whole run, closed below
@@ -155,7 +157,7 @@ class AdapterTrainer:
             # waits (idle) until every env's has; then the state is saved and all envs start their
             # next episodes together, in index order, on the next seeds -- exactly what --resume
             # does, so a resumed run continues as the uninterrupted one would (bit-identical).
-            idle = [False] * cfg.envs
+            idle = [st["episodes"] >= cfg.episodes] * cfg.envs  # resumed when done: save, export, stop
             draining = False
             while True:
                 if all(idle):
@@ -275,6 +277,19 @@ class AdapterTrainer:
                                 "train_nfe_per_action_last200": float(np.mean([r["nfe_per_action"] for r in last])) if last else None}}
         (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
         return manifest
+
+
+def _cut_log(path: Path, rows: int) -> None:
+    """Keep the first ``rows`` lines of the training log (one per finished episode up to the saved
+    state; a run killed after its last save logged more, which the resumed run logs again)."""
+    if not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    if len(lines) == rows and all(x.endswith("\n") for x in lines):
+        return
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(x if x.endswith("\n") else x + "\n" for x in lines[:rows]))
+    tmp.replace(path)
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:

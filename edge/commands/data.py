@@ -204,6 +204,10 @@ def _check_resume(out: str, meta: dict) -> None:
         old = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise EdgeError(f"--out {out}: {path} is not readable ({err}); record into a new --out") from None
+    if old.get("format") != "edge-demos":  # scenes, a run, anything else: not a dataset to add to
+        kind = ("a run (edge run)" if (Path(out) / "ticks.jsonl").exists() else
+                {"edge-scenes": "scenes (edge data scenes)"}.get(old.get("format"), f"format {old.get('format')!r}"))
+        raise EdgeError(f"--out {out}: holds {kind}, not a demonstration dataset; record into a new --out")
     for key in RESUME_KEYS:
         if key == "cameras" and key not in old:
             continue  # recorded before the cameras were listed: env_config says it
@@ -243,10 +247,17 @@ def _dagger_policy(args: argparse.Namespace):
 
 
 def scenes(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from edge.commands._out import check_writable_dir
     from sim.scenes import record_scenes
 
     check_writable_dir(args.out)
+    out = Path(args.out)
+    if out.is_dir() and any(out.iterdir()):  # scenes never overwrite a dataset, a run or other scenes
+        shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
+        raise EdgeError(f"--out {out}: not empty ({shown}); scenes are written into a new or empty directory: "
+                        "choose another --out")
     env = make_env(args)
     try:
         rec = record_scenes(env, args.episodes, args.seed, args.out,

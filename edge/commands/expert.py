@@ -59,17 +59,15 @@ def run_eval(args: argparse.Namespace, progress: bool = True) -> dict:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    if args.out:
-        out = Path(args.out)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.touch()
-        except OSError as err:
-            raise PermissionError(f"cannot write --out {out}: {err.strerror}") from None
+    if args.out:  # before the episodes: a path that cannot take the report is refused now
+        from edge.commands._out import check_writable_file
+
+        check_writable_file(args.out)
     rep = run_eval(args)
     print(f"{rep['task']} ({rep['sim']}, {rep['n_blocks']} blocks, {rep['distribution']}): "
           f"{rep['successes']}/{rep['episodes']} = {rep['success_rate']:.1%} "
           f"[95% CI {rep['ci95'][0]:.1%}–{rep['ci95'][1]:.1%}], failed seeds {rep['failed_seeds']}")
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(rep, indent=2))
     return 0

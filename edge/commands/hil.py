@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -65,10 +66,18 @@ def run(args: argparse.Namespace) -> int:
     from edge.errors import EdgeError
     from edge.telemetry import machine_info
 
+    from edge.config import ConfigError
+
     catalogue = Path(args.catalogue) if args.catalogue else CATALOGUE_DIR
     if not catalogue.is_dir():
-        raise EdgeError(f"scenario directory {catalogue} does not exist")
-    scenarios = load_catalogue(catalogue)
+        raise EdgeError(f"--catalogue {catalogue}: " + ("a file; give the scenario directory (its *.yaml files)"
+                                                       if catalogue.exists() else "no such scenario directory"))
+    try:
+        scenarios = load_catalogue(catalogue)
+    except (ConfigError, ValueError, OSError) as err:
+        raise EdgeError(f"--catalogue {catalogue}: {_one_line(err)}") from None
+    if args.list and (args.all or args.scenario):
+        raise EdgeError("--list lists the whole catalogue and runs nothing; drop --all / --scenario")
     if args.list:
         for sc in scenarios:
             print(f"{sc.name:<28} {sc.fault}")
@@ -79,7 +88,13 @@ def run(args: argparse.Namespace) -> int:
         known = {sc.name.split("@")[0] for sc in scenarios}
         missing = [n for n in args.scenario if n.split("@")[0] not in known]
         if missing:
-            raise EdgeError(f"unknown scenario {missing[0]!r}; known: {', '.join(sorted(known))}")
+            raise EdgeError(f"--scenario {missing[0]}: unknown; known: {', '.join(sorted(known))}")
+        rows = {sc.name for sc in scenarios}
+        missing = [n for n in args.scenario if "@" in n and n not in rows]
+        if missing:  # a sweep's row by its full name: it must be one of the sweep's rows
+            base = missing[0].split("@")[0]
+            raise EdgeError(f"--scenario {missing[0]}: no such row of {base}; its rows: "
+                            f"{', '.join(r for r in sorted(rows) if r.split('@')[0] == base)} (or {base} for all)")
         scenarios = [sc for sc in scenarios if sc.name in args.scenario or sc.name.split("@")[0] in args.scenario]
     checkpoint = Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT
     policy = args.policy
@@ -94,16 +109,43 @@ def run(args: argparse.Namespace) -> int:
     # --set KEY=V: a rig key, or a dotted key of the host runtime's sections (safety.stale_s=0.3)
     runtime_sets = [s for s in args.set if s.split("=", 1)[0].split(".")[0] in RUNTIME_SECTIONS]
     rig_sets = [s for s in args.set if s not in runtime_sets]
+    for s_ in runtime_sets:  # the host runs the fixed schedule: only its section is read
+        key = s_.split("=", 1)[0]
+        if key.startswith("scheduler.") and not key.startswith("scheduler.fixed."):
+            raise EdgeError(f"--set {s_}: the HIL host runs the fixed schedule (K, C from the rig: execute, "
+                            "chunk_len), so only scheduler.fixed.* applies; drop it")
+    if args.config and not Path(args.config).is_file():
+        raise EdgeError(f"--config {args.config}: " + ("a directory; give a rig settings file (YAML)"
+                                                      if Path(args.config).is_dir() else "no such file"))
     if args.config or rig_sets:
         from edge.config import layer_config
 
-        rig = layer_config(rig, args.config, rig_sets)
+        try:
+            rig = layer_config(rig, args.config, rig_sets)
+        except ConfigError as err:
+            msg = _one_line(err)
+            raise EdgeError("--config " + msg.removeprefix("config file ") if msg.startswith("config file ")
+                            else msg) from None
     if runtime_sets:
         from edge.runtime.config import load_runtime_config
 
         load_runtime_config(None, None, runtime_sets)  # a bad key or value stops here, before anything runs
+    if rig.execute > rig.chunk_len:
+        raise EdgeError(f"execute={rig.execute}: more actions per chunk than the chunk holds (chunk_len "
+                        f"{rig.chunk_len}); set execute <= chunk_len")
+    from edge.robot_spec import load_robot_spec
+
+    try:
+        load_robot_spec(rig.robot)
+    except (ConfigError, ValueError, OSError) as err:
+        raise EdgeError(f"robot={rig.robot}: {_one_line(err)}") from None
+    if policy == "vla":
+        _check_vla(checkpoint, rig)
     if args.publish and not args.all:
         raise EdgeError("--publish writes the committed catalogue report; use it with --all")
+    if args.publish and not RESULTS_DIR.is_dir():
+        raise EdgeError(f"--publish writes the source checkout's {RESULTS_DIR}, which this installation has not; "
+                        "run it from a checkout of the project")
     if args.publish and (args.config or args.set):
         raise EdgeError("--publish writes the committed catalogue report, which runs on the catalogue's "
                         "rig.yaml; drop --config/--set or --publish")
@@ -122,12 +164,16 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     t_start = time.perf_counter()
     print(f"HIL: {len(scenarios)} scenario runs, policy {policy}, run directory {out}")
+    interrupted = None  # the scenario a Ctrl-C stopped (its arm stopped under control; its trace is kept)
     try:
         for sc in scenarios:
             t = time.perf_counter()
             try:
                 row = run_scenario(sc, ctx, out / sc.name.replace("@", "_"))
-            except (KeyboardInterrupt, EdgeError):
+            except KeyboardInterrupt:
+                interrupted = sc.name
+                break
+            except EdgeError:
                 raise
             except Exception as err:  # noqa: BLE001 - a harness failure fails this row, the rest still run
                 row = harness_failure(sc, err)
@@ -139,10 +185,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"        {k}: {v}")
     finally:
         ctx.close()
+    import shlex
+
     meta = {
-        "command": "edge hil " + ("--all" if args.all else " ".join(f"--scenario {s}" for s in args.scenario))
+        "command": "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["hil"] else
+                   "edge hil " + ("--all" if args.all else " ".join(f"--scenario {s}" for s in args.scenario))
+                   + f" --policy {policy}" + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "")
+                   + (f" --catalogue {args.catalogue}" if args.catalogue else "")
                    + (f" --config {args.config}" if args.config else "")
-                   + "".join(f" --set {s}" for s in args.set),
+                   + "".join(f" --set {s}" for s in args.set) + f" --out {out}",
         "policy": policy,
         "rig": dataclasses.asdict(rig),
         "rig_summary": (f"control 20 Hz (T = 50 ms), MCU watchdog W = {rig.watchdog_ms} ms, tick "
@@ -154,6 +205,13 @@ def run(args: argparse.Namespace) -> int:
         "notes": _notes(policy, checkpoint, rig),
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
+    if interrupted is not None:
+        meta["notes"].append(f"interrupted (Ctrl-C) in scenario {interrupted}: {len(rows)} of {len(scenarios)} "
+                             "scenario runs finished and are reported; the interrupted one's trace is in its folder")
+        md, _ = write_report(rows, out, meta)
+        print(f"\ninterrupted in {interrupted}: {len(rows)} of {len(scenarios)} scenario runs finished "
+              f"({sum(r['pass'] for r in rows)} pass); report {md} (not published)", file=sys.stderr)
+        return 130
     md, _ = write_report(rows, out, meta)
     if args.publish:
         write_report(rows, RESULTS_DIR, meta)
@@ -161,6 +219,33 @@ def run(args: argparse.Namespace) -> int:
     passed = sum(r["pass"] for r in rows)
     print(f"\n{passed}/{len(rows)} pass in {meta['wall_s']} s; report {md}")
     return 0 if passed == len(rows) else 1
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def _check_vla(checkpoint: Path, rig) -> None:
+    """The VLA the host will run, checked before anything is written: a verified checkpoint whose
+    chunk holds the rig's C, in a scene with its cameras."""
+    from edge.errors import EdgeError
+    from edge.vla.checkpoint import read_payload
+    from edge.vla.spec import ModelSpec
+    from edge.vla.verify import NO_VERIFY_HINT
+
+    try:
+        spec = ModelSpec.from_dict(read_payload(checkpoint, verify=True)["spec"])
+    except (EdgeError, OSError, KeyError, TypeError, ValueError) as err:
+        why = _one_line(err).replace("; " + NO_VERIFY_HINT, "").replace(", or " + NO_VERIFY_HINT, "")
+        hint = "" if "edge train vla" in why else "; give a VLA checkpoint from `edge train vla`"
+        raise EdgeError(f"--checkpoint {checkpoint}: {why}{hint} (edge hil loads only verified checkpoints), "
+                        "or use --policy replay") from None
+    if rig.execute > spec.chunk_len:
+        raise EdgeError(f"execute={rig.execute}: the VLA's chunks hold {spec.chunk_len} actions ({checkpoint}); "
+                        f"set execute <= {spec.chunk_len}")
+    if rig.sim == "pybullet" and "wrist" in spec.cameras:
+        raise EdgeError("sim=pybullet: the HIL rig's PyBullet scene renders no wrist camera, which the VLA "
+                        f"reads ({checkpoint}); run it on mujoco, or use --policy replay")
 
 
 def _notes(policy: str, checkpoint: Path, rig) -> list[str]:
@@ -181,7 +266,8 @@ def _notes(policy: str, checkpoint: Path, rig) -> list[str]:
     else:
         notes.append("policy: the scripted expert (sim.experts) recorded on the scene and replayed as timed "
                      "action chunks (open loop)")
-    notes.append("real time: MCU emulator (tick %g ms), fault proxy and MuJoCo physics on one service thread, host "
+    notes.append("real time: MCU emulator (tick %g ms), fault proxy and %s physics on one service thread, host "
                  "loop at 20 Hz on the same 2-core machine; rig_overruns in the JSON counts late service "
-                 "ticks (caught up in firmware time)" % (rig.mcu_tick_s * 1000))
+                 "ticks (caught up in firmware time)" % (rig.mcu_tick_s * 1000,
+                                                         {"mujoco": "MuJoCo", "pybullet": "PyBullet"}[rig.sim]))
     return notes

@@ -121,6 +121,10 @@ def run(args) -> int:
     from edge.commands._out import check_writable_dir
 
     check_writable_dir(out)
+    if arms and args.reference is not None:  # the arms to run are known: a reference among none of them fails now
+        from edge.profiler.profile import reference_name
+
+        reference_name(arms, args.reference)
     if not args.runs and (out / "summary.json").exists():  # re-reading runs (--runs) may rewrite a report
         raise EdgeError(f"--out {out}: holds another profile's report (summary.json); choose a new --out, "
                         "or re-read runs into it with --runs")

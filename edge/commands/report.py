@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--rerun", action="store_true",
                    help="also write run.rrd, a rerun recording of the first --max-episodes episodes (robot "
                         "model, TCP path, camera frames, K/C/latency/queue plots per tick); open it with "
-                        "`rerun run.rrd`; needs rerun-sdk (pip install 'edge-runtime[viz]' or rerun-sdk)")
+                        "`rerun run.rrd`; needs rerun-sdk (pip install rerun-sdk; the viz extra)")
     p.set_defaults(func=run)
 
 
@@ -45,8 +45,10 @@ def run(args) -> int:
         raise EdgeError(f"--video-max-mb {args.video_max_mb:g}: must be a size in MB > 0 (use --no-video for none)")
     if args.out is not None:
         from edge.commands._out import check_writable_dir
+        from edge.profiler.report import previous_report_files
 
         check_writable_dir(args.out)
+        previous_report_files(Path(args.out), Path(args.run_dir))  # refuses another run's or report's files
     if args.rerun:
         from edge.profiler.rerun_log import import_rerun
 

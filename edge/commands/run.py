@@ -185,7 +185,8 @@ class RunDir:
             entries = sorted(x.name for x in out.iterdir()) if out.is_dir() else []
             if args.resume and not (out / "meta.json").is_file():
                 raise EdgeError(f"--resume: --out {out} holds no run to continue (no meta.json); "
-                                "drop --resume to start one there")
+                                + ("choose another --out (it holds other files)" if entries
+                                   else "drop --resume to start one there"))
             if entries and not args.resume:
                 shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
                 raise EdgeError(f"--out {out}: the directory is not empty ({shown}); runs never mix: "

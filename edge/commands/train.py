@@ -39,8 +39,8 @@ def register(subparsers) -> None:
                           "from scratch)")
     vla.add_argument("--out", required=True,
                      help="checkpoint directory: model.pt, manifest.json, train_state.pt")
-    vla.add_argument("--preset", choices=PRESETS, default="default",
-                     help="settings from configs/train/vla_<preset>.yaml (tiny: seconds, for tests)")
+    vla.add_argument("--preset", choices=PRESETS, default=None,
+                     help="settings from configs/train/vla_<preset>.yaml (default: default; tiny: seconds, for tests)")
     vla.add_argument("--config", metavar="YAML",
                      help="a YAML settings file instead of --preset (default: the --preset file)")
     vla.add_argument("--steps", type=int, help="optimiser steps (default: the preset's)")
@@ -68,8 +68,8 @@ def register(subparsers) -> None:
   edge train adapter --out runs/eqrl_stack --ray auto          # ... of an existing Ray cluster""")
     ad.add_argument("--out", required=True, help="adapter directory: adapter.pt, train_state.pt, manifest.json")
     ad.add_argument("--checkpoint", default=None, metavar="CKPT", help="the frozen VLA (default: the shipped checkpoint)")
-    ad.add_argument("--preset", choices=PRESETS, default="default",
-                    help="settings from configs/train/eqrl_<preset>.yaml (tiny: seconds, for tests)")
+    ad.add_argument("--preset", choices=PRESETS, default=None,
+                    help="settings from configs/train/eqrl_<preset>.yaml (default: default; tiny: seconds, for tests)")
     ad.add_argument("--config", metavar="YAML",
                     help="a YAML settings file instead of --preset (default: the --preset file)")
     ad.add_argument("--resume", action="store_true", help="continue the run in --out from its last save")
@@ -90,8 +90,8 @@ def register(subparsers) -> None:
   edge train world-model --out /tmp/wm_tiny --preset tiny
   edge train world-model --out runs/wm/comet_s0 --resume --env-steps 40000""")
     wm.add_argument("--out", required=True, help="run directory: model.pt, manifest.json, metrics.json, curve.jsonl, train_state.pt")
-    wm.add_argument("--preset", choices=PRESETS, default="default",
-                    help="settings from configs/train/wm_<preset>.yaml (tiny: seconds, for tests)")
+    wm.add_argument("--preset", choices=PRESETS, default=None,
+                    help="settings from configs/train/wm_<preset>.yaml (default: default; tiny: seconds, for tests)")
     wm.add_argument("--config", metavar="YAML", help="a YAML settings file instead of --preset (default: none)")
     wm.add_argument("--kind", default=None, choices=WM_KINDS, help="world model (default: the preset's)")
     wm.add_argument("--task", default=None, choices=("push3", "reach3"), help="object task: push3 or reach3 (default: the preset's)")
@@ -188,7 +188,7 @@ def _train_vla(args: argparse.Namespace) -> int:
     from edge.training.vla.train import TrainVLAConfig, VLATrainer
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    preset = Path(args.config) if args.config else PRESETS_DIR / f"vla_{args.preset}.yaml"
+    preset = _settings_file(args, "vla")
     config = load_config(TrainVLAConfig, preset, _overrides(args))
     out = Path(args.out)
     check_writable_dir(out)  # before the data is loaded and the steps are spent
@@ -235,7 +235,7 @@ def _train_adapter(args: argparse.Namespace) -> int:
     from edge.errors import EdgeError
     from edge.runtime.session import DEFAULT_CHECKPOINT
 
-    preset = Path(args.config) if args.config else PRESETS_DIR / f"eqrl_{args.preset}.yaml"
+    preset = _settings_file(args, "eqrl")
     config = load_config(EqrlConfig, preset, list(args.set))
     out = Path(args.out)
     from edge.commands._out import check_writable_dir
@@ -250,6 +250,8 @@ def _train_adapter(args: argparse.Namespace) -> int:
     checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
     if not Path(checkpoint).exists():
         raise EdgeError(f"--checkpoint {checkpoint}: no such VLA checkpoint")
+    if args.resume:
+        _check_adapter_resume(out, config)
     if args.ray is not None:
         from edge.runtime.campaign import require_ray
 
@@ -265,6 +267,47 @@ def _train_adapter(args: argparse.Namespace) -> int:
     return 0
 
 
+#: adapter settings a resumed run may change: more episodes, the learner's threads
+ADAPTER_RESUMABLE = ("episodes", "threads")
+
+
+def _check_adapter_resume(out: Path, config) -> None:
+    """A resumed adapter run continues with the settings it was started with (its manifest's, written at
+    every save): EdgeError naming the ones that differ and the command that started it."""
+    import json
+
+    from adapters.eqrl.train import MANIFEST_FILE
+    from edge.config import describe_differences, differences, to_dict
+    from edge.errors import EdgeError
+
+    try:
+        manifest = json.loads((out / MANIFEST_FILE).read_text())
+        saved = dict(manifest["config"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise EdgeError(f"--resume: {out / MANIFEST_FILE} is not readable ({err}); choose another --out") from None
+    new = to_dict(config)
+    saved = {**to_dict(type(config)()), **saved}  # a setting added since the run started: at its default
+    diffs = [d for d in differences(saved, new) if d[0] not in ADAPTER_RESUMABLE]
+    if diffs:
+        raise EdgeError(f"--resume: {out} was started with other settings ({describe_differences(diffs)}); it was "
+                        f"started by: {manifest.get('command')}; resume with its preset / --config / --set (only "
+                        f"{', '.join(ADAPTER_RESUMABLE)} may change) or choose another --out")
+    done = int((manifest.get("counters") or {}).get("episodes", 0))
+    if config.episodes < done:
+        raise EdgeError(f"--set episodes={config.episodes}: {out} has trained {done} episodes already; resume with "
+                        f"episodes >= {done} (a larger number extends the run)")
+
+
+def _settings_file(args: argparse.Namespace, kind: str) -> Path:
+    """--config FILE, or the --preset's file (default: the default preset); not both."""
+    from edge.errors import EdgeError
+
+    if args.config and args.preset:
+        raise EdgeError(f"--preset {args.preset} and --config {args.config}: the settings file replaces the preset; "
+                        "give one of them")
+    return Path(args.config) if args.config else PRESETS_DIR / f"{kind}_{args.preset or 'default'}.yaml"
+
+
 def _train_world_model(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
@@ -275,7 +318,7 @@ def _train_world_model(args: argparse.Namespace) -> int:
     from world_models.pixel_pretrain import is_pixel_encoder
     from world_models.train import STATE_FILE, RunConfig, Trainer, resolve_shipped, unused_slot_encoder
 
-    preset = Path(args.config) if args.config else PRESETS_DIR / f"wm_{args.preset}.yaml"
+    preset = _settings_file(args, "wm")
     if not preset.is_file():
         raise EdgeError(f"--config {preset}: " + ("a directory; give a settings file in it" if preset.is_dir()
                                                   else "no such settings file"))

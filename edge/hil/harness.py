@@ -317,6 +317,8 @@ def _run_inline_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: Path
             t.cancel()
             t.join()
     res["host_mode"] = "inline"
+    if res.get("interrupted"):  # Ctrl-C on this process: the arm stopped under control, now the campaign stops
+        raise KeyboardInterrupt
     return res
 
 

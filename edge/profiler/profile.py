@@ -296,20 +296,44 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
             if not subs:
                 raise EdgeError(f"--runs {p}: neither a run directory (meta.json) nor a folder of them")
             found += subs
+        elif p.exists():
+            raise EdgeError(f"--runs {p}: a file; give a run directory (meta.json) or a folder of them")
         else:
             raise EdgeError(f"--runs {p}: not found")
     return found
 
 
+#: session keys that may differ between the runs pooled into one arm (how many, which seeds, what is
+#: recorded and where things ran); any other difference is another arm
+POOLABLE_KEYS = ("episodes", "seed", "video_episodes", "record_ticks", "inference_cpus", "loop_cpus", "verify")
+
+
 def group_runs(dirs: Sequence[Path]) -> tuple[list[Arm], dict[str, list[RunData]]]:
+    """The run directories grouped into arms (:func:`arm_of_session`); EdgeError where two runs of one
+    arm differ in a setting (other than :data:`POOLABLE_KEYS`) or share an episode seed (an arm's
+    episodes are paired with the reference's by seed, each seed once)."""
     arms: dict[str, Arm] = {}
     grouped: dict[str, list[RunData]] = {}
+    first: dict[str, tuple[Path, dict]] = {}
+    seeds: dict[str, dict[Any, Path]] = {}
     for d in dirs:
         run = read_run(d)
         session = run.meta.get("session")
         if not session:
             raise EdgeError(f"{d}/meta.json has no 'session': not written by edge run / edge profile")
         arm = arm_of_session(session)
+        d0, s0 = first.setdefault(arm.name, (d, session))
+        for key in sorted(set(s0) | set(session)):
+            if key not in POOLABLE_KEYS and s0.get(key) != session.get(key):
+                raise EdgeError(f"--runs: {d0} and {d} would pool into arm {arm.name} but differ in {key} "
+                                f"({s0.get(key)!r} vs {session.get(key)!r}); profile them in separate reports")
+        seen = seeds.setdefault(arm.name, {})
+        for e in run.episodes:
+            seed = e.get("seed")
+            if seed is not None and seed in seen:
+                raise EdgeError(f"--runs: arm {arm.name} has episode seed {seed} in both {seen[seed]} and {d}; an "
+                                "arm's episodes are paired by seed, each seed once: leave one of them out")
+            seen[seed] = d
         arms.setdefault(arm.name, arm)
         grouped.setdefault(arm.name, []).append(run)
     return list(arms.values()), grouped
@@ -324,7 +348,7 @@ def summarize_profile(arms: Sequence[Arm], grouped: dict[str, list[RunData]], de
     (the last two only for the arms named in ``costed``; default: every arm)."""
     if not arms:
         raise EdgeError("nothing to profile: no arms")
-    ref_name = _reference_name(arms, reference)
+    ref_name = reference_name(arms, reference)
     stats = {a.name: arm_stats(grouped[a.name]) for a in arms}
     rows = []
     for a in arms:
@@ -338,7 +362,7 @@ def summarize_profile(arms: Sequence[Arm], grouped: dict[str, list[RunData]], de
     return {"reference": ref_name, "devices": list(devices), "arms": rows}
 
 
-def _reference_name(arms: Sequence[Arm], reference: str | None) -> str:
+def reference_name(arms: Sequence[Arm], reference: str | None) -> str:
     if reference is None:
         return arms[0].name
     for a in arms:
@@ -560,9 +584,13 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
 
     doc = Document(summary.get("title", "Inference profile"))
     cfg = summary.get("config", {})
+    seed_sets = {tuple(sorted((e["seed"] for e in a["per_episode"]), key=lambda x: (x is None, x))) for a in arms}
+    episodes_text = (f"{cfg.get('episodes')} episode{'' if cfg.get('episodes') == 1 else 's'} per arm from seed "
+                     f"{cfg.get('seed')} (the same seeds for every arm)" if len(seed_sets) <= 1 else
+                     "episodes per arm: " + ", ".join(f"{a['name']} {a['episodes']}" for a in arms) +
+                     " (the arms' seeds differ: each arm is paired with the reference on the seeds both ran)")
     doc.p(f"Reference arm: `{summary['reference']}`. Task {cfg.get('task')} / {cfg.get('sim')}, "
-          f"{cfg.get('episodes')} episode{'' if cfg.get('episodes') == 1 else 's'} per arm from seed {cfg.get('seed')} (the same seeds for "
-          f"every arm), execution {cfg.get('execution')}, {latency_text(cfg)}, noise temperature "
+          f"{episodes_text}, execution {cfg.get('execution')}, {latency_text(cfg)}, noise temperature "
           f"{cfg.get('noise_temperature')}. "
           "Every number is recomputed from the run records (summary.json has them all). Compute per "
           "action: host wall time of encode + scheduler + K steps per executed action (p50 / p99 over "

@@ -15,6 +15,7 @@ Everything comes from the run's records (:func:`edge.telemetry.read_run`, typed 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,8 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
         raise EdgeError(f"{err}; give a run directory written by edge run / edge profile") from None
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
+    for name in previous_report_files(out, run_dir):  # a report made before: none of its files stays stale
+        (out / name).unlink(missing_ok=True)
     ticks, queries = run.tick_records(), run.query_records()
     episodes = run.episodes
     summary = summarize(run)
@@ -169,7 +172,35 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
                                 "K / C of the chunk being executed")
     md, html_path = doc.write(out)
     written.update(md=md, html=html_path, summary=summary)
+    files = sorted({Path(p).name for p in (md, html_path, *written["pngs"], *written["videos"])})
+    (out / REPORT_MARKER).write_text(json.dumps({"run_dir": str(run_dir.resolve()), "files": files}) + "\n")
     return written
+
+
+#: written last into a run report's folder: which run it reports and the files it wrote
+REPORT_MARKER = ".edge-report.json"
+
+
+def previous_report_files(out: Path, run_dir: Path) -> list[str]:
+    """The files a report of ``run_dir`` wrote into ``out`` before (from its marker); [] if none.
+    EdgeError if ``out`` holds anything else: a report never mixes into another run's or report's files
+    (a run's own ``report`` folder from before the marker is its own)."""
+    out, run_dir = Path(out), Path(run_dir)
+    if not out.is_dir() or not any(out.iterdir()):
+        return []
+    try:
+        marker = json.loads((out / REPORT_MARKER).read_text())
+    except (OSError, ValueError):
+        marker = None
+    if isinstance(marker, dict) and marker.get("run_dir") == str(run_dir.resolve()):
+        return [str(f) for f in marker.get("files", []) if "/" not in str(f)]
+    if out.resolve() == (run_dir / "report").resolve():
+        return []
+    shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
+    whose = (f"a report of another run ({marker.get('run_dir')})" if isinstance(marker, dict)
+             else f"other files ({shown})")
+    raise EdgeError(f"--out {out}: holds {whose}; a report goes into a new or empty directory, or over "
+                    "its own run's earlier report: choose another --out")
 
 
 def annotate_frames(gif: Path, series: dict[str, Any], queries: dict[int, QueryRecord], out: Path,

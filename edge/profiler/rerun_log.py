@@ -1,7 +1,7 @@
 """``edge report RUN_DIR --rerun``: one run directory as a rerun recording (``run.rrd``).
 
 Open it with ``rerun run.rrd``. Written headless (a file sink: no viewer, no network), with the
-optional ``rerun-sdk`` package (``pip install 'edge-runtime[viz]'``). Two timelines, both the run's
+optional ``rerun-sdk`` package (``pip install rerun-sdk``; the ``viz`` extra). Two timelines, both the run's
 own clock and continuous over its episodes: ``slot`` (control tick n) and ``t_s``. Per episode N:
 
 * ``plots/<quantity>/epN``: K and C of the chunk being executed, query latency (one point per
@@ -26,7 +26,7 @@ from edge.records import QueryRecord, TickRecord
 from edge.telemetry import read_run
 
 RERUN_MIN = (0, 41)
-MISSING = "--rerun needs the rerun-sdk package: pip install rerun-sdk (or pip install 'edge-runtime[viz]')"
+MISSING = "--rerun needs the rerun-sdk package: pip install rerun-sdk (in a checkout: pip install -c constraints.txt -e '.[viz]')"
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
 FINGER_MAX_M = 0.04  # each finger's travel: opening 0.08 m at gripper 0 (open)

@@ -102,7 +102,7 @@ def _run_pool(fn, jobs, workers, finish, done, retries) -> None:
                     left, attempt, retries)
 
 
-RAY_MISSING = "--ray needs Ray: pip install 'edge-runtime[dist]' (or pip install ray)"
+RAY_MISSING = "--ray needs Ray: pip install ray (in a checkout: pip install -c constraints.txt -e '.[dist]')"
 
 
 def require_ray() -> Any:

@@ -91,6 +91,9 @@ class _Planner:
     last_chunk: Any = None
 
 
+ACTION_KEYS = ("noise", "num_steps", "execute", "next_query_in_steps", "signals")
+
+
 def as_plan(action: Any, chunk_len: int) -> QueryPlan:
     """A QueryPlan from a plan or a dict (see the module doc); ``next_query_in_steps`` defaults to C."""
     if isinstance(action, QueryPlan):
@@ -98,6 +101,9 @@ def as_plan(action: Any, chunk_len: int) -> QueryPlan:
     if not hasattr(action, "get"):
         raise TypeError(f"QueryEnv.step({action!r}): give a QueryPlan or a dict with num_steps, execute "
                         "(optional: noise, next_query_in_steps, signals)")
+    unknown = sorted(str(key) for key in action if key not in ACTION_KEYS)
+    if unknown:  # a typo'd key would otherwise be ignored
+        raise ValueError(f"QueryEnv.step: unknown action key {unknown[0]!r}; the keys are {', '.join(ACTION_KEYS)}")
     missing = [key for key in ("num_steps", "execute") if key not in action]
     if missing:
         raise ValueError(f"QueryEnv.step: the action lacks {', '.join(missing)} (a dict needs num_steps and execute)")

@@ -82,6 +82,9 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d} is not a run directory (no meta.json); drop --resume to "
                         "start a new run there")
     meta = json.loads((d / "meta.json").read_text())
+    if "hil_host" in meta or "session" not in meta:  # an edge hil host trace, or not edge run's records
+        what = "an edge hil host trace" if "hil_host" in meta else "not a run edge run recorded (no session in meta.json)"
+        raise EdgeError(f"--resume: {d} is {what}; edge run resumes only its own runs: choose another --out")
     try:
         old = config_from_meta(meta).dotted()
     except ConfigError as err:
@@ -105,6 +108,27 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
                         f"{key}={new[key]!r} ({how}); resume with the settings "
                         "it was started with or choose another --out")
     return meta, len(read_jsonl(d / "episodes.jsonl"))
+
+
+def _built(name: str, kind: str, make: Callable[[], Any], members: tuple[str, ...], want: str) -> Any:
+    """``make()`` for a registered or user's ``pkg.module:factory`` ``name``; a user's factory that
+    cannot be called so, or returns something without ``members``, is an EdgeError naming it (the
+    project's own factories raise as they are)."""
+    from edge.errors import EdgeError
+
+    if ":" not in name:
+        return make()
+    flag = "--policy" if kind == "policy" else "--scheduler"
+    try:
+        obj = make()
+    except (TypeError, AttributeError) as err:
+        raise EdgeError(f"{flag} {name}: calling it failed ({type(err).__name__}: {err}); a {kind} plug-in is a "
+                        f"{want}") from err
+    missing = [m for m in members if not hasattr(obj, m)]
+    if missing:
+        raise EdgeError(f"{flag} {name}: returned a {type(obj).__name__} without {', '.join(missing)}; a {kind} "
+                        f"plug-in is a {want}")
+    return obj
 
 
 def _drop_unfinished(out_dir: Path, finished: int) -> None:
@@ -330,7 +354,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     factory = None
     if policy is None:
         loader, robot = policy_loader(cfg_)
-        policy = loader()
+        policy = _built(cfg_.policy.name, "policy", loader, ("spec", "chunk_len", "action_dim", "encode", "sample"),
+                        "factory(config, robot) returning a ChunkPolicy (edge.contracts)")
         factory = loader if cfg_.worker.mode == "process" else None
     elif cfg_.worker.mode == "process":
         raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
@@ -424,7 +449,9 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     lat = LatencyConfig(kind=cfg_.clock.latency, latency_s=cfg_.clock.latency_ms / 1000.0, device=cfg_.clock.device,
                         checkpoint=cfg_.policy.checkpoint if (Path(cfg_.policy.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
-        scheduler = SCHEDULERS.resolve(cfg_.scheduler.kind)(cfg_, policy)
+        scheduler = _built(cfg_.scheduler.kind, "scheduler",
+                           functools.partial(SCHEDULERS.resolve(cfg_.scheduler.kind), cfg_, policy),
+                           ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
     recorder = None
     first_episode = 0
     if out_dir is not None:

@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         state_period_s=1.0 / args.state_hz,
         seed=args.seed,
     )
-    schedule = FaultSchedule.from_json(args.schedule) if args.schedule else None
+    try:
+        schedule = FaultSchedule.from_json(args.schedule) if args.schedule else None
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        parser.exit(2, f"error: --schedule {args.schedule}: {err}\n")
     rig = PtyRig(config, schedule=schedule)
     stop = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: rig.reboot())

@@ -11,8 +11,10 @@ with shadows and reflections off, one renderer per image size.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import weakref
 
 import numpy as np
 
@@ -178,6 +180,10 @@ class MuJoCoBackend:
                 self._vopt.geomgroup[RENDER_GROUP] = 1  # their simplified copies; the originals hidden
         self._models: dict[int, object] = {}  # compiled worlds by number of object slots
         self._renderers: dict[tuple[int, int, int, bool], object] = {}  # (slots, h, w, seg)
+        # an env never closed still closes its renderers: when it is collected, or at exit before the
+        # GL display is torn down (else each renderer's __del__ prints an EGL error at interpreter exit)
+        self._close_renderers = weakref.finalize(self, _close_renderers, self._renderers)
+        self._close_renderers.atexit = False  # at exit: the atexit hook registered with the first renderer
         w = mujoco.mjtWarning
         self._bad_warnings = np.array([int(w.mjWARN_BADQACC), int(w.mjWARN_BADQVEL), int(w.mjWARN_BADQPOS)])
         self.n_slots = -1  # no world until build(scene) compiles one for the scene's objects
@@ -466,6 +472,8 @@ class MuJoCoBackend:
         r = self._renderers.get(key)
         if r is None:
             r = self._mj.Renderer(self.model, height=height, width=width)
+            if not self._renderers:  # after the GL display's own exit hook (made with the first context): runs first
+                atexit.register(self._close_renderers)
             if seg == "depth":
                 r.enable_depth_rendering()
             elif seg:
@@ -497,6 +505,11 @@ class MuJoCoBackend:
         return np.asarray(r.render(), dtype=np.float32)
 
     def close(self) -> None:
-        for r in self._renderers.values():
-            r.close()
-        self._renderers.clear()
+        self._close_renderers()
+        atexit.unregister(self._close_renderers)
+
+
+def _close_renderers(renderers: dict) -> None:
+    for r in renderers.values():
+        r.close()
+    renderers.clear()

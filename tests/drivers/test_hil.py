@@ -165,3 +165,34 @@ def test_hil_cli_set_changes_the_rig_and_is_recorded(tmp_path, capsys):
     assert host["config"]["safety"]["max_ee_step_m"] == 0.03  # the host's safety layer ran with it
     assert host["config"]["clock"]["kind"] == "real" and host["config"]["worker"]["mode"] == "thread"
     assert code in (0, 1)  # judged on the trace; the rig settings are what this test checks
+
+
+def test_ctrl_c_stops_the_campaign_after_a_controlled_stop(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during an inline scenario: the arm stops under control (the host's result says so), the
+    remaining scenarios do not run, the finished ones are reported, and edge hil exits 130."""
+    import _thread
+    import json
+    import threading
+
+    import edge.hil.host as host_module
+    from edge.cli import main
+
+    real = host_module.run_host
+
+    def interrupted(spec, policy, cam, on_start=None):
+        def start(t0):
+            on_start(t0)
+            threading.Timer(0.3, _thread.interrupt_main).start()  # as Ctrl-C: KeyboardInterrupt in the main thread
+        return real(spec, policy, cam, on_start=start)
+
+    monkeypatch.setattr(host_module, "run_host", interrupted)
+    out = tmp_path / "h"
+    code = main(["hil", "--scenario", "estop_release", "--scenario", "link_cut", "--policy", "replay",
+                 "--out", str(out)])
+    assert code == 130
+    assert "interrupted in estop_release: 0 of 2 scenario runs finished" in capsys.readouterr().err
+    host = json.loads((out / "estop_release" / "host" / "host_result.json").read_text())
+    assert host["interrupted"] and host["error_type"] == "KeyboardInterrupt" and host["driver_counts"]
+    assert not (out / "link_cut").exists()  # the campaign stopped
+    report = json.loads((out / "hil_report.json").read_text())
+    assert report["rows"] == [] and any("interrupted (Ctrl-C)" in n for n in report["meta"]["notes"])

@@ -76,12 +76,21 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     AdapterTrainer(EqrlConfig(episodes=5, **kw), one, str(DEFAULT_CHECKPOINT), progress=False).run()
     AdapterTrainer(EqrlConfig(episodes=3, **kw), two, str(DEFAULT_CHECKPOINT), progress=False).run()
+    with open(two / LOG_FILE, "a") as f:  # a run killed after its last save had logged more episodes
+        f.write('{"episode": 3, "seed": 1}\n{"episode": 4, "se')
     AdapterTrainer(EqrlConfig(episodes=5, **kw), two, str(DEFAULT_CHECKPOINT), resume=True, progress=False).run()
 
     def log(d):
         return [{k: v for k, v in json.loads(x).items()} for x in (d / LOG_FILE).read_text().splitlines()]
 
-    assert log(one) == log(two) and len(log(one)) >= 5
+    assert log(one) == log(two) and [r["episode"] for r in log(one)] == [0, 1, 2, 3, 4]
+    # resuming a finished run trains nothing more: it is saved and exported again
+    before = json.loads((two / MANIFEST_FILE).read_text())["counters"]
+    AdapterTrainer(EqrlConfig(episodes=5, **kw), two, str(DEFAULT_CHECKPOINT), resume=True, progress=False).run()
+    after = json.loads((two / MANIFEST_FILE).read_text())
+    assert {k: after["counters"][k] for k in ("episodes", "queries", "updates", "next_seed")} == \
+        {k: before[k] for k in ("episodes", "queries", "updates", "next_seed")} and after["complete"]
+    assert log(one) == log(two)
     a, b = (torch.load(d / ADAPTER_FILE, weights_only=False)["agent"] for d in (one, two))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ca, cb = (json.loads((d / MANIFEST_FILE).read_text())["counters"] for d in (one, two))

@@ -148,13 +148,13 @@ def test_ray_flag_without_ray_is_one_clear_line(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert err.count("\n") == 1 and err.startswith("error: ")
-    assert "pip install 'edge-runtime[dist]'" in err
+    assert "pip install ray" in err and "-e '.[dist]'" in err
     assert not out.exists()  # refused before anything was built
 
 
 def test_ray_vec_env_without_ray_raises_the_same_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(EdgeError, match=r"pip install 'edge-runtime\[dist\]'"):
+    with pytest.raises(EdgeError, match=r"--ray needs Ray: pip install ray"):
         RayVecQueryEnv(1, SESSION)
 
 

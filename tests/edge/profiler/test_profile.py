@@ -303,3 +303,32 @@ def test_planner_arms_take_a_decision_deadline(tmp_path, monkeypatch):
     pc = summary["planner_cost"][arm["name"]]
     assert arm["label"] == "comet:3@0.001" and pc["simulations"] == 3
     assert pc["simulations_run"] == pc["decisions"] and pc["passes"] == 2 * pc["decisions"] + pc["ahead"]
+
+
+def test_runs_of_one_arm_pool_only_distinct_seeds_and_equal_settings(profiled, tmp_path, capsys):
+    """Two copies of one run would count each seed twice (and pair it once): refused; so is a run of
+    the same label with another setting. The header says when the arms' seeds differ."""
+    import shutil
+
+    out, _ = profiled
+    run = next(p for p in (out / "runs").iterdir() if p.name.startswith("fixed_2x4"))
+    twin = tmp_path / "twin"
+    shutil.copytree(run, twin)
+    assert main(["profile", "--runs", str(run), str(twin), "--out", str(tmp_path / "p1"), "--no-calibrate"]) == 2
+    err = capsys.readouterr().err
+    assert "has episode seed" in err and "each seed once" in err and not (tmp_path / "p1" / "summary.json").exists()
+    meta = json.loads((twin / "meta.json").read_text())
+    meta["session"]["noise_temperature"] = 1.0
+    (twin / "meta.json").write_text(json.dumps(meta))
+    assert main(["profile", "--runs", str(run), str(twin), "--out", str(tmp_path / "p2"), "--no-calibrate"]) == 2
+    assert "differ in noise_temperature (0.5 vs 1.0)" in capsys.readouterr().err
+    # arms whose seeds differ: said in the report's header
+    other = next(p for p in (out / "runs").iterdir() if p.name.startswith("fixed_1x8"))
+    shifted = tmp_path / "shifted"
+    shutil.copytree(other, shifted)
+    lines = (shifted / "episodes.jsonl").read_text().splitlines()
+    (shifted / "episodes.jsonl").write_text("".join(json.dumps({**json.loads(x), "seed": json.loads(x)["seed"] + 7})
+                                                    + "\n" for x in lines[:1]))
+    assert main(["profile", "--runs", str(run), str(shifted), "--out", str(tmp_path / "p3"), "--no-calibrate"]) == 0
+    md = (tmp_path / "p3" / "report.md").read_text()
+    assert "episodes per arm: fixed:2x4 / torch 2, fixed:1x8 / torch 1 (the arms' seeds differ" in md

@@ -99,3 +99,21 @@ def test_what_ran_names_the_adapter_only_where_it_ran_and_its_k_and_c_per_query(
     assert eqrl["adapter"] == "stack" and eqrl["num_steps"] == eqrl["execute"] == "per query (the adapter)"
     fixed = dict(session_rows({**base, "scheduler": "fixed"}))
     assert "adapter" not in fixed and (fixed["num_steps"], fixed["execute"]) == (10, 8)
+
+
+def test_a_report_replaces_its_own_run_earlier_report_and_refuses_other_files(profiled, tmp_path, capsys):
+    out, _ = profiled
+    run_dir = next(p for p in (out / "runs").iterdir() if p.is_dir())
+    rep = tmp_path / "rep"
+    assert main(["report", str(run_dir), "--out", str(rep), "--no-video"]) == 0
+    assert (rep / "timeline_ep1.png").is_file()
+    assert main(["report", str(run_dir), "--out", str(rep), "--no-video", "--max-episodes", "1"]) == 0
+    assert not (rep / "timeline_ep1.png").exists()  # the earlier report's files do not stay behind
+    marker = json.loads((rep / ".edge-report.json").read_text())
+    assert marker["run_dir"] == str(run_dir.resolve()) and "timeline_ep0.png" in marker["files"]
+    capsys.readouterr()
+    other = next(p for p in (out / "runs").iterdir() if p.is_dir() and p != run_dir)
+    assert main(["report", str(other), "--out", str(rep), "--no-video"]) == 2  # another run's report
+    assert f"a report of another run ({run_dir.resolve()})" in capsys.readouterr().err
+    assert main(["report", str(run_dir), "--out", str(out), "--no-video"]) == 2  # a profile's folder
+    assert "holds other files" in capsys.readouterr().err and not (out / ".edge-report.json").exists()

@@ -96,7 +96,8 @@ def test_a_dict_action_needs_whole_k_and_c():
     plan = as_plan({"num_steps": np.int64(2), "execute": 8.0}, 16)
     assert (plan.num_steps, plan.execute, plan.next_query_in_steps) == (2, 8, 8)
     for bad, said in (({"num_steps": 2.5, "execute": 8}, "num_steps=2.5"), ({"num_steps": 2}, "lacks execute"),
-                      ({"num_steps": 2, "execute": 8, "next_query_in_steps": 3.5}, "next_query_in_steps=3.5")):
+                      ({"num_steps": 2, "execute": 8, "next_query_in_steps": 3.5}, "next_query_in_steps=3.5"),
+                      ({"num_steps": 2, "execute": 8, "foo": 1}, "unknown action key 'foo'")):
         with pytest.raises(ValueError, match=said):
             as_plan(bad, 16)
     with pytest.raises(TypeError, match="QueryPlan or a dict"):

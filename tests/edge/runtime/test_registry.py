@@ -38,3 +38,16 @@ def test_a_users_own_policy_runs_through_the_runtime():
     res = run_session(cfg, None, progress=False)
     ep = res.episodes[0]
     assert ep["steps"] == 6 and not ep["success"] and ep["queries"] >= 1
+
+
+@pytest.mark.parametrize("flag,name,msg", [
+    ("scheduler", "tests.fakes:ObservingFixed", "calling it failed (TypeError"),  # a class taking no (config, policy)
+    ("policy", "tests.fakes:campaign_square", "calling it failed"),  # a function of another signature
+    ("policy", "tests.fakes:spec_only", "returned a _HoldSpec without spec, chunk_len, action_dim, encode, sample"),
+])
+def test_a_users_factory_that_does_not_build_the_right_thing_is_named(flag, name, msg):
+    from edge.runtime.session import run_session
+
+    cfg = RuntimeConfig.of(**{flag: name}, episodes=1, max_steps=2, record_ticks=False, video_episodes=0)
+    with pytest.raises(EdgeError, match=rf"--{flag} {name}: {msg}".replace("(", r"\(")):
+        run_session(cfg, None, progress=False)
