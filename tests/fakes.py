@@ -363,6 +363,11 @@ class _HoldSpec:
     image_hw = (64, 64)
 
 
+def broken_factory(cfg: Any, robot: Any) -> Any:
+    """TEST FIXTURE. A policy factory with a bug of its own."""
+    raise AttributeError("the user's own bug")
+
+
 def spec_only(cfg: Any, robot: Any) -> _HoldSpec:
     """TEST FIXTURE. A policy factory that returns something that is not a policy."""
     return _HoldSpec()

@@ -125,7 +125,7 @@ def _meta_dir(name: str, meta: str, ticks: bool = False):
     return setup
 
 
-def _adapter_run(tmp: Path, a: dict) -> None:
+def _adapter_run(tmp: Path, a: dict, vla: dict | None = None) -> None:
     """What a tiny-preset adapter run leaves to resume from (its manifest is what resume reads)."""
     import json
 
@@ -137,7 +137,12 @@ def _adapter_run(tmp: Path, a: dict) -> None:
     (tmp / "ad" / "train_state.pt").write_bytes(b"")
     cfg = load_config(EqrlConfig, config_dir("train", "eqrl_tiny.yaml"), [])
     (tmp / "ad" / "manifest.json").write_text(json.dumps({"config": to_dict(cfg), "counters": {"episodes": 4},
-                                                          "command": "edge train adapter --preset tiny"}))
+                                                          "command": "edge train adapter --preset tiny",
+                                                          **({"vla": vla} if vla else {})}))
+
+
+def _adapter_run_on_another_vla(tmp: Path, a: dict) -> None:
+    _adapter_run(tmp, a, vla={"path": "/elsewhere/stack", "sha256": "0" * 64})
 
 
 def _fake_run_and_nonempty(tmp: Path, a: dict) -> None:
@@ -229,7 +234,11 @@ ROWS = [
         _adapter_run),
     Row("train-adapter-resume-fewer-episodes", ["train", "adapter", "--preset", "tiny", "--resume", "--set",
                                                 "episodes=2", "--out", "{tmp}/ad"],
-        ("--set episodes=2", "4 episodes already"), _adapter_run),
+        ("episodes=2", "4 episodes already"), _adapter_run),
+    Row("train-adapter-resume-another-vla", ["train", "adapter", "--preset", "tiny", "--resume", "--checkpoint",
+                                             "{ckpt}", "--out", "{tmp}/ad"],
+        ("--checkpoint", "not the VLA", "/elsewhere/stack", "started by: edge train adapter --preset tiny"),
+        _adapter_run_on_another_vla),
     Row("train-adapter-preset-and-config", ["train", "adapter", "--preset", "tiny", "--config",
                                             "configs/train/eqrl_tiny.yaml", "--out", "{tmp}/ad"],
         ("--preset tiny", "--config", "give one of them")),

@@ -593,7 +593,8 @@ class Trainer:
             files["encoder"] = self.encoder_sha256 or (sha256_file(ef) if ef.is_file() else None)
         if self.cfg.init_from:
             files["init_from"] = self.st.get("init_from_sha256")
-        manifest = {"kind": "edge-world-model", "command": self.command, "seed": self.cfg.seed,
+        manifest = {"kind": "edge-world-model", "command": self.started_by or self.command,
+                    **({"resumed_by": self.command} if self.started_by and self.command else {}), "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}
         (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
         (self.out / "metrics.json").write_text(json.dumps(metrics, indent=2))

@@ -279,17 +279,26 @@ class AdapterTrainer:
         return manifest
 
 
-def _cut_log(path: Path, rows: int) -> None:
-    """Keep the first ``rows`` lines of the training log (one per finished episode up to the saved
-    state; a run killed after its last save logged more, which the resumed run logs again)."""
+def _cut_log(path: Path, episodes: int) -> None:
+    """Keep the training log's rows of episodes 0 .. ``episodes`` - 1, the saved state's (a run killed
+    after its last save logged more, which the resumed run logs again): the last row of each, in
+    episode order (a log resumed by an older version may hold an episode twice)."""
     if not path.is_file():
         return
-    lines = path.read_text().splitlines(keepends=True)
-    if len(lines) == rows and all(x.endswith("\n") for x in lines):
-        return
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(x if x.endswith("\n") else x + "\n" for x in lines[:rows]))
-    tmp.replace(path)
+    text = path.read_text()
+    rows: dict[int, str] = {}
+    for line in text.splitlines():
+        try:
+            ep = json.loads(line)["episode"]
+        except (ValueError, KeyError, TypeError):
+            continue  # the torn last line of a killed writer
+        if isinstance(ep, int) and 0 <= ep < episodes:
+            rows[ep] = line
+    kept = "".join(rows[ep] + "\n" for ep in sorted(rows))
+    if kept != text:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(kept)
+        tmp.replace(path)
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 NEEDS = "needs a Jetson or an NVIDIA GPU with TensorRT 10"
 INSTALL = ("on a Jetson, TensorRT comes with JetPack 6 or newer (apt package python3-libnvinfer; "
            "create the venv with --system-site-packages so it is visible); on x86 with an NVIDIA GPU "
-           "and driver, `pip install tensorrt` (in a checkout: pip install -e '.[gpu]')")
+           "and driver, `pip install tensorrt` (the gpu extra; in a checkout: pip install -e '.[gpu]')")
 TORCH_HINT = ("the tensorrt backend keeps its device buffers in torch CUDA tensors: install a CUDA "
               "build of torch (on a Jetson NVIDIA's JetPack wheel, on x86 a cu12x/cu13x wheel)")
 PRECISIONS = ("fp32", "fp16", "bf16")

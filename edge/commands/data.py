@@ -204,7 +204,9 @@ def _check_resume(out: str, meta: dict) -> None:
         old = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise EdgeError(f"--out {out}: {path} is not readable ({err}); record into a new --out") from None
-    if old.get("format") != "edge-demos":  # scenes, a run, anything else: not a dataset to add to
+    from sim.demos import FORMAT_NAME
+
+    if old.get("format") != FORMAT_NAME:  # scenes, a run, anything else: not a dataset to add to
         kind = ("a run (edge run)" if (Path(out) / "ticks.jsonl").exists() else
                 {"edge-scenes": "scenes (edge data scenes)"}.get(old.get("format"), f"format {old.get('format')!r}"))
         raise EdgeError(f"--out {out}: holds {kind}, not a demonstration dataset; record into a new --out")

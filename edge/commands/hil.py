@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     rig_sets = [s for s in args.set if s not in runtime_sets]
     for s_ in runtime_sets:  # the host runs the fixed schedule: only its section is read
         key = s_.split("=", 1)[0]
-        if key.startswith("scheduler.") and not key.startswith("scheduler.fixed."):
+        if key.startswith("scheduler.") and not key.startswith("scheduler.fixed.") and s_ != "scheduler.kind=fixed":
             raise EdgeError(f"--set {s_}: the HIL host runs the fixed schedule (K, C from the rig: execute, "
                             "chunk_len), so only scheduler.fixed.* applies; drop it")
     if args.config and not Path(args.config).is_file():
@@ -207,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if interrupted is not None:
         meta["notes"].append(f"interrupted (Ctrl-C) in scenario {interrupted}: {len(rows)} of {len(scenarios)} "
-                             "scenario runs finished and are reported; the interrupted one's trace is in its folder")
+                             "scenario runs finished and are reported; the interrupted one's host and MCU traces (host/, bench.json) "
+                             "are in its folder, not judged")
         md, _ = write_report(rows, out, meta)
         print(f"\ninterrupted in {interrupted}: {len(rows)} of {len(scenarios)} scenario runs finished "
               f"({sum(r['pass'] for r in rows)} pass); report {md} (not published)", file=sys.stderr)

@@ -60,7 +60,10 @@ def run(args) -> int:
     if args.rerun:
         from edge.profiler.rerun_log import write_rerun
 
+        from edge.profiler.report import add_report_files
+
         rrd = write_rerun(args.run_dir, res["out_dir"] / "run.rrd", max_episodes=args.max_episodes)
+        add_report_files(res["out_dir"], Path(args.run_dir), [rrd.name])
         print(f"wrote {rrd} (open it with: rerun {rrd})")
     return 0
 

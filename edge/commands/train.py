@@ -251,7 +251,7 @@ def _train_adapter(args: argparse.Namespace) -> int:
     if not Path(checkpoint).exists():
         raise EdgeError(f"--checkpoint {checkpoint}: no such VLA checkpoint")
     if args.resume:
-        _check_adapter_resume(out, config)
+        _check_adapter_resume(out, config, checkpoint)
     if args.ray is not None:
         from edge.runtime.campaign import require_ray
 
@@ -267,35 +267,50 @@ def _train_adapter(args: argparse.Namespace) -> int:
     return 0
 
 
-#: adapter settings a resumed run may change: more episodes, the learner's threads
-ADAPTER_RESUMABLE = ("episodes", "threads")
+#: adapter settings a resumed run may change: more episodes, how often it saves, the env and learner
+#: threads and processes (more envs continue the run, not as an uninterrupted run with them would),
+#: and the evaluation settings the trainer does not read
+ADAPTER_RESUMABLE = ("episodes", "threads", "save_every", "envs", "eval_seed", "eval_every", "eval_episodes")
 
 
-def _check_adapter_resume(out: Path, config) -> None:
-    """A resumed adapter run continues with the settings it was started with (its manifest's, written at
-    every save): EdgeError naming the ones that differ and the command that started it."""
+def _check_adapter_resume(out: Path, config, checkpoint: str) -> None:
+    """A resumed adapter run continues with the settings and the VLA it was started with (its manifest's,
+    written at every save): EdgeError naming what differs and the command that started it."""
     import json
+    import sys
 
     from adapters.eqrl.train import MANIFEST_FILE
-    from edge.config import describe_differences, differences, to_dict
+    from edge.config import describe_differences, differences, flatten, to_dict
     from edge.errors import EdgeError
 
     try:
         manifest = json.loads((out / MANIFEST_FILE).read_text())
         saved = dict(manifest["config"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise EdgeError(f"--resume: {out / MANIFEST_FILE} is not readable ({err}); choose another --out") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:  # killed before its first manifest was written
+        print(f"note: --resume: {out / MANIFEST_FILE} is not readable ({err}); the settings it was started with "
+              "cannot be checked: resuming from its train_state.pt with these", file=sys.stderr)
+        return
     new = to_dict(config)
     saved = {**to_dict(type(config)()), **saved}  # a setting added since the run started: at its default
-    diffs = [d for d in differences(saved, new) if d[0] not in ADAPTER_RESUMABLE]
+    known = flatten(new)  # a setting removed since is not compared
+    diffs = [d for d in differences(saved, new) if d[0] not in ADAPTER_RESUMABLE and d[0] in known]
+    by = f"; it was started by: {manifest['command']}" if manifest.get("command") else ""
     if diffs:
-        raise EdgeError(f"--resume: {out} was started with other settings ({describe_differences(diffs)}); it was "
-                        f"started by: {manifest.get('command')}; resume with its preset / --config / --set (only "
-                        f"{', '.join(ADAPTER_RESUMABLE)} may change) or choose another --out")
+        raise EdgeError(f"--resume: {out} was started with other settings ({describe_differences(diffs)}){by}; "
+                        f"resume with its preset / --config / --set (only {', '.join(ADAPTER_RESUMABLE)} may "
+                        "change) or choose another --out")
+    vla = manifest.get("vla") or {}
+    model = Path(checkpoint) / "model.pt" if Path(checkpoint).is_dir() else Path(checkpoint)
+    if vla.get("sha256") and model.is_file():
+        from edge.digest import sha256_file
+
+        if sha256_file(model) != vla["sha256"]:
+            raise EdgeError(f"--checkpoint {checkpoint}: not the VLA {out} was trained on ({vla.get('path')}, "
+                            f"sha256 {vla['sha256'][:12]}…){by}; resume with that checkpoint or choose another --out")
     done = int((manifest.get("counters") or {}).get("episodes", 0))
     if config.episodes < done:
-        raise EdgeError(f"--set episodes={config.episodes}: {out} has trained {done} episodes already; resume with "
-                        f"episodes >= {done} (a larger number extends the run)")
+        raise EdgeError(f"episodes={config.episodes}: {out} has trained {done} episodes already; resume with "
+                        f"--set episodes={done} or more (a larger number extends the run)")
 
 
 def _settings_file(args: argparse.Namespace, kind: str) -> Path:

@@ -259,7 +259,7 @@ def run_scenario(sc: HilScenario, ctx: HilContext, out_dir: Path) -> dict[str, A
             p.wait()
         trace = bench.trace()
         bench.close()
-    (out_dir / "bench.json").write_text(json.dumps(trace))
+        (out_dir / "bench.json").write_text(json.dumps(trace))  # an interrupted scenario keeps its MCU trace too
     row = judge(sc, rig, host, trace, out_dir)
     (out_dir / "result.json").write_text(json.dumps(row, indent=2))
     return row
@@ -282,7 +282,8 @@ def _host_spec(sc: HilScenario, rig: HilRigConfig, port: str, out_dir: Path, pol
 
 def _start_hogs(n: int, hogs: list[subprocess.Popen]) -> None:
     for _ in range(n):
-        hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        # their own session: a Ctrl-C at the terminal is the campaign's, not theirs (they are killed after)
+        hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True))
 
 
 def _run_inline_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: Path,
@@ -334,8 +335,11 @@ def _run_subprocess_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: 
     spec_file.write_text(json.dumps(dataclasses.asdict(spec), indent=2))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     with open(out_dir / "host_stderr.txt", "w") as err_file:
+        # its own session: a Ctrl-C at the terminal reaches the host once, forwarded below (a second SIGINT
+        # would break into its controlled stop)
         proc = subprocess.Popen([sys.executable, "-m", "edge.hil.host", str(spec_file)],
-                                stdout=subprocess.PIPE, stderr=err_file, text=True, env=env, cwd=REPO_ROOT)
+                                stdout=subprocess.PIPE, stderr=err_file, text=True, env=env, cwd=REPO_ROOT,
+                                start_new_session=True)
         res: dict[str, Any] = {"host_mode": "subprocess", "signal": sc.host_signal}
         try:
             t0 = _read_t0(proc, timeout_s=60.0)
@@ -347,6 +351,14 @@ def _run_subprocess_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: 
                 res["signal_t"] = time.monotonic()
                 proc.send_signal(getattr(signal, sc.host_signal))
             proc.wait(timeout=sc.duration_s + 30.0)
+        except KeyboardInterrupt:  # Ctrl-C on the campaign: the host stops the arm under control, then exits
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=HOST_STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass  # killed below
+            raise
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -360,6 +372,10 @@ def _run_subprocess_host(sc: HilScenario, ctx: HilContext, bench: Any, out_dir: 
     else:
         res.setdefault("t0", t0)
     return res
+
+
+#: how long an interrupted campaign waits for a host subprocess's controlled stop before killing it
+HOST_STOP_GRACE_S = 5.0
 
 
 def _read_t0(proc: subprocess.Popen, timeout_s: float) -> float:

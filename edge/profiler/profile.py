@@ -304,8 +304,30 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 
 
 #: session keys that may differ between the runs pooled into one arm (how many, which seeds, what is
-#: recorded and where things ran); any other difference is another arm
-POOLABLE_KEYS = ("episodes", "seed", "video_episodes", "record_ticks", "inference_cpus", "loop_cpus", "verify")
+#: recorded and where things ran, and where the model's file lay: the model is compared by its hash);
+#: any other difference is another arm
+POOLABLE_KEYS = ("episodes", "seed", "video_episodes", "record_ticks", "inference_cpus", "loop_cpus", "verify",
+                 "checkpoint", "world_model")
+
+
+def _pool_view(meta: dict[str, Any]) -> dict[str, Any]:
+    """The settings that make a run's arm what it is: the session with the defaults of settings added
+    since it ran (as a resume reads it), without :data:`POOLABLE_KEYS`, with the model's sha256."""
+    from edge.runtime.config import config_from_meta
+
+    try:
+        session = config_from_meta(meta).short()
+    except (ValueError, KeyError, TypeError):  # ConfigError is a ValueError
+        session = dict(meta.get("session") or {})
+    view = {k: v for k, v in session.items() if k not in POOLABLE_KEYS}
+    if view.get("policy") != "comet":  # the planner's settings matter only to planner runs (as on resume)
+        view = {k: v for k, v in view.items() if not k.startswith("plan_")}
+    if view.get("scheduler") != "eqrl" and ":" not in str(view.get("scheduler")):  # an adapter's only where read
+        view = {k: v for k, v in view.items() if not k.startswith("adapter")}
+    sha = (meta.get("policy") or {}).get("model_sha256")
+    if sha:
+        view["model_sha256"] = sha
+    return view
 
 
 def group_runs(dirs: Sequence[Path]) -> tuple[list[Arm], dict[str, list[RunData]]]:
@@ -322,11 +344,12 @@ def group_runs(dirs: Sequence[Path]) -> tuple[list[Arm], dict[str, list[RunData]
         if not session:
             raise EdgeError(f"{d}/meta.json has no 'session': not written by edge run / edge profile")
         arm = arm_of_session(session)
-        d0, s0 = first.setdefault(arm.name, (d, session))
-        for key in sorted(set(s0) | set(session)):
-            if key not in POOLABLE_KEYS and s0.get(key) != session.get(key):
+        view = _pool_view(run.meta)
+        d0, v0 = first.setdefault(arm.name, (d, view))
+        for key in sorted(set(v0) & set(view)):  # a key one run did not record is not known to differ
+            if v0[key] != view[key]:
                 raise EdgeError(f"--runs: {d0} and {d} would pool into arm {arm.name} but differ in {key} "
-                                f"({s0.get(key)!r} vs {session.get(key)!r}); profile them in separate reports")
+                                f"({v0[key]!r} vs {view[key]!r}); profile them in separate reports")
         seen = seeds.setdefault(arm.name, {})
         for e in run.episodes:
             seed = e.get("seed")

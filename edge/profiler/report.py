@@ -107,6 +107,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
     out.mkdir(parents=True, exist_ok=True)
     for name in previous_report_files(out, run_dir):  # a report made before: none of its files stays stale
         (out / name).unlink(missing_ok=True)
+    add_report_files(out, run_dir, [])  # first: an interrupted report is still this run's to redo
     ticks, queries = run.tick_records(), run.query_records()
     episodes = run.episodes
     summary = summarize(run)
@@ -172,13 +173,23 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
                                 "K / C of the chunk being executed")
     md, html_path = doc.write(out)
     written.update(md=md, html=html_path, summary=summary)
-    files = sorted({Path(p).name for p in (md, html_path, *written["pngs"], *written["videos"])})
-    (out / REPORT_MARKER).write_text(json.dumps({"run_dir": str(run_dir.resolve()), "files": files}) + "\n")
+    add_report_files(out, run_dir, [Path(p).name for p in (md, html_path, *written["pngs"], *written["videos"])])
     return written
 
 
 #: written last into a run report's folder: which run it reports and the files it wrote
 REPORT_MARKER = ".edge-report.json"
+
+
+def add_report_files(out: Path, run_dir: Path, names: list[str]) -> None:
+    """Record in ``out``'s marker that the report of ``run_dir`` wrote ``names`` there."""
+    try:
+        marker = json.loads((Path(out) / REPORT_MARKER).read_text())
+    except (OSError, ValueError):
+        marker = {}
+    run = str(Path(run_dir).resolve())
+    files = set(marker.get("files", [])) if isinstance(marker, dict) and marker.get("run_dir") == run else set()
+    (Path(out) / REPORT_MARKER).write_text(json.dumps({"run_dir": run, "files": sorted(files | set(names))}) + "\n")
 
 
 def previous_report_files(out: Path, run_dir: Path) -> list[str]:
@@ -195,6 +206,9 @@ def previous_report_files(out: Path, run_dir: Path) -> list[str]:
     if isinstance(marker, dict) and marker.get("run_dir") == str(run_dir.resolve()):
         return [str(f) for f in marker.get("files", []) if "/" not in str(f)]
     if out.resolve() == (run_dir / "report").resolve():
+        return []
+    legacy = out / "report.md"  # this run's report made before the marker existed
+    if marker is None and legacy.is_file() and legacy.read_text().startswith(f"# Run report: {run_dir.name}\n"):
         return []
     shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
     whose = (f"a report of another run ({marker.get('run_dir')})" if isinstance(marker, dict)

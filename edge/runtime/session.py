@@ -110,20 +110,27 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
     return meta, len(read_jsonl(d / "episodes.jsonl"))
 
 
-def _built(name: str, kind: str, make: Callable[[], Any], members: tuple[str, ...], want: str) -> Any:
-    """``make()`` for a registered or user's ``pkg.module:factory`` ``name``; a user's factory that
-    cannot be called so, or returns something without ``members``, is an EdgeError naming it (the
-    project's own factories raise as they are)."""
+def _built(name: str, kind: str, factory: Callable[..., Any], args: tuple[Any, ...], members: tuple[str, ...],
+           want: str) -> Any:
+    """``factory(*args)`` for a registered or user's ``pkg.module:factory`` ``name``; a user's factory that
+    cannot be called so, or returns something without ``members``, is an EdgeError naming it (what the
+    factory itself raises is raised as it is)."""
+    import inspect
+
     from edge.errors import EdgeError
 
     if ":" not in name:
-        return make()
+        return factory(*args)
     flag = "--policy" if kind == "policy" else "--scheduler"
     try:
-        obj = make()
-    except (TypeError, AttributeError) as err:
-        raise EdgeError(f"{flag} {name}: calling it failed ({type(err).__name__}: {err}); a {kind} plug-in is a "
-                        f"{want}") from err
+        inspect.signature(factory).bind(*args)
+    except TypeError as err:
+        called = "config, robot" if kind == "policy" else "config, policy"
+        raise EdgeError(f"{flag} {name}: cannot be called with ({called}): {err}; "
+                        f"a {kind} plug-in is a {want}") from None
+    except ValueError:  # no signature to read (a builtin): call it and see
+        pass
+    obj = factory(*args)
     missing = [m for m in members if not hasattr(obj, m)]
     if missing:
         raise EdgeError(f"{flag} {name}: returned a {type(obj).__name__} without {', '.join(missing)}; a {kind} "
@@ -354,7 +361,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     factory = None
     if policy is None:
         loader, robot = policy_loader(cfg_)
-        policy = _built(cfg_.policy.name, "policy", loader, ("spec", "chunk_len", "action_dim", "encode", "sample"),
+        policy = _built(cfg_.policy.name, "policy", loader.func, loader.args,
+                        ("spec", "chunk_len", "action_dim", "encode", "sample"),
                         "factory(config, robot) returning a ChunkPolicy (edge.contracts)")
         factory = loader if cfg_.worker.mode == "process" else None
     elif cfg_.worker.mode == "process":
@@ -449,8 +457,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     lat = LatencyConfig(kind=cfg_.clock.latency, latency_s=cfg_.clock.latency_ms / 1000.0, device=cfg_.clock.device,
                         checkpoint=cfg_.policy.checkpoint if (Path(cfg_.policy.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
-        scheduler = _built(cfg_.scheduler.kind, "scheduler",
-                           functools.partial(SCHEDULERS.resolve(cfg_.scheduler.kind), cfg_, policy),
+        scheduler = _built(cfg_.scheduler.kind, "scheduler", SCHEDULERS.resolve(cfg_.scheduler.kind), (cfg_, policy),
                            ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
     recorder = None
     first_episode = 0

@@ -180,10 +180,6 @@ class MuJoCoBackend:
                 self._vopt.geomgroup[RENDER_GROUP] = 1  # their simplified copies; the originals hidden
         self._models: dict[int, object] = {}  # compiled worlds by number of object slots
         self._renderers: dict[tuple[int, int, int, bool], object] = {}  # (slots, h, w, seg)
-        # an env never closed still closes its renderers: when it is collected, or at exit before the
-        # GL display is torn down (else each renderer's __del__ prints an EGL error at interpreter exit)
-        self._close_renderers = weakref.finalize(self, _close_renderers, self._renderers)
-        self._close_renderers.atexit = False  # at exit: the atexit hook registered with the first renderer
         w = mujoco.mjtWarning
         self._bad_warnings = np.array([int(w.mjWARN_BADQACC), int(w.mjWARN_BADQVEL), int(w.mjWARN_BADQPOS)])
         self.n_slots = -1  # no world until build(scene) compiles one for the scene's objects
@@ -472,8 +468,7 @@ class MuJoCoBackend:
         r = self._renderers.get(key)
         if r is None:
             r = self._mj.Renderer(self.model, height=height, width=width)
-            if not self._renderers:  # after the GL display's own exit hook (made with the first context): runs first
-                atexit.register(self._close_renderers)
+            _close_at_exit(self)
             if seg == "depth":
                 r.enable_depth_rendering()
             elif seg:
@@ -505,11 +500,27 @@ class MuJoCoBackend:
         return np.asarray(r.render(), dtype=np.float32)
 
     def close(self) -> None:
-        self._close_renderers()
-        atexit.unregister(self._close_renderers)
+        for r in self._renderers.values():
+            r.close()
+        self._renderers.clear()
+        _OPEN.discard(self)
 
 
-def _close_renderers(renderers: dict) -> None:
-    for r in renderers.values():
-        r.close()
-    renderers.clear()
+# Backends with renderers not yet closed. An env never closed would leave its renderers to their __del__
+# at interpreter exit, after the GL display's own exit hook has torn the display down (an EGL error
+# printed per renderer): one exit hook, registered after the first GL context (and so after the display's
+# hook, so it runs before it), closes them first. Collected backends leave the set on their own.
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+_EXIT_HOOK: list[bool] = []
+
+
+def _close_at_exit(backend: MuJoCoBackend) -> None:
+    _OPEN.add(backend)
+    if not _EXIT_HOOK:
+        atexit.register(_close_open_backends)
+        _EXIT_HOOK.append(True)
+
+
+def _close_open_backends() -> None:
+    for b in list(_OPEN):
+        b.close()

@@ -196,3 +196,29 @@ def test_ctrl_c_stops_the_campaign_after_a_controlled_stop(tmp_path, capsys, mon
     assert not (out / "link_cut").exists()  # the campaign stopped
     report = json.loads((out / "hil_report.json").read_text())
     assert report["rows"] == [] and any("interrupted (Ctrl-C)" in n for n in report["meta"]["notes"])
+
+
+def test_ctrl_c_reaches_a_host_subprocess_once_and_it_stops_under_control(tmp_path, capsys, monkeypatch):
+    """With the host in a subprocess (its own session), a Ctrl-C on the campaign is forwarded to it once:
+    it stops the arm and writes its result before the campaign ends (exit 130)."""
+    import _thread
+    import json
+    import threading
+
+    import edge.hil.harness as harness
+    from edge.cli import main
+
+    real = harness._read_t0
+
+    def started(proc, timeout_s):
+        t0 = real(proc, timeout_s)
+        threading.Timer(0.3, _thread.interrupt_main).start()  # before the scenario's own signal
+        return t0
+
+    monkeypatch.setattr(harness, "_read_t0", started)
+    out = tmp_path / "h"
+    code = main(["hil", "--scenario", "host_sigint", "--scenario", "link_cut", "--policy", "replay", "--out", str(out)])
+    assert code == 130
+    host = json.loads((out / "host_sigint" / "host" / "host_result.json").read_text())
+    assert host["interrupted"] and host["error_type"] == "KeyboardInterrupt" and host["t_closed"] > host["t0"]
+    assert (out / "host_sigint" / "bench.json").is_file() and not (out / "link_cut").exists()

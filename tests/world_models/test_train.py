@@ -40,6 +40,8 @@ def test_tiny_train_then_resume_continues(tmp_path):
     assert m2["env_steps"] == 24 and m2["updates"] > m1["updates"]
     curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
     assert [c["env_steps"] for c in curve] == [0, 12, 24]
+    # the manifest of a resumed run names the command that started it
+    assert json.loads((out / MANIFEST_FILE).read_text())["command"] == "edge train world-model --preset tiny"
     assert all(0.0 <= c["success"] <= 1.0 for c in curve)
     with pytest.raises(ConfigError, match="at 24 env steps already"):  # a shorter budget is not a resume
         Trainer(tiny(env_steps=12), out, progress=False).run()

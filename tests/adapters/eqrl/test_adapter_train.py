@@ -125,3 +125,17 @@ def test_a_checkpoint_keeps_the_filled_replay_rows_only_and_restores_them():
         Replay(10, 4, 3, 2, 1).load(a.state())
     with pytest.raises(EdgeError, match="does not fit"):  # other row shapes
         Replay(50, 5, 3, 2, 1).load(a.state())
+
+
+def test_the_log_keeps_the_last_row_of_each_saved_episode(tmp_path):
+    """A log resumed by an older version holds episodes 100-129 twice (killed at 130 after a save at 100):
+    cut to 200 saved episodes it keeps each episode's last row, in order, and drops a torn last line."""
+    from adapters.eqrl.train import _cut_log
+
+    rows = [{"episode": i, "v": "a"} for i in range(130)] + [{"episode": i, "v": "b"} for i in range(100, 205)]
+    log = tmp_path / LOG_FILE
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"episode": 20')
+    _cut_log(log, 200)
+    got = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [r["episode"] for r in got] == list(range(200))
+    assert [r["v"] for r in got] == ["a"] * 100 + ["b"] * 100

@@ -318,10 +318,24 @@ def test_runs_of_one_arm_pool_only_distinct_seeds_and_equal_settings(profiled, t
     err = capsys.readouterr().err
     assert "has episode seed" in err and "each seed once" in err and not (tmp_path / "p1" / "summary.json").exists()
     meta = json.loads((twin / "meta.json").read_text())
-    meta["session"]["noise_temperature"] = 1.0
+    meta["session"]["noise_temperature"] = meta["config"]["worker"]["noise_temperature"] = 1.0
     (twin / "meta.json").write_text(json.dumps(meta))
     assert main(["profile", "--runs", str(run), str(twin), "--out", str(tmp_path / "p2"), "--no-calibrate"]) == 2
     assert "differ in noise_temperature (0.5 vs 1.0)" in capsys.readouterr().err
+    # a run recorded by an older version (flat session, settings added since missing) on other seeds, with
+    # the same model at another path, pools with a new one
+    legacy = tmp_path / "legacy"
+    shutil.copytree(run, legacy)
+    meta = json.loads((legacy / "meta.json").read_text())
+    del meta["config"]
+    for key in ("plan_deadline_ms", "plan_workspace_mask", "plan_backend", "adapter_noise"):
+        meta["session"].pop(key, None)
+    meta["session"]["checkpoint"] = "/elsewhere/stack"
+    (legacy / "meta.json").write_text(json.dumps(meta))
+    eps = [json.loads(x) for x in (legacy / "episodes.jsonl").read_text().splitlines()]
+    (legacy / "episodes.jsonl").write_text("".join(json.dumps({**e, "seed": e["seed"] + 100}) + "\n" for e in eps))
+    assert main(["profile", "--runs", str(run), str(legacy), "--out", str(tmp_path / "p4"), "--no-calibrate"]) == 0
+    assert json.loads((tmp_path / "p4" / "summary.json").read_text())["arms"][0]["episodes"] == 4
     # arms whose seeds differ: said in the report's header
     other = next(p for p in (out / "runs").iterdir() if p.name.startswith("fixed_1x8"))
     shifted = tmp_path / "shifted"

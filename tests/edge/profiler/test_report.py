@@ -117,3 +117,6 @@ def test_a_report_replaces_its_own_run_earlier_report_and_refuses_other_files(pr
     assert f"a report of another run ({run_dir.resolve()})" in capsys.readouterr().err
     assert main(["report", str(run_dir), "--out", str(out), "--no-video"]) == 2  # a profile's folder
     assert "holds other files" in capsys.readouterr().err and not (out / ".edge-report.json").exists()
+    (rep / ".edge-report.json").unlink()  # this run's report made before the marker existed: redone in place
+    assert main(["report", str(run_dir), "--out", str(rep), "--no-video"]) == 0
+    assert (rep / ".edge-report.json").is_file()

@@ -111,3 +111,19 @@ def test_render_depth_matches_the_pybullet_backend():
     assert both.mean() > 0.6
     assert np.median(np.abs(dm - dp)[both]) < 0.01  # the same metres where both see the same thing
     assert dm[48, 48] - 0.003 <= 1.0568 <= dm[47, 48] + 0.003  # the optical axis meets the table 1.057 m away
+
+
+def test_an_env_never_closed_exits_without_gl_errors():
+    """Renderers left open (an env never closed, or used again after close) are closed at exit before the
+    GL display goes: the interpreter exits 0 with nothing on stderr (before: an EGL traceback each)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gymnasium as gym, sim\n"
+            "env = gym.make('edge/Stack-MuJoCo-v0', image_size=32)\n"
+            "env.reset(seed=0); env.close(); env.reset(seed=1)\n"  # used again after close
+            "other = gym.make('edge/Stack-MuJoCo-v0', image_size=32); other.reset(seed=0)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    assert res.returncode == 0 and "Error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
