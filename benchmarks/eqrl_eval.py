@@ -31,7 +31,12 @@ def parse_arm(arm: str) -> dict:
     """``fixed:KxC`` | ``dvac`` | ``eqrl`` | ``eqrl:DIR`` -> session overrides."""
     kind, _, arg = arm.partition(":")
     if kind == "fixed":
-        k, c = (int(v) for v in arg.lower().split("x"))
+        try:
+            k, c = (int(v) for v in arg.lower().split("x"))
+        except ValueError:
+            sys.exit(f"--arms: {arm!r}: write fixed:KxC, e.g. fixed:2x8")
+        if not (1 <= k <= 100 and 1 <= c):
+            sys.exit(f"--arms: {arm!r}: K in [1, 100], C >= 1")
         return {"scheduler": "fixed", "num_steps": k, "execute": c}
     if kind == "dvac":
         return {"scheduler": "dvac", "num_steps": 3}
@@ -228,9 +233,20 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/eqrl_eval.json")
     a = ap.parse_args()
     arms = [s if not (s == "eqrl" and a.adapter) else f"eqrl:{a.adapter}" for s in a.arms.split(",")]
+    from edge.runtime.session import checkpoint_spec
+
+    if not Path(a.checkpoint).exists():
+        sys.exit(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
+    chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
     for arm in arms:
-        parse_arm(arm)
+        c = parse_arm(arm).get("execute")
+        if c is not None and c > chunk:  # the runtime would cut it to the chunk without a word
+            sys.exit(f"--arms: {arm!r}: C={c} is longer than the checkpoint's chunk of {chunk}")
+    if a.episodes < 1 or a.shard < 1 or a.workers < 1:
+        sys.exit(f"--episodes {a.episodes} / --shard {a.shard} / --workers {a.workers}: each must be >= 1")
     out = Path(a.out)
+    if out.is_dir():
+        sys.exit(f"--out {out}: a directory; give the result JSON's path")
     results = json.loads(out.read_text()) if out.exists() else {}
     ident = {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "shard": a.shard,
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms}
@@ -243,7 +259,8 @@ def main() -> None:
 
         ident["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
     if results and any(results.get(k) != v for k, v in ident.items()):
-        sys.exit(f"{out} holds another evaluation's settings; choose another --out or delete it")
+        diff = {k: (results.get(k), v) for k, v in ident.items() if results.get(k) != v}
+        sys.exit(f"{out} holds another evaluation's settings {diff} (its, this one's); choose another --out or delete it")
     results.update(ident, command=" ".join(["python", *sys.argv]), machine=machine_info())
     shards = results.setdefault("shards", {})
     starts = range(a.seed, a.seed + a.episodes, a.shard)

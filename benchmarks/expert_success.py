@@ -33,8 +33,24 @@ if __name__ == "__main__":
             EnvConfig(sim=sim_name, physics_dt_s=a.physics_dt)
         except ValueError as err:
             ap.error(f"--physics-dt {a.physics_dt} / --sims {sim_name}: {err}")
+    unknown = [c for c in a.cells.split(",") if c not in CELLS]
+    if unknown:
+        ap.error(f"--cells {a.cells}: unknown cell {unknown[0]!r}; choose from {', '.join(CELLS)}")
+    if a.episodes < 1 or a.seed < 0:
+        ap.error(f"--episodes {a.episodes} / --seed {a.seed}: episodes >= 1, seed >= 0")
     out = Path(a.out)
-    results = json.loads(out.read_text()) if out.exists() else {}
+    if out.is_dir():
+        ap.error(f"--out {out}: a directory; give the result JSON's path")
+    results = {}
+    if out.exists():  # cells are added to an earlier result of this script, never to another JSON
+        try:
+            results = json.loads(out.read_text())
+        except (OSError, ValueError) as err:
+            ap.error(f"--out {out}: not a readable JSON ({err}); choose another --out")
+        cells = set(CELLS)
+        if not isinstance(results, dict) or any(k.split("/")[0] not in cells or not isinstance(v, dict)
+                                                or "success_rate" not in v for k, v in results.items()):
+            ap.error(f"--out {out}: not a result of this script (its keys are cell/sim); choose another --out")
     for sim_name in a.sims.split(","):
         for cell in a.cells.split(","):
             task, n_blocks = CELLS[cell]

@@ -213,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.rounds < 1:
         sys.exit(f"--rounds {a.rounds}: must be >= 1")
+    if a.episodes < 0:
+        sys.exit(f"--episodes {a.episodes}: must be >= 0 (0: no expert episodes)")
+    from edge.commands._out import check_writable_file
+    from edge.errors import EdgeError
+
+    try:  # before the measurement, not after it
+        check_writable_file(a.out)
+    except EdgeError as err:
+        sys.exit(str(err))
     for spec in a.sims:
         parse_sim(spec)
     peers = _parse_peers(a.peer, a.anchors)

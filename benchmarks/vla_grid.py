@@ -156,13 +156,14 @@ def main() -> None:
     ap.add_argument("--shard", type=int, default=25,
                     help="episodes per runtime session (each its own noise seed); results depend on it, "
                          "not on --workers")
-    ap.add_argument("--noise-temperature", type=float, default=1.0,
-                    help="scale of each query's initial noise (1 = as trained)")
+    ap.add_argument("--noise-temperature", type=float, default=0.5,
+                    help="scale of each query's initial noise (default 0.5, the runtime's; 1 = as trained)")
     ap.add_argument("--render-mesh-cell-m", type=float, default=0.0,
                     help="MuJoCo: draw the robot with its meshes simplified on this grid (m); 0 = as they are")
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
     a = ap.parse_args()
     out = Path(a.out)
+    _check_args(ap, a)
     identity = {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
                 "episodes": a.episodes, "seed": a.seed, "noise_temperature": a.noise_temperature, "shard": a.shard}
     from sim.env import EnvConfig
@@ -208,6 +209,30 @@ def main() -> None:
     run_campaign(run_shard, jobs, workers=a.workers, on_result=keep, progress=False)
     if len(results["cells"]) > 1:
         plot(results, out.with_suffix(".png"))
+
+
+def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Bad arguments end here with one line (exit 2), before any shard runs or --out is read."""
+    if not Path(a.checkpoint).exists():
+        ap.error(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
+    from edge.runtime.session import checkpoint_spec
+
+    chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    for flag, text, lo, hi in (("--ks", a.ks, 1, 100), ("--cs", a.cs, 1, chunk)):
+        try:
+            values = [int(x) for x in text.split(",")]
+        except ValueError:
+            ap.error(f"{flag} {text}: a comma-separated list of whole numbers, e.g. 1,2,3")
+        if any(not lo <= v <= hi for v in values):
+            ap.error(f"{flag} {text}: each in [{lo}, {hi}]" + (f" (C: at most the checkpoint's chunk of {chunk})"
+                                                             if flag == "--cs" else ""))
+    for flag, v in (("--episodes", a.episodes), ("--shard", a.shard), ("--workers", a.workers)):
+        if v < 1:
+            ap.error(f"{flag} {v}: must be >= 1")
+    if a.seed < 0:
+        ap.error(f"--seed {a.seed}: must be >= 0")
+    if Path(a.out).is_dir():
+        ap.error(f"--out {a.out}: a directory; give the result JSON's path")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 # Reproduce the shipped reference VLA (edge/vla/checkpoints/stack) from nothing, timing each step:
 # the recordings (two chains in parallel, one per core), training stages 1-9 with both cores
 # (threads=0), DAgger round 1 from stage 4, the scene dataset, DAgger round 2 from stage 7, rounds
-# 3 and 4 from stage 8 (recordings in parallel). The commands are the README's recipe; the run
+# 3 and 4 from stage 8 (recordings in parallel). The commands are docs/vla.md's recipe; the run
 # directories and data go under OUT (default: repro/), the wall time of every step to
 # OUT/timing.jsonl and the total to OUT/timing.json.
 #
-#   scripts/reproduce_vla.sh [OUT]          # the real recipe (~1.5-3 h on 2 cores; see README)
+#   scripts/reproduce_vla.sh [OUT]          # the real recipe (~1.5-3 h on 2 cores; see docs/vla.md)
 #   scripts/reproduce_vla.sh --smoke [OUT]  # every command on a few episodes/steps (~3 min, tiny
 #                                           # model): checks the chain, not the result
 #
@@ -63,7 +63,7 @@ VIA_PID=$!
     rec --episodes $(n 320) --seed 20000 --out $D/stack_mj_direct --approach-offset 0 && \
     rec --episodes $(n 320) --seed 25000 --out $D/stack_mj_direct_dart --approach-offset 0 --action-noise 0.01 && \
     rec --episodes $(n 240) --seed 29000 --out $D/stack_mj_direct_dart3 --approach-offset 0 --action-noise 0.03 && \
-    edge data scenes --task stack --sim mujoco --episodes $(n 20000) --seed 7000000 --out $D/stack_scenes" ) &
+    { [ -f $D/stack_scenes/scenes.npz ] || edge data scenes --task stack --sim mujoco --episodes $(n 20000) --seed 7000000 --out $D/stack_scenes; }" ) &
 DIRECT_PID=$!
 wait $VIA_PID
 wait $DIRECT_PID

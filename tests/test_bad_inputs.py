@@ -150,6 +150,21 @@ def _fake_run_and_nonempty(tmp: Path, a: dict) -> None:
     _nonempty("old")(tmp, a)
 
 
+def _checkpoint_and_dataset(tmp: Path, a: dict) -> None:
+    """A finished checkpoint as shipped (model.pt and manifest, no training state) and a dataset."""
+    _copy("ckpt", "ck", lambda d: (d / "train_state.pt").unlink(missing_ok=True))(tmp, a)
+    _copy("stack16", "ds")(tmp, a)
+
+
+def _expert_run_of_two(tmp: Path, a: dict) -> None:
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", "--policy", "expert", "--image-size", "16", "--episodes", "2", "--set", "max_steps=5",
+                     "--out", str(tmp / "r"), "--no-progress"]) == 0
+
+
 def _no_episodes(d: Path) -> None:
     shutil.rmtree(d / "episodes")
     (d / "episodes").mkdir()
@@ -235,6 +250,37 @@ ROWS = [
     Row("train-adapter-resume-fewer-episodes", ["train", "adapter", "--preset", "tiny", "--resume", "--set",
                                                 "episodes=2", "--out", "{tmp}/ad"],
         ("episodes=2", "4 episodes already"), _adapter_run),
+    Row("train-vla-out-holds-a-checkpoint", [*TRAIN, "--data", "{tmp}/ds", "--out", "{tmp}/ck"],
+        ("--out", "a VLA checkpoint without its training state", "choose another --out"), _checkpoint_and_dataset),
+    Row("train-vla-no-eval-and-eval-episodes", [*TRAIN, "--eval-episodes", "2", "--data", "{tmp}/ds", "--out",
+                                                "{tmp}/t"], ("--eval-episodes 2", "--no-eval"), _copy("stack16", "ds")),
+    Row("data-record-into-a-checkpoint", ["data", "record", "--task", "stack", "--episodes", "1", "--out", "{tmp}/ck"],
+        ("--out", "holds a VLA checkpoint", "not a demonstration dataset"), _copy("ckpt", "ck")),
+    Row("data-record-negative-seed", ["data", "record", "--task", "stack", "--episodes", "1", "--seed", "-5",
+                                      "--out", "{tmp}/d"], ("--seed -5", ">= 0")),
+    Row("data-record-image-size-of-another-checkpoint", ["data", "record", "--task", "stack", "--episodes", "1",
+                                                         "--checkpoint", "{ckpt}", "--image-size", "64",
+                                                         "--out", "{tmp}/d"],
+        ("--image-size 64", "96x96", "--image-size 96")),
+    Row("data-record-n-blocks-on-push", ["data", "record", "--task", "push", "--n-blocks", "3", "--episodes", "1",
+                                         "--out", "{tmp}/d"], ("--n-blocks 3", "--task push")),
+    Row("export-out-holds-other-files", ["export", "--checkpoint", "{ckpt}", "--out", "{tmp}/ds"],
+        ("--out", "holds other files", "not an earlier export"), _copy("stack16", "ds")),
+    Row("run-thread-on-the-virtual-clock-async", [*RUN, "--inference", "thread", "--out", "{tmp}/r"],
+        ("--inference thread", "virtual clock", "--query-mode sync")),
+    Row("run-eqrl-with-num-steps", [*RUN, "--scheduler", "eqrl", "--num-steps", "3", "--out", "{tmp}/r"],
+        ("--num-steps 3", "chooses K and C per query")),
+    Row("run-device-without-latency-device", [*RUN, "--device", "orin-nx", "--out", "{tmp}/r"],
+        ("--device orin-nx", "--latency device")),
+    Row("run-rtc-soft-steps-without-rtc", [*RUN, "--rtc-soft-steps", "5", "--out", "{tmp}/r"],
+        ("--rtc-soft-steps 5", "--seam rtc")),
+    Row("run-num-steps-zero-names-the-flag", [*RUN, "--num-steps", "0", "--out", "{tmp}/r"],
+        ("--num-steps:", "out of range")),
+    Row("run-n-blocks-on-push", [*RUN, "--task", "push", "--policy", "expert", "--n-blocks", "3", "--out", "{tmp}/r"],
+        ("--n-blocks 3", "--task push")),
+    Row("run-resume-with-fewer-episodes", ["run", "--policy", "expert", "--image-size", "16", "--episodes", "1",
+                                           "--set", "max_steps=5", "--out", "{tmp}/r", "--resume"],
+        ("--episodes 1", "2 episodes already"), _expert_run_of_two),
     Row("train-adapter-resume-another-vla", ["train", "adapter", "--preset", "tiny", "--resume", "--checkpoint",
                                              "{ckpt}", "--out", "{tmp}/ad"],
         ("--checkpoint", "not the VLA", "/elsewhere/stack", "started by: edge train adapter --preset tiny"),

@@ -68,7 +68,17 @@ class EqrlScheduler:
             if want is not None and sha256_file(onnx) != want:
                 raise EdgeError(f"{onnx}: sha256 does not match {d / 'manifest.json'}; re-export it")
         use = onnx if onnx.is_file() and backend != "torch" else None
-        return cls(agent, gate, use, noise=noise, seed=seed)
+        obj = cls(agent, gate, use, noise=noise, seed=seed)
+        from adapters.eqrl.checkpoint import ADAPTER_FILE
+        from edge.export import sha256_file
+
+        f = d / ADAPTER_FILE
+        obj.source = {"adapter": str(d.resolve()), "adapter_sha256": sha256_file(f) if f.is_file() else None}
+        return obj
+
+    def describe(self) -> dict[str, Any]:
+        """What ran, for the run records: the adapter (path and sha256 when loaded from one), backend, noise."""
+        return {**getattr(self, "source", {}), "backend": self.backend, "noise": self.noise}
 
     def decide(self, features: np.ndarray, context: np.ndarray, eps: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """One decision. ``eps`` (L,) standard-normal draws for the noise; None = the next draws of
@@ -113,6 +123,11 @@ class SplitScheduler:
 
     def __init__(self, schedule: Any, noise: Any) -> None:
         self.schedule, self.noise_source = schedule, noise
+
+    def describe(self) -> dict[str, Any]:
+        """Both adapters, for the run records."""
+        return {role: getattr(x, "describe", lambda: {})() for role, x in (("schedule", self.schedule),
+                                                                            ("noise", self.noise_source))}
 
     def plan(self, features: Any, history: QueryContext) -> QueryPlan:
         import dataclasses

@@ -29,6 +29,11 @@ def env_kwargs(args: argparse.Namespace, **extra) -> dict:
         raise EdgeError(f"--episodes={args.episodes} must be >= 1")
     if not 16 <= args.image_size <= 512:
         raise EdgeError(f"--image-size={args.image_size} is out of range; allowed [16, 512]")
+    if args.n_blocks != 2 and args.task != "stack":
+        raise EdgeError(f"--n-blocks {args.n_blocks}: sets the stack task's cubes; --task {args.task} has its own "
+                        "objects; drop --n-blocks")
+    if getattr(args, "seed", 0) < 0:
+        raise EdgeError(f"--seed {args.seed}: episode seeds are >= 0")
     return {"task": args.task, "sim": args.sim, "n_blocks": args.n_blocks,
             "distribution": args.distribution, "image_size": args.image_size, **extra}
 

@@ -111,11 +111,24 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError(f"{', '.join(given)}: set{'s' if len(given) == 1 else ''} the policy of a DAgger recording "
                         "(--checkpoint CKPT); the scripted expert acts alone here: drop "
                         f"{'it' if len(given) == 1 else 'them'} or add --checkpoint")
+    if args.seed < 0:
+        raise EdgeError(f"--seed {args.seed}: episode seeds are >= 0")
+    from pathlib import Path
+
+    out = Path(args.out)
+    if out.is_dir() and any(out.iterdir()) and not (out / "meta.json").is_file():
+        what = ("a VLA checkpoint" if (out / "model.pt").exists() else "an ONNX export" if
+                (out / "metadata.json").exists() else "other files (" + ", ".join(sorted(x.name for x in out.iterdir())[:4]) + ")")
+        raise EdgeError(f"--out {out}: holds {what}, not a demonstration dataset; record into a new --out")
     policy, dagger = None, None
     if args.checkpoint is not None:
         policy, dagger = _dagger_policy(args)
         if "wrist" in policy.spec.cameras and not args.wrist:
             raise EdgeError(f"--checkpoint {args.checkpoint} uses the wrist camera; add --wrist")
+        h, w = (int(x) for x in policy.spec.image_hw)
+        if (args.image_size, args.image_size) != (h, w):
+            raise EdgeError(f"--image-size {args.image_size}: the VLA's camera images are {h}x{w}, fixed by its "
+                            f"checkpoint {args.checkpoint}; record with --image-size {h}")
     env = make_env(args, wrist_camera=args.wrist)
     u = env.unwrapped
     meta = {
@@ -162,7 +175,7 @@ def record(args: argparse.Namespace) -> int:
         bar.set_postfix(success=f"{ok}/{ok + failed}")
     env.close()
     if policy is not None:
-        print(f"recorded {ok + failed} policy-driven episodes labelled by the expert ({ok} of the "
+        print(f"recorded {ok + failed} policy-driven episode{'' if ok + failed == 1 else 's'} labelled by the expert ({ok} of the "
               f"runs succeeded) into {root}; {len(seeds) - len(todo)} were already there")
     else:
         print(f"recorded {ok} successful episode{'' if ok == 1 else 's'} ({failed} expert failure{'' if failed == 1 else 's'} "
@@ -234,8 +247,8 @@ def _dagger_policy(args: argparse.Namespace):
     from edge.vla import checkpoint as ckpt
     from edge.vla_policy import load_policy
 
-    for name, value, lo, hi in (("--num-steps", args.num_steps, 1, 1000), ("--execute", args.execute, 1, 256),
-                                ("--noise-temperature", args.noise_temperature, 0.0, 10.0),
+    for name, value, lo, hi in (("--num-steps", args.num_steps, 1, 100), ("--execute", args.execute, 1, 64),
+                                ("--noise-temperature", args.noise_temperature, 0.0, 4.0),
                                 ("--expert-mix", args.expert_mix, 0.0, 1.0)):
         if not lo <= value <= hi:
             raise EdgeError(f"{name}={value} must lie in [{lo}, {hi}]")
@@ -318,6 +331,10 @@ def info(args: argparse.Namespace) -> int:
     phases = np.concatenate([e["phase"] for e in eps]) if eps else np.zeros(0, int)
     print(f"{args.path}: task={meta['task']} sim={meta['sim']} episodes={len(eps)} "
           f"success={sum(e['success'] for e in eps)} steps/episode={np.mean(steps) if steps else 0:.1f}")
+    dagger = meta.get("dagger")
+    if dagger:  # success counts the policy's runs; the labels are the expert's
+        print(f"  DAgger recording: policy {dagger.get('checkpoint')} (K={dagger.get('K')}, C={dagger.get('C')}, "
+              f"expert mix {dagger.get('expert_mix')}), actions labelled by the expert")
     for i, name in enumerate(meta["phases"]):
         print(f"  phase {name:<9} {np.mean(phases == i) * 100 if len(phases) else 0:5.1f}% of steps")
     return 0

@@ -74,6 +74,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    import os
     import shutil
     from pathlib import Path
 
@@ -92,10 +93,26 @@ def _export(args: argparse.Namespace) -> int:
         spec = read_payload(args.checkpoint, verify=not args.no_verify)["spec"]
         real = _real_inputs(args.data, ModelSpec.from_dict(spec))
     out = Path(args.out)
+    from edge.export import METADATA_FILE
+
+    if out.is_dir() and any(out.iterdir()) and not (out / METADATA_FILE).is_file():  # only an earlier export
+        shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
+        raise EdgeError(f"--out {out}: holds other files ({shown}), not an earlier export; an export goes into a "
+                        "new or empty directory, or over an earlier export: choose another --out")
     created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # made beside --out and moved in only once the parity check passed: a failed export changes nothing there
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     try:
-        meta = export_onnx(args.checkpoint, args.out, opset=args.opset, tolerance=args.tolerance,
+        meta = export_onnx(args.checkpoint, tmp, opset=args.opset, tolerance=args.tolerance,
                            real_inputs=real, verify=not args.no_verify)
+        out.mkdir(exist_ok=True)
+        names = sorted(p.name for p in tmp.iterdir())
+        for name in (n for n in names if n != METADATA_FILE):  # the graphs first, their metadata last
+            os.replace(tmp / name, out / name)
+        os.replace(tmp / METADATA_FILE, out / METADATA_FILE)
     except BaseException as err:
         if created is not None:  # a failed export leaves nothing behind that it created
             shutil.rmtree(created, ignore_errors=True)
@@ -104,6 +121,8 @@ def _export(args: argparse.Namespace) -> int:
             raise EdgeError(f"ONNX export of {args.checkpoint} at --opset {args.opset} failed: "
                             f"{first}; try the default --opset 17") from None
         raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     worst = max(v for c in meta["parity_max_abs"].values() for v in c.values())
     print(f"wrote {args.out}: {meta['files']['encoder']}, {meta['files']['denoise_step']}, metadata.json")
     print(f"onnx.checker (full) passed; max |torch - onnxruntime| = {worst:.2e} "

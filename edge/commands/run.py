@@ -146,8 +146,9 @@ def register(sub) -> None:
                         "started); process = a separate worker process (no GIL contention with the loop)")
     p.add_argument("--latency", default="measured", choices=("measured", "constant", "per_step", "device"),
                    action=_Given,
-                   help="virtual clock: how inference latency is charged (device: the query time "
-                        "projected for --device, 'as if on' that computer) (default: measured; "
+                   help="how inference latency is charged on the virtual clock, or emulated on the real "
+                        "clock (a query's result is held until then; measured: the compute's own time) "
+                        "(device: the query time projected for --device, 'as if on' that computer) (default: measured; "
                         "--policy expert: constant, --latency-ms 0 unless given)")
     p.add_argument("--device", default="orin-nano", metavar="NAME",
                    help="--latency device: the target computer (orin-nano, orin-nx, agx-orin, thor, "
@@ -333,6 +334,14 @@ def run(args: argparse.Namespace) -> int:
                         f"drop {'it' if one else 'them'}")
     if not 0 <= args.plan_simulations <= 10000:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
+    if args.n_blocks != 2 and args.task != "stack":
+        raise EdgeError(f"--n-blocks {args.n_blocks}: sets the stack task's cubes; --task {args.task} has its own "
+                        "objects; drop --n-blocks")
+    if args.scheduler == "eqrl":  # the adapter decides K and C per query: a fixed one given would be ignored
+        for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
+            if key in getattr(args, "given", set()):
+                raise EdgeError(f"{flag} {getattr(args, key)}: --scheduler eqrl's adapter chooses K and C per query "
+                                f"(its range is the adapter's); drop {flag}")
     if planner and args.scheduler != "fixed":
         raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
                         "schedule (one decision per query); drop --scheduler")
@@ -366,6 +375,10 @@ def run(args: argparse.Namespace) -> int:
             inference = started.worker.mode
         elif args.clock == "real" and query_mode == "sync":
             inference = "process"
+    if inference == "thread" and args.clock == "virtual" and query_mode == "async" and args.policy != "expert":
+        raise EdgeError("--inference thread: on the virtual clock an async query's chunk would land when the thread "
+                        "finishes in wall time, so the same seed would give other episodes; use --inference inline "
+                        "(the virtual clock's default), --query-mode sync, or --clock real")
     deadline_ms = args.plan_deadline_ms if args.plan_deadline_ms is not None else (
         PLANNER_DEADLINE_MS if planner else 0.0)
     if args.plan_deadline_ms is None and started is not None:  # as the run was started
@@ -382,10 +395,16 @@ def run(args: argparse.Namespace) -> int:
     expert = args.policy == "expert"  # given, or the fallback without a checkpoint
     # the expert charges no latency by default, so a bare --latency-ms is its constant latency
     latency_kind = "constant" if expert and "latency" not in getattr(args, "given", set()) else args.latency
+    if args.device != "orin-nano" and latency_kind != "device":
+        raise EdgeError(f"--device {args.device}: the target whose time --latency device charges; this run's "
+                        f"--latency is {latency_kind}; add --latency device (or drop --device)")
+    if args.rtc_soft_steps != -1 and args.seam != "rtc":
+        raise EdgeError(f"--rtc-soft-steps {args.rtc_soft_steps}: sets the rtc seam's guidance; this run's --seam "
+                        f"is {args.seam}; add --seam rtc (or drop --rtc-soft-steps)")
     if args.latency_ms is not None and latency_kind != "constant":
         raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
                         f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
-    from edge.runtime.config import RuntimeConfig, load_runtime_config
+    from edge.runtime.config import load_runtime_config
     from edge.runtime.session import run_session
     from edge.telemetry import format_summary
 
@@ -403,17 +422,19 @@ def run(args: argparse.Namespace) -> int:
                 "image_size": (getattr(args, "image_size", None) or 0) if custom else 0}
     if expert:
         settings.update(_expert_settings(args))
-    cfg = RuntimeConfig.of(policy="vla" if not custom and not expert else args.policy, task=args.task,
-                        sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
-                        checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
-                        adapter=args.adapter, verify=not args.no_verify,
-                        seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
-                        plan_deadline_ms=deadline_ms,
-                        plan_backend=args.plan_backend or "onnxruntime",
-                        plan_workspace_mask=workspace_mask,
-                        rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
-                        clock=args.clock, device=args.device,
-                        episodes=args.episodes, seed=args.seed, **settings)
+    from edge.config import ConfigError
+    from edge.runtime.config import flag_of
+
+    try:
+        cfg = _config_of(args, custom, expert, ckpt, deadline_ms, workspace_mask, settings)
+    except ConfigError as err:  # a flag's value out of range: name the flag as given
+        import re
+
+        m = re.match(r"([a-z_.]+)=", str(err))
+        flag = flag_of(m[1]) if m else ""
+        if flag.startswith("--") and not flag.startswith("--set"):
+            raise EdgeError(f"{flag}: {err}") from None
+        raise
     if args.config or args.set:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
@@ -437,3 +458,20 @@ def run(args: argparse.Namespace) -> int:
           "events.jsonl, summary.json, summary.txt, episode0.gif)")
     print(f"report (timelines, video, html): edge report {run_dir.path}")
     return 0
+
+
+def _config_of(args, custom, expert, ckpt, deadline_ms, workspace_mask, settings):
+    """The run's RuntimeConfig from its flags (before --config / --set)."""
+    from edge.runtime.config import RuntimeConfig
+
+    return RuntimeConfig.of(policy="vla" if not custom and not expert else args.policy, task=args.task,
+                            sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
+                            checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
+                            adapter=args.adapter, verify=not args.no_verify,
+                            seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
+                            plan_deadline_ms=deadline_ms,
+                            plan_backend=args.plan_backend or "onnxruntime",
+                            plan_workspace_mask=workspace_mask,
+                            rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
+                            clock=args.clock, device=args.device,
+                            episodes=args.episodes, seed=args.seed, **settings)

@@ -43,6 +43,7 @@ class SessionResult:
 def checkpoint_spec(path: str | Path) -> Any:
     """The :class:`edge.vla.spec.ModelSpec` of a checkpoint (dir or model.pt) or an ONNX export
     directory, read without loading (or verifying) the weights: for checks before a run starts."""
+    from edge.errors import EdgeError
     from edge.export import METADATA_FILE, read_metadata
     from edge.vla.spec import ModelSpec
 
@@ -51,7 +52,14 @@ def checkpoint_spec(path: str | Path) -> Any:
         return ModelSpec.from_dict(read_metadata(p)["spec"])
     from edge.vla.checkpoint import read_payload
 
-    return ModelSpec.from_dict(read_payload(p, verify=False)["spec"])
+    try:
+        return ModelSpec.from_dict(read_payload(p, verify=False)["spec"])
+    except EdgeError:  # unreadable: a damaged file is named by its manifest's hash, as a verified load would
+        from edge.vla.checkpoint import resolve
+        from edge.vla.verify import verify_checkpoint
+
+        verify_checkpoint(resolve(p))
+        raise
 
 
 def policy_loader(cfg_: RuntimeConfig) -> tuple[Callable[[], Any], Any]:
@@ -107,7 +115,11 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d} was run with {key}={old[key]!r}, this run has "
                         f"{key}={new[key]!r} ({how}); resume with the settings "
                         "it was started with or choose another --out")
-    return meta, len(read_jsonl(d / "episodes.jsonl"))
+    finished = len(read_jsonl(d / "episodes.jsonl"))
+    if cfg_.run.episodes < finished:
+        raise EdgeError(f"--episodes {cfg_.run.episodes}: {d} has {finished} episodes already; resume with "
+                        f"--episodes {finished + 1} or more to run more (the total, not how many to add)")
+    return meta, finished
 
 
 def _built(name: str, kind: str, factory: Callable[..., Any], args: tuple[Any, ...], members: tuple[str, ...],
@@ -177,8 +189,9 @@ def _policy_meta(policy: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
 
 
 def _scheduler_meta(scheduler: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
+    per_query = cfg_.scheduler.kind == "eqrl"  # the adapter decides K and C per query (in queries.jsonl)
     out = {"name": getattr(scheduler, "name", type(scheduler).__name__), "configured": cfg_.scheduler.kind,
-           "num_steps": cfg_.num_steps, "execute": cfg_.execute,
+           "num_steps": None if per_query else cfg_.num_steps, "execute": None if per_query else cfg_.execute,
            "noise_temperature": cfg_.worker.noise_temperature, "seam": cfg_.queue.seam,
            "rtc_soft_steps": cfg_.worker.rtc_soft_steps, "adapter": cfg_.scheduler.eqrl.adapter or None}
     describe = getattr(scheduler, "describe", None)

@@ -40,8 +40,12 @@ def resolve(path: str | Path) -> Path:
     if p.is_dir():
         p = p / MODEL_FILE
     if not p.is_file():
+        d = Path(path)
+        what = ("; it is a run directory (edge run)" if (d / "ticks.jsonl").is_file() else
+                "; it is a demonstration dataset (edge data record)" if (d / "episodes").is_dir() else
+                "; it is an ONNX export (edge export)" if (d / "metadata.json").is_file() else "")
         raise FileNotFoundError(f"no VLA checkpoint at {path} (expected a directory with {MODEL_FILE} "
-                                "or the file itself); train one with `edge train vla`")
+                                f"or the file itself){what}; train one with `edge train vla`")
     return p
 
 
@@ -78,7 +82,7 @@ def read_payload(path: str | Path, verify: bool = True) -> dict[str, Any]:
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as err:
-        raise EdgeError(f"{p}: not a readable VLA checkpoint ({err})") from None
+        raise EdgeError(f"{p}: not a readable VLA checkpoint ({str(err) or type(err).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise EdgeError(f"{p}: not an {FORMAT} checkpoint")
     if payload.get("version") != FORMAT_VERSION:

@@ -44,3 +44,21 @@ def test_a_cell_names_the_invocations_that_ran_its_shards():
     a = {"episodes": [_ep(10, True, 4)], "wall_s": 1.0, "invocation": 0}
     b = {"episodes": [_ep(11, False, 1)], "wall_s": 1.0, "invocation": 2}
     assert vla_grid.cell_from_shards(2, 8, [b, a])["invocations"] == [0, 2]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--ks", "0"], "--ks 0: each in [1, 100]"),
+    (["--cs", "20"], "--cs 20: each in [1, 16] (C: at most the checkpoint's chunk of 16)"),
+    (["--ks", "a"], "--ks a: a comma-separated list"),
+    (["--shard", "0"], "--shard 0: must be >= 1"),
+    (["--checkpoint", "/nonexist"], "--checkpoint /nonexist: no VLA checkpoint there"),
+])
+def test_bad_arguments_stop_before_any_shard(argv, said, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "vla_grid.py"), *argv, "--out",
+                          str(tmp_path / "g.json")], capture_output=True, text=True, timeout=120, cwd=root)
+    assert res.returncode == 2 and said in res.stderr and not (tmp_path / "g.json").exists(), res.stderr

@@ -80,8 +80,9 @@ class VLATrainer(VisionStages):
         if state is not None:
             self.init_info = state.get("init")
             if init is not None and (self.init_info or {}).get("path") != str(init):
-                raise EdgeError(f"--resume: the interrupted run was initialised from "
-                                f"{(self.init_info or {}).get('path')}, not {init}; drop --init")
+                was = (self.init_info or {}).get("path")
+                raise EdgeError(f"--init {init}: the interrupted run was started "
+                                + (f"from {was}" if was else "from scratch (no --init)") + "; drop --init")
             self.spec = ModelSpec.from_dict(state["spec"])
         elif init is not None:
             init_payload, self.init_info = self._read_init(init)
@@ -163,6 +164,9 @@ class VLATrainer(VisionStages):
             self._freeze_locator()
         if state is not None:
             self._load_state(state)
+            if self._steps_changed is not None:  # after every refusal: only a resume that goes ahead warns
+                log.warning("resume with steps %s -> %s: the LR schedule changes length, so the result differs "
+                            "from an uninterrupted %s-step run", *self._steps_changed, self._steps_changed[1])
 
     # --- setup -------------------------------------------------------------------------------------
     def _make_spec(self) -> ModelSpec:
@@ -256,9 +260,10 @@ class VLATrainer(VisionStages):
             raise EdgeError("--resume: settings differ from the interrupted run: "
                             + ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in changed)
                             + ". Resume with the original settings or start a new --out")
-        if saved["steps"] != now["steps"]:
-            log.warning("resume with steps %s -> %s: the LR schedule stretches, so the result differs "
-                        "from an uninterrupted %s-step run", saved["steps"], now["steps"], now["steps"])
+        if now["steps"] < int(state["step"]):
+            raise EdgeError(f"--steps {now['steps']}: {self.out_dir} has trained {int(state['step'])} steps already; "
+                            f"resume with --steps {int(state['step'])} or more (a larger number extends the run)")
+        self._steps_changed = (saved["steps"], now["steps"]) if saved["steps"] != now["steps"] else None
         return state
 
     def _load_state(self, state: dict[str, Any]) -> None:

@@ -76,6 +76,10 @@ def test_resume_refuses_changed_settings_or_data(demos, tmp_path):
     other = write_synthetic_demos(tmp_path / "other", episodes=3, steps=20, seed=5)
     with pytest.raises(EdgeError, match="dataset hash differs"):
         VLATrainer(tiny_config("steps=6"), "stack", other, tmp_path / "r", resume=True)
+    with pytest.raises(EdgeError, match="--steps 1: .* has trained 2 steps already"):  # fewer than trained
+        VLATrainer(tiny_config("steps=1"), "stack", demos, tmp_path / "r", resume=True)
+    with pytest.raises(EdgeError, match=r"--init .*: the interrupted run was started from scratch \(no --init\)"):
+        VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True, init=tmp_path / "r")
 
 
 def test_cli_trains_refuses_overwrite_and_resumes(demos, tmp_path, capsys):
