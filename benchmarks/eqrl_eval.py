@@ -237,7 +237,12 @@ def main() -> None:
 
     if not Path(a.checkpoint).exists():
         sys.exit(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
-    chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    from edge.errors import EdgeError
+
+    try:
+        chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    except (EdgeError, OSError) as err:
+        sys.exit(f"--checkpoint {a.checkpoint}: {err}")
     for arm in arms:
         c = parse_arm(arm).get("execute")
         if c is not None and c > chunk:  # the runtime would cut it to the chunk without a word

@@ -217,7 +217,12 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         ap.error(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
     from edge.runtime.session import checkpoint_spec
 
-    chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    from edge.errors import EdgeError
+
+    try:
+        chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    except (EdgeError, OSError) as err:
+        ap.error(f"--checkpoint {a.checkpoint}: {err}")
     for flag, text, lo, hi in (("--ks", a.ks, 1, 100), ("--cs", a.cs, 1, chunk)):
         try:
             values = [int(x) for x in text.split(",")]

@@ -63,7 +63,7 @@ VIA_PID=$!
     rec --episodes $(n 320) --seed 20000 --out $D/stack_mj_direct --approach-offset 0 && \
     rec --episodes $(n 320) --seed 25000 --out $D/stack_mj_direct_dart --approach-offset 0 --action-noise 0.01 && \
     rec --episodes $(n 240) --seed 29000 --out $D/stack_mj_direct_dart3 --approach-offset 0 --action-noise 0.03 && \
-    { [ -f $D/stack_scenes/scenes.npz ] || edge data scenes --task stack --sim mujoco --episodes $(n 20000) --seed 7000000 --out $D/stack_scenes; }" ) &
+    { [ -f $D/stack_scenes/meta.json ] || { rm -rf $D/stack_scenes && edge data scenes --task stack --sim mujoco --episodes $(n 20000) --seed 7000000 --out $D/stack_scenes; }; }" ) &
 DIRECT_PID=$!
 wait $VIA_PID
 wait $DIRECT_PID

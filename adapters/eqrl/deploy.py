@@ -72,8 +72,9 @@ class EqrlScheduler:
         from adapters.eqrl.checkpoint import ADAPTER_FILE
         from edge.export import sha256_file
 
-        f = d / ADAPTER_FILE
-        obj.source = {"adapter": str(d.resolve()), "adapter_sha256": sha256_file(f) if f.is_file() else None}
+        f = Path(path) if Path(path).is_file() else d / ADAPTER_FILE  # the weights load_agent read
+        obj.source = {"adapter": str(f.resolve()), "adapter_sha256": sha256_file(f),
+                      **({"onnx_sha256": sha256_file(use)} if use is not None else {})}  # the graph that decides
         return obj
 
     def describe(self) -> dict[str, Any]:

@@ -26,6 +26,17 @@ def check_writable_dir(out: str | Path, flag: str = "--out") -> None:
         raise EdgeError(f"{flag} {p}: not writable{where}: {err.strerror}; choose another {flag}") from None
 
 
+def foreign_entries(out: str | Path) -> list[str]:
+    """The names in ``out`` that are someone else's: all but hidden files, the commands' own temporary
+    files (``*.tmp``, ``*.tmp.*``) and empty folders left by an interrupted write; [] if ``out`` is no folder."""
+    p = Path(out)
+    if not p.is_dir():
+        return []
+    return sorted(x.name for x in p.iterdir()
+                  if not x.name.startswith(".") and not x.name.endswith(".tmp") and ".tmp." not in x.name
+                  and not (x.is_dir() and not any(x.iterdir())))
+
+
 def check_writable_file(out: str | Path, flag: str = "--out") -> None:
     """Raise EdgeError unless ``out`` can be written as a file (a result JSON): not a directory, and
     its nearest existing parent a writable directory. Creates nothing (checked before the work)."""

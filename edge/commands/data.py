@@ -115,10 +115,13 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError(f"--seed {args.seed}: episode seeds are >= 0")
     from pathlib import Path
 
+    from edge.commands._out import foreign_entries
+
     out = Path(args.out)
-    if out.is_dir() and any(out.iterdir()) and not (out / "meta.json").is_file():
+    others = foreign_entries(out)
+    if others and not (out / "meta.json").is_file():
         what = ("a VLA checkpoint" if (out / "model.pt").exists() else "an ONNX export" if
-                (out / "metadata.json").exists() else "other files (" + ", ".join(sorted(x.name for x in out.iterdir())[:4]) + ")")
+                (out / "metadata.json").exists() else "other files (" + ", ".join(others[:4]) + ")")
         raise EdgeError(f"--out {out}: holds {what}, not a demonstration dataset; record into a new --out")
     policy, dagger = None, None
     if args.checkpoint is not None:
@@ -268,9 +271,12 @@ def scenes(args: argparse.Namespace) -> int:
     from sim.scenes import record_scenes
 
     check_writable_dir(args.out)
+    from edge.commands._out import foreign_entries
+
     out = Path(args.out)
-    if out.is_dir() and any(out.iterdir()):  # scenes never overwrite a dataset, a run or other scenes
-        shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
+    others = foreign_entries(out)
+    if others:  # scenes never overwrite a dataset, a run or other scenes
+        shown = ", ".join(others[:4])
         raise EdgeError(f"--out {out}: not empty ({shown}); scenes are written into a new or empty directory: "
                         "choose another --out")
     env = make_env(args)

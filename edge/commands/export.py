@@ -95,24 +95,38 @@ def _export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     from edge.export import METADATA_FILE
 
-    if out.is_dir() and any(out.iterdir()) and not (out / METADATA_FILE).is_file():  # only an earlier export
-        shown = ", ".join(sorted(x.name for x in out.iterdir())[:4])
+    from edge.commands._out import foreign_entries
+
+    others = foreign_entries(out)
+    if others and not (out / METADATA_FILE).is_file():  # only an earlier export
+        shown = ", ".join(others[:4])
         raise EdgeError(f"--out {out}: holds other files ({shown}), not an earlier export; an export goes into a "
                         "new or empty directory, or over an earlier export: choose another --out")
     created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # made beside --out and moved in only once the parity check passed: a failed export changes nothing there
+    # The export is made in a temporary folder on --out's filesystem and moved in only once its parity
+    # check passed, so a failed export changes nothing there: a new --out is that folder renamed; over an
+    # earlier export the graphs move in first and metadata.json (their hashes) last.
     import tempfile
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        if out.exists():
+            tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out))
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    except OSError as err:
+        raise EdgeError(f"--out {out}: cannot make the export's temporary folder there ({err.strerror}); "
+                        "choose another --out") from None
     try:
         meta = export_onnx(args.checkpoint, tmp, opset=args.opset, tolerance=args.tolerance,
                            real_inputs=real, verify=not args.no_verify)
-        out.mkdir(exist_ok=True)
-        names = sorted(p.name for p in tmp.iterdir())
-        for name in (n for n in names if n != METADATA_FILE):  # the graphs first, their metadata last
-            os.replace(tmp / name, out / name)
-        os.replace(tmp / METADATA_FILE, out / METADATA_FILE)
+        if not out.exists():
+            os.replace(tmp, out)
+        else:
+            names = sorted(p.name for p in tmp.iterdir())
+            for name in (n for n in names if n != METADATA_FILE):  # the graphs first, their metadata last
+                os.replace(tmp / name, out / name)
+            os.replace(tmp / METADATA_FILE, out / METADATA_FILE)
     except BaseException as err:
         if created is not None:  # a failed export leaves nothing behind that it created
             shutil.rmtree(created, ignore_errors=True)
@@ -120,6 +134,8 @@ def _export(args: argparse.Namespace) -> int:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise EdgeError(f"ONNX export of {args.checkpoint} at --opset {args.opset} failed: "
                             f"{first}; try the default --opset 17") from None
+        if isinstance(err, OSError) and not isinstance(err, FileNotFoundError):
+            raise EdgeError(f"--out {out}: cannot move the export in ({err}); choose another --out") from None
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,7 +23,7 @@ import math
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edge.action_queue import SEAMS
 from edge.backends import BACKENDS
@@ -60,6 +60,9 @@ def register(sub) -> None:
   edge run --latency constant --latency-ms 100       # what happens at 100 ms inference latency
   edge run --policy expert --task pick_place --sim pybullet""")
     add_env_args(p, episodes=3, tasks=TASKS, task_action=_Given)
+    for action in p._actions:  # a resumed run finishes the episodes it was started with unless told more
+        if action.dest == "episodes":
+            action.default, action.help = None, "number of episodes (seeds) (default 3; --resume: the run's own)"
     p.set_defaults(seed=100000)
     p.add_argument("--policy", default="auto", metavar="NAME", action=_Given,
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
@@ -242,7 +245,7 @@ def _check_vla_args(args: argparse.Namespace, ckpt: str) -> None:
     """Refuse flags that the VLA path would silently ignore or that its checkpoint contradicts."""
     from edge.runtime.session import checkpoint_spec
 
-    spec = checkpoint_spec(ckpt)
+    spec = checkpoint_spec(ckpt, verify=not args.no_verify)
     h, w = (int(x) for x in spec.image_hw)
     size = getattr(args, "image_size", None)
     if size is not None and (size, size) != (h, w):
@@ -320,6 +323,9 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
 
 def run(args: argparse.Namespace) -> int:
     args.asked = {"policy": args.policy, "task": args.task}  # as given (resolving auto changes args.policy)
+    if args.episodes is None:  # not given: 3, or as many as the resumed run was started with
+        was = _started_config(args) if args.resume else None
+        args.episodes = was.run.episodes if was is not None else 3
     planner = args.policy == "comet"
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
@@ -375,10 +381,6 @@ def run(args: argparse.Namespace) -> int:
             inference = started.worker.mode
         elif args.clock == "real" and query_mode == "sync":
             inference = "process"
-    if inference == "thread" and args.clock == "virtual" and query_mode == "async" and args.policy != "expert":
-        raise EdgeError("--inference thread: on the virtual clock an async query's chunk would land when the thread "
-                        "finishes in wall time, so the same seed would give other episodes; use --inference inline "
-                        "(the virtual clock's default), --query-mode sync, or --clock real")
     deadline_ms = args.plan_deadline_ms if args.plan_deadline_ms is not None else (
         PLANNER_DEADLINE_MS if planner else 0.0)
     if args.plan_deadline_ms is None and started is not None:  # as the run was started
@@ -395,12 +397,6 @@ def run(args: argparse.Namespace) -> int:
     expert = args.policy == "expert"  # given, or the fallback without a checkpoint
     # the expert charges no latency by default, so a bare --latency-ms is its constant latency
     latency_kind = "constant" if expert and "latency" not in getattr(args, "given", set()) else args.latency
-    if args.device != "orin-nano" and latency_kind != "device":
-        raise EdgeError(f"--device {args.device}: the target whose time --latency device charges; this run's "
-                        f"--latency is {latency_kind}; add --latency device (or drop --device)")
-    if args.rtc_soft_steps != -1 and args.seam != "rtc":
-        raise EdgeError(f"--rtc-soft-steps {args.rtc_soft_steps}: sets the rtc seam's guidance; this run's --seam "
-                        f"is {args.seam}; add --seam rtc (or drop --rtc-soft-steps)")
     if args.latency_ms is not None and latency_kind != "constant":
         raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
                         f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
@@ -439,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
         _check_config_keeps_flags(args, flags, cfg)
+    _check_settings_apply(args, cfg, planner)
     eqrl = cfg.scheduler.eqrl
     if (eqrl.adapter or eqrl.noise_adapter) and cfg.scheduler.kind != "eqrl" and ":" not in cfg.scheduler.kind:
         given = (f"--adapter {args.adapter}" if args.adapter else
@@ -458,6 +455,28 @@ def run(args: argparse.Namespace) -> int:
           "events.jsonl, summary.json, summary.txt, episode0.gif)")
     print(f"report (timelines, video, html): edge report {run_dir.path}")
     return 0
+
+
+def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner: bool) -> None:
+    """Refuse a setting the run would ignore, or one that would make its episodes depend on thread timing
+    (on the final settings: flags, then --config / --set)."""
+    from edge.runtime.config import flag_of
+
+    def named(path: str, value: Any) -> str:
+        flag = flag_of(path)
+        return f"{flag} {value}" if not flag.startswith("--set") else f"{path}={value}"
+
+    if cfg.clock.device != "orin-nano" and cfg.clock.latency != "device":
+        raise EdgeError(f"{named('clock.device', cfg.clock.device)}: the target whose time --latency device charges; "
+                        f"this run's latency is {cfg.clock.latency}; add --latency device (or drop it)")
+    if cfg.worker.rtc_soft_steps != -1 and cfg.queue.seam != "rtc":
+        raise EdgeError(f"{named('worker.rtc_soft_steps', cfg.worker.rtc_soft_steps)}: sets the rtc seam's guidance; "
+                        f"this run's seam is {cfg.queue.seam}; add --seam rtc (or drop it)")
+    if (not planner and not args.resume and cfg.worker.mode == "thread" and cfg.clock.kind == "virtual"
+            and cfg.loop.execution == "async"):  # (the planner names its own reason; a resumed run stays as it ran)
+        raise EdgeError(f"{named('worker.mode', 'thread')}: on the virtual clock an async query's chunk would land "
+                        "when the thread finishes in wall time, so the same seed would give other episodes; use "
+                        "--inference inline (the virtual clock's default), --query-mode sync, or --clock real")
 
 
 def _config_of(args, custom, expert, ckpt, deadline_ms, workspace_mask, settings):

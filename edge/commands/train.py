@@ -174,7 +174,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         from edge.errors import EdgeError
 
         for flag, value in (("--eval-episodes", args.eval_episodes), ("--eval-every", args.eval_every)):
-            if value is not None:
+            if value:  # 0 agrees with --no-eval
                 raise EdgeError(f"{flag} {value}: --no-eval runs no evaluation; drop one of them")
         out.append("eval_episodes=0")
     return out
@@ -209,9 +209,12 @@ def _train_vla(args: argparse.Namespace) -> int:
     if not args.resume and (out / TRAIN_STATE_FILE).exists():
         raise EdgeError(f"{out} already holds a training run; pass --resume to continue it or "
                         "choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not (out / TRAIN_STATE_FILE).exists():
+    from edge.commands._out import foreign_entries
+
+    others = foreign_entries(out)
+    if others and not (out / TRAIN_STATE_FILE).exists():
         what = ("a VLA checkpoint without its training state" if (out / "model.pt").exists() else
-                "other files (" + ", ".join(sorted(x.name for x in out.iterdir())[:4]) + ")")
+                "other files (" + ", ".join(others[:4]) + ")")
         raise EdgeError(f"--out {out}: holds {what}; a training run goes into a new or empty directory "
                         "(or its own, with --resume): choose another --out")
     created = not out.exists()

@@ -40,9 +40,11 @@ class SessionResult:
     episodes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def checkpoint_spec(path: str | Path) -> Any:
+def checkpoint_spec(path: str | Path, verify: bool = True) -> Any:
     """The :class:`edge.vla.spec.ModelSpec` of a checkpoint (dir or model.pt) or an ONNX export
-    directory, read without loading (or verifying) the weights: for checks before a run starts."""
+    directory, read without loading (or verifying) the weights: for checks before a run starts. A file
+    that cannot be read is named by its manifest's hash where that differs (``verify``), as a verified
+    load would; otherwise by why it cannot be read."""
     from edge.errors import EdgeError
     from edge.export import METADATA_FILE, read_metadata
     from edge.vla.spec import ModelSpec
@@ -54,11 +56,16 @@ def checkpoint_spec(path: str | Path) -> Any:
 
     try:
         return ModelSpec.from_dict(read_payload(p, verify=False)["spec"])
-    except EdgeError:  # unreadable: a damaged file is named by its manifest's hash, as a verified load would
-        from edge.vla.checkpoint import resolve
-        from edge.vla.verify import verify_checkpoint
+    except EdgeError:
+        if verify:
+            from edge.vla.checkpoint import resolve
+            from edge.vla.verify import VerificationError, verify_checkpoint
 
-        verify_checkpoint(resolve(p))
+            try:
+                verify_checkpoint(resolve(p))
+            except VerificationError as mismatch:
+                if "does not match" in str(mismatch):  # a damaged file: its hash says so
+                    raise mismatch from None
         raise
 
 
@@ -104,10 +111,13 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
     planner = "comet" in (old.get("policy.name"), new.get("policy.name"))
     # likewise an adapter's settings matter only where a scheduler read them (eqrl, or a factory's)
     adapter = any(k == "eqrl" or ":" in str(k) for k in (old.get("scheduler.kind"), new.get("scheduler.kind")))
+    # an adapter decides K and C itself: the fixed / dvac sections are read by neither eqrl run
+    per_query = old.get("scheduler.kind") == new.get("scheduler.kind") == "eqrl"
     for key in new:
         if key in RESUMABLE or old.get(key, new[key]) == new[key] or (
                 not planner and key.startswith("policy.comet.")) or (
-                not adapter and key.startswith("scheduler.eqrl.")):
+                not adapter and key.startswith("scheduler.eqrl.")) or (
+                per_query and key.startswith(("scheduler.fixed.", "scheduler.dvac."))):
             continue
         how = flag_of(key)
         if planner and key.startswith(("scheduler.fixed.", "loop.execution")):  # the planner's: from its mode
@@ -189,7 +199,8 @@ def _policy_meta(policy: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
 
 
 def _scheduler_meta(scheduler: Any, cfg_: RuntimeConfig) -> dict[str, Any]:
-    per_query = cfg_.scheduler.kind == "eqrl"  # the adapter decides K and C per query (in queries.jsonl)
+    # eqrl: no fixed K or C (null): the adapter decides them per query (each query's in queries.jsonl)
+    per_query = cfg_.scheduler.kind == "eqrl"
     out = {"name": getattr(scheduler, "name", type(scheduler).__name__), "configured": cfg_.scheduler.kind,
            "num_steps": None if per_query else cfg_.num_steps, "execute": None if per_query else cfg_.execute,
            "noise_temperature": cfg_.worker.noise_temperature, "seam": cfg_.queue.seam,

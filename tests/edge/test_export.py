@@ -172,3 +172,19 @@ def test_export_into_cache_reuses_replaces_and_falls_back(tmp_path, monkeypatch)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     out = export_into_cache(blocked / "onnx" / "abc", valid, make, "x", "edge-test-")
     assert out.name.startswith("edge-test-") and valid(out)
+
+
+def test_cli_export_over_an_earlier_one_and_a_failed_one_changes_nothing(exported, tmp_path, capsys):
+    ckpt = exported[0]
+    out = tmp_path / "e"
+    assert main(["export", str(ckpt), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    # a parity check that fails (an impossible tolerance): the earlier export stays as it was, usable
+    assert main(["export", str(ckpt), "--out", str(out), "--tolerance", "1e-30"]) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # and again over it, as a whole: the same graphs, no temporary folder left
+    assert main(["export", str(ckpt), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)
+    # a failed export into a new folder leaves no folder
+    assert main(["export", str(ckpt), "--out", str(tmp_path / "new" / "e"), "--tolerance", "1e-30"]) == 2
+    assert not (tmp_path / "new").exists() and not list(tmp_path.glob(".*export*"))

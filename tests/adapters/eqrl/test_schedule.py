@@ -74,6 +74,11 @@ def test_shipped_adapters_load_by_name_and_verify():
     for name in ("stack", "stack_efficient", "stack_latency"):
         s = eqrl_scheduler(RuntimeConfig.of(adapter=name, adapter_noise="sample", seed=0))
         assert s.backend == "onnxruntime" and (SHIPPED_ADAPTERS / name / "manifest.json").is_file()
+        # what the run records name: the weights and the graph that decides, by file and hash
+        files = json.loads((SHIPPED_ADAPTERS / name / "manifest.json").read_text())["files"]
+        d = s.describe()
+        assert d["adapter"] == str((SHIPPED_ADAPTERS / name / "adapter.pt").resolve())
+        assert (d["adapter_sha256"], d["onnx_sha256"]) == (files["adapter.pt"], files["eqrl_decision.onnx"])
     latency = json.loads((SHIPPED_ADAPTERS / "stack_latency" / "manifest.json").read_text())
     assert latency["config"]["train_latency_ms"] == "0,100,200,300" and latency["complete"]
 

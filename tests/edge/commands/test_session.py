@@ -343,3 +343,18 @@ def test_an_adapter_setting_no_scheduler_read_does_not_block_a_resume(tiny_ckpt,
     with pytest.raises(EdgeError, match="execute"):  # a setting the scheduler reads must still match
         run_session(RuntimeConfig.of(episodes=3, **{**base, "execute": 2}), tmp_path / "run", progress=False,
                     resume=True)
+
+
+def test_settings_are_judged_after_config_and_a_resume_finishes_its_own_episodes(tmp_path, capsys):
+    """--device with the device latency set by --set is accepted (the check reads the final settings);
+    a bare --resume finishes the episodes the run was started with (not the default 3)."""
+    out = tmp_path / "r"
+    base = ["run", "--policy", "expert", "--image-size", "16", "--set", "max_steps=4", "--out", str(out)]
+    assert main([*base, "--episodes", "4", "--device", "orin-nx", "--latency", "device", "--no-progress"]) == 0
+    lines = (out / "episodes.jsonl").read_text().splitlines()
+    (out / "episodes.jsonl").write_text("\n".join(lines[:2]) + "\n")  # as if it had been stopped after two
+    assert main([*base, "--device", "orin-nx", "--set", "latency=device", "--resume", "--no-progress"]) == 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 4
+    capsys.readouterr()
+    assert main([*base, "--episodes", "4", "--device", "orin-nx", "--resume"]) == 2  # measured latency: refused
+    assert "--device orin-nx: the target whose time --latency device charges" in capsys.readouterr().err
