@@ -131,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
+    # the options set to something other than their default (a command may say what overrides them)
+    actions = getattr(_command_parser(parser, args), "_actions", []) if hasattr(parser, "_actions") else []
+    args.non_default = {a.dest for a in actions
+                        if a.dest not in ("help", "func") and getattr(args, a.dest, a.default) != a.default}
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -309,9 +309,21 @@ def _config_source(args: argparse.Namespace) -> str:
 
 def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cfg: RuntimeConfig) -> None:
     """--config / --set are applied on top of the flags; refuse where they undo the policy or task a
-    flag asked for (a run of something else than was asked). (Selecting the planner by a setting is
-    refused before, in :func:`run`.)"""
+    flag asked for (a run of something else than was asked), and say which other flags they override.
+    (Selecting the planner by a setting is refused before, in :func:`run`.)"""
+    import sys
+
+    from edge.runtime.config import SHORTCUTS, flag_of, shortcut_path
+
     source = _config_source(args)
+    before, after = flags.dotted(), cfg.dotted()
+    overridden = []
+    for name in sorted(getattr(args, "non_default", set()) & set(SHORTCUTS) - {"policy", "task"}):
+        path = shortcut_path(name, cfg.scheduler.kind)
+        if path in before and before[path] != after.get(path):
+            overridden.append(f"{flag_of(path)} {getattr(args, name)} -> {path}={after.get(path)}")
+    if overridden:
+        print(f"note: {source} (applied on top of the flags) overrides {'; '.join(overridden)}", file=sys.stderr)
     given = getattr(args, "given", set())
     for flag, dest, path, before, after in (
             ("--policy", "policy", "policy.name", flags.policy.name, cfg.policy.name),

@@ -358,3 +358,13 @@ def test_settings_are_judged_after_config_and_a_resume_finishes_its_own_episodes
     capsys.readouterr()
     assert main([*base, "--episodes", "4", "--device", "orin-nx", "--resume"]) == 2  # measured latency: refused
     assert "--device orin-nx: the target whose time --latency device charges" in capsys.readouterr().err
+
+
+def test_a_config_that_overrides_a_flag_says_so(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("run:\n  episodes: 2\n")
+    assert main(["run", "--policy", "expert", "--image-size", "16", "--set", "max_steps=3", "--episodes", "1",
+                 "--seed", "7", "--config", str(cfg), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: --config {cfg} / --set (applied on top of the flags) overrides --episodes 1 -> run.episodes=2" in err
+    assert "--seed" not in err  # what the file leaves alone is not named
