@@ -247,7 +247,13 @@ class BridgeArmDriver:
             self._wait_armed_state(deadline)
         except (BridgeError, BridgeDriverError) as err:
             self._event("activate_failed", detail=str(err))
-            raise BridgeDriverError(f"activate() failed: {err}") from err
+            hint = ""
+            if "LIMITS_OUT_OF_RANGE" in str(err):  # the robot spec asks for more than the firmware's hard limits
+                lim = self._limits()
+                hint = (f" (the limits sent from the robot spec: q {min(lim.q_min_rad):.4g}..{max(lim.q_max_rad):.4g} "
+                        f"rad, qd up to {max(lim.qd_max_rad_s):.4g} rad/s; the firmware's hard limits are narrower: "
+                        "widen them there or narrow configs/robots/<robot>.yaml)")
+            raise BridgeDriverError(f"activate() failed: {err}{hint}") from err
         self._reset_motion_state()
         st = client.latest_state
         if st is not None:

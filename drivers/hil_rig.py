@@ -1,10 +1,11 @@
 """The HIL bench: an emulated MCU behind the fault proxy on a pty, its joints driven by the
 simulator's physics, in real time, with the trace every HIL check needs.
 
-Real time, not lock-step: the MCU firmware (1 kHz tick), the fault proxy and the physics run on the
+Real time, not lock-step: the MCU firmware (its tick is the rig's ``mcu_tick_s``, 2 ms in
+configs/hil/rig.yaml; the emulator's own default is 1 ms), the fault proxy and the physics run on the
 bench's service thread on the monotonic clock, and the host talks to them through a pseudo-terminal
-exactly as it would talk to ``/dev/ttyACM0``. Physics advances with firmware time (one 2 ms physics
-step every other 1 ms tick), so the arm moves in wall-clock time whatever the host does: a host that
+exactly as it would talk to ``/dev/ttyACM0``. Physics advances with firmware time (the simulator's
+steps for the firmware time each tick covers), so the arm moves in wall-clock time whatever the host does: a host that
 stalls, dies or floods the link meets the same watchdog a real board has. The price is that runs
 are not bit-reproducible and share the CPU with the host; the service thread's overruns are
 recorded (a late tick is caught up in firmware time, the MCU clock never jumps).

@@ -405,7 +405,7 @@ class FirmwareClient:
                         f"host supports {cfg.supported_versions}"
                     )
         raise LinkTimeout(
-            f"no CAPABILITIES after {cfg.request_retries} HELLOs; wrong port or baud?"
+            f"no CAPABILITIES after {cfg.request_retries} HELLOs"
         )
 
     def _accept_capabilities(self, session_id: int, caps: Capabilities) -> Capabilities:

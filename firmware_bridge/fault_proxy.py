@@ -349,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         schedule = (
             FaultSchedule.from_json(args.schedule) if args.schedule else FaultSchedule()
         )
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        parser.exit(2, f"error: --schedule {args.schedule}: {err}\n")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        parser.exit(2, f"error: --schedule {args.schedule}: {err} (want a JSON object: seed, rules)\n")
+    if not args.period_ms > 0:
+        parser.exit(2, f"error: --period-ms {args.period_ms:g}: must be > 0\n")
     try:
         upstream = serial.serial_for_url(args.upstream, baudrate=args.baud, timeout=0)
     except (serial.SerialException, ValueError) as err:

@@ -136,9 +136,13 @@ def run(args: argparse.Namespace) -> int:
     from edge.robot_spec import load_robot_spec
 
     try:
-        load_robot_spec(rig.robot)
+        robot = load_robot_spec(rig.robot)
     except (ConfigError, ValueError, OSError) as err:
         raise EdgeError(f"robot={rig.robot}: {_one_line(err)}") from None
+    period_ms = 1000.0 * robot.period_s
+    if rig.watchdog_ms <= period_ms:  # the host sends one command per period: the watchdog would fire between
+        raise EdgeError(f"watchdog_ms={rig.watchdog_ms}: not longer than the {robot.name} control period "
+                        f"({period_ms:g} ms); the MCU would fault between two commands: set watchdog_ms > {period_ms:g}")
     if policy == "vla":
         _check_vla(checkpoint, rig)
     if args.publish and not args.all:

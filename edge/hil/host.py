@@ -133,7 +133,7 @@ def run_host(
                    driver_state=driver.state.value)
         recorder.close()
         commands.close()
-        (out / "host_result.json").write_text(json.dumps(res, indent=2, default=_plain))
+        (out / "host_result.json").write_text(json.dumps(_finite(res), indent=2, default=_plain))
     return res
 
 
@@ -162,6 +162,17 @@ def _drive(loop: Any, clock: Any, spec: HostSpec, t0: float, res: dict[str, Any]
                    error_t=clock.now())
     except Exception as err:  # noqa: BLE001 - the loop already stopped the arm; the error is the result
         res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now())
+
+
+def _finite(v: Any) -> Any:
+    """``v`` with NaN / inf floats as None: strict JSON (a statistic of no samples is absent, not NaN)."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+        return None
+    return v
 
 
 def _plain(v: Any) -> Any:
@@ -204,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
     print(f"RESULT {json.dumps({'error_type': res['error_type'], 'interrupted': res['interrupted']})}", flush=True)
-    return 130 if res["interrupted"] else 0
+    return 130 if res["interrupted"] else 1 if res["error_type"] else 0
 
 
 if __name__ == "__main__":

@@ -34,17 +34,36 @@ def main(argv: list[str] | None = None) -> int:
         "--schedule", help="fault schedule JSON (see fault_proxy.FaultSchedule)"
     )
     parser.add_argument("--path-file", help="also write the pty path to this file")
+    parser.add_argument(
+        "--hard-q-limit",
+        type=float,
+        default=None,
+        metavar="RAD",
+        help="the firmware's hard joint limit, +-RAD on every joint (default 3.0; the "
+        "Panda's limits need 4)",
+    )
     args = parser.parse_args(argv)
-    config = McuConfig(
-        n_joints=args.joints,
-        watchdog_ms=args.watchdog_ms,
-        state_period_s=1.0 / args.state_hz,
-        seed=args.seed,
+    if not args.state_hz > 0:
+        parser.exit(2, f"error: --state-hz {args.state_hz:g}: must be > 0\n")
+    limits = (
+        {}
+        if args.hard_q_limit is None
+        else {"hard_q_min_rad": -args.hard_q_limit, "hard_q_max_rad": args.hard_q_limit}
     )
     try:
+        config = McuConfig(
+            n_joints=args.joints,
+            watchdog_ms=args.watchdog_ms,
+            state_period_s=1.0 / args.state_hz,
+            seed=args.seed,
+            **limits,
+        )
+    except (ValueError, TypeError) as err:
+        parser.exit(2, f"error: {err} (from --joints / --watchdog-ms / --state-hz / --hard-q-limit)\n")
+    try:
         schedule = FaultSchedule.from_json(args.schedule) if args.schedule else None
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        parser.exit(2, f"error: --schedule {args.schedule}: {err}\n")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        parser.exit(2, f"error: --schedule {args.schedule}: {err} (want a JSON object: seed, rules)\n")
     rig = PtyRig(config, schedule=schedule)
     stop = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: rig.reboot())

@@ -331,3 +331,46 @@ def _await_nack(client: FirmwareClient, seq: int) -> Nack:
             if isinstance(f.message, Nack) and f.message.nacked_seq == seq:
                 return f.message
     raise AssertionError(f"no NACK for seq {seq}")
+
+
+@pytest.mark.parametrize("module, argv, said", [
+    ("firmware_bridge.emulator", ["--pty", "--joints", "20"], "n_joints=20 outside 1..12"),
+    ("firmware_bridge.emulator", ["--pty", "--state-hz", "0"], "--state-hz 0: must be > 0"),
+    ("firmware_bridge.emulator", ["--pty", "--schedule", "/nonexistent.json"], "--schedule /nonexistent.json"),
+    ("firmware_bridge.fault_proxy", ["--upstream", "loop://", "--period-ms", "0"], "--period-ms 0: must be > 0"),
+    ("firmware_bridge.fault_proxy", ["--upstream", "/dev/no-such-port"], "--upstream /dev/no-such-port: cannot open"),
+])
+def test_the_command_lines_refuse_bad_values_in_one_line(module, argv, said):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, timeout=60)
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], res.stderr
+
+
+def test_the_emulator_takes_the_panda_with_wider_hard_limits(tmp_path):
+    """The documented reference device for the Panda (drivers/README.md): 8 joints, a 200 ms watchdog, ±4 rad."""
+    import subprocess
+    import sys
+    import time
+
+    from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
+    from edge.robot_spec import load_robot_spec
+
+    path = tmp_path / "pty"
+    proc = subprocess.Popen([sys.executable, "-m", "firmware_bridge.emulator", "--pty", "--joints", "8",
+                             "--watchdog-ms", "200", "--hard-q-limit", "4", "--path-file", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        while not path.is_file() and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        arm = BridgeArmDriver(BridgeArmConfig(port=path.read_text().strip()), load_robot_spec("panda"))
+        arm.connect()
+        arm.activate()
+        assert len(arm.read_state().q_rad) == 7
+        arm.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
