@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 import types
 import typing
@@ -129,6 +130,8 @@ def check_fields(obj: Any) -> None:
         choices = f.metadata.get("choices")
         values = value if isinstance(value, (tuple, list)) else (value,)
         for v in values:
+            if rng is not None and f.type in ("int", "float", int, float) and not isinstance(v, numbers.Real):
+                raise ConfigError(f"{f.name}={v!r} is not a number (allowed {rng[0]}..{rng[1]})")
             if choices is not None and v not in choices:
                 raise ConfigError(
                     f"{f.name}={v!r} is not allowed; choose one of {', '.join(map(repr, choices))}"

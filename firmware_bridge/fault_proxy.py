@@ -354,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.period_ms > 0:
         parser.exit(2, f"error: --period-ms {args.period_ms:g}: must be > 0\n")
     try:
-        upstream = serial.serial_for_url(args.upstream, baudrate=args.baud, timeout=0)
+        # exclusive, as the client opens it: no second process interleaves frames on the device
+        kwargs = {} if "://" in args.upstream else {"exclusive": True}
+        upstream = serial.serial_for_url(args.upstream, baudrate=args.baud, timeout=0, **kwargs)
     except (serial.SerialException, ValueError) as err:
         parser.exit(2, f"error: --upstream {args.upstream}: cannot open it ({err})\n")
     endpoint = PtyEndpoint()
@@ -368,9 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     thread = ServiceThread(
         proxy.service, args.period_ms / 1000.0, "fault-proxy"
     ).start()
+    import signal
+    import threading
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # as Ctrl-C: stop and print the counts
     try:
-        while thread.error is None:
-            time.sleep(0.2)
+        while thread.error is None and not stop.wait(0.2):
+            pass
     except KeyboardInterrupt:
         pass
     finally:

@@ -87,3 +87,13 @@ def test_a_string_field_takes_the_text_of_a_number_and_errors_say_where(tmp_path
     outer.write_text("steps: 0\n")
     with pytest.raises(ConfigError, match=r"or the --set overrides\)"):  # another key overridden: either source
         load_config(Outer, outer, ["rate_hz=30"])
+
+
+def test_a_ranged_number_given_as_text_is_refused_by_name():
+    from drivers.bridge_arm import BridgeArmConfig
+
+    with pytest.raises(ConfigError, match=r"baud='fast' is not a number \(allowed 1200\.\.20000000\)"):
+        BridgeArmConfig(port="loop://", baud="fast")
+    import numpy as np
+
+    assert BridgeArmConfig(port="loop://", baud=np.int64(115200)).baud == 115200  # numpy numbers are numbers
