@@ -131,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
-    # the options set to something other than their default (a command may say what overrides them)
-    actions = getattr(_command_parser(parser, args), "_actions", []) if hasattr(parser, "_actions") else []
+    # the command line as given (for records), and the options set to something other than their default
+    # (a command may say what overrides them)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        actions = _command_parser(parser, args)._actions
+    except AttributeError:  # a stand-in parser (tests)
+        actions = []
     args.non_default = {a.dest for a in actions
                         if a.dest not in ("help", "func") and getattr(args, a.dest, a.default) != a.default}
     try:

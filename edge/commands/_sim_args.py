@@ -22,7 +22,8 @@ def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ..
     p.add_argument("--image-size", type=int, default=96, help="camera image side in pixels")
 
 
-def env_kwargs(args: argparse.Namespace, **extra) -> dict:
+def check_env_args(args: argparse.Namespace) -> None:
+    """Refuse env flags out of range or meaningless for the task (EdgeError naming the flag)."""
     from edge.errors import EdgeError
 
     if args.episodes < 1:
@@ -34,6 +35,10 @@ def env_kwargs(args: argparse.Namespace, **extra) -> dict:
                         "objects; drop --n-blocks")
     if getattr(args, "seed", 0) < 0:
         raise EdgeError(f"--seed {args.seed}: episode seeds are >= 0")
+
+
+def env_kwargs(args: argparse.Namespace, **extra) -> dict:
+    check_env_args(args)
     return {"task": args.task, "sim": args.sim, "n_blocks": args.n_blocks,
             "distribution": args.distribution, "image_size": args.image_size, **extra}
 

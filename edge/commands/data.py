@@ -6,7 +6,7 @@ import argparse
 
 from edge.backends import BACKENDS
 from edge.cli import add_deprecated_alias, add_subparser
-from edge.commands._sim_args import add_env_args, make_env
+from edge.commands._sim_args import add_env_args, check_env_args, make_env
 from edge.errors import EdgeError
 
 
@@ -111,8 +111,7 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError(f"{', '.join(given)}: set{'s' if len(given) == 1 else ''} the policy of a DAgger recording "
                         "(--checkpoint CKPT); the scripted expert acts alone here: drop "
                         f"{'it' if len(given) == 1 else 'them'} or add --checkpoint")
-    if args.seed < 0:
-        raise EdgeError(f"--seed {args.seed}: episode seeds are >= 0")
+    check_env_args(args)  # before the output folder and a DAgger policy are looked at
     from pathlib import Path
 
     from edge.commands._out import foreign_entries
@@ -267,12 +266,10 @@ def _dagger_policy(args: argparse.Namespace):
 def scenes(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from edge.commands._out import check_writable_dir
+    from edge.commands._out import check_writable_dir, foreign_entries
     from sim.scenes import record_scenes
 
     check_writable_dir(args.out)
-    from edge.commands._out import foreign_entries
-
     out = Path(args.out)
     others = foreign_entries(out)
     if others:  # scenes never overwrite a dataset, a run or other scenes

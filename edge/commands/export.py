@@ -76,10 +76,11 @@ def _check_args(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> int:
     import os
     import shutil
+    import tempfile
     from pathlib import Path
 
-    from edge.commands._out import check_writable_dir
-    from edge.export import export_onnx
+    from edge.commands._out import check_writable_dir, foreign_entries
+    from edge.export import METADATA_FILE, export_onnx
     from edge.vla.checkpoint import read_payload
     from edge.vla.spec import ModelSpec
 
@@ -93,10 +94,6 @@ def _export(args: argparse.Namespace) -> int:
         spec = read_payload(args.checkpoint, verify=not args.no_verify)["spec"]
         real = _real_inputs(args.data, ModelSpec.from_dict(spec))
     out = Path(args.out)
-    from edge.export import METADATA_FILE
-
-    from edge.commands._out import foreign_entries
-
     others = foreign_entries(out)
     if others and not (out / METADATA_FILE).is_file():  # only an earlier export
         shown = ", ".join(others[:4])
@@ -106,8 +103,6 @@ def _export(args: argparse.Namespace) -> int:
     # The export is made in a temporary folder on --out's filesystem and moved in only once its parity
     # check passed, so a failed export changes nothing there: a new --out is that folder renamed; over an
     # earlier export the graphs move in first and metadata.json (their hashes) last.
-    import tempfile
-
     try:
         if out.exists():
             tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out))

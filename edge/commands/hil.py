@@ -192,12 +192,7 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     meta = {
-        "command": "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["hil"] else
-                   "edge hil " + ("--all" if args.all else " ".join(f"--scenario {s}" for s in args.scenario))
-                   + f" --policy {policy}" + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "")
-                   + (f" --catalogue {args.catalogue}" if args.catalogue else "")
-                   + (f" --config {args.config}" if args.config else "")
-                   + "".join(f" --set {s}" for s in args.set) + f" --out {out}",
+        "command": "edge " + shlex.join(args.argv),
         "policy": policy,
         "rig": dataclasses.asdict(rig),
         "rig_summary": (f"control 20 Hz (T = 50 ms), MCU watchdog W = {rig.watchdog_ms} ms, tick "

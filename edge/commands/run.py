@@ -412,7 +412,7 @@ def run(args: argparse.Namespace) -> int:
     if args.latency_ms is not None and latency_kind != "constant":
         raise EdgeError(f"--latency-ms {args.latency_ms:g} is the charge of --latency constant, but "
                         f"--latency is {args.latency!r}; add --latency constant (or drop --latency-ms)")
-    from edge.runtime.config import load_runtime_config
+    from edge.runtime.config import RuntimeConfig, load_runtime_config
     from edge.runtime.session import run_session
     from edge.telemetry import format_summary
 
@@ -434,7 +434,17 @@ def run(args: argparse.Namespace) -> int:
     from edge.runtime.config import flag_of
 
     try:
-        cfg = _config_of(args, custom, expert, ckpt, deadline_ms, workspace_mask, settings)
+        cfg = RuntimeConfig.of(policy="vla" if not custom and not expert else args.policy, task=args.task,
+                               sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
+                               checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
+                               adapter=args.adapter, verify=not args.no_verify,
+                               seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
+                               plan_deadline_ms=deadline_ms,
+                               plan_backend=args.plan_backend or "onnxruntime",
+                               plan_workspace_mask=workspace_mask,
+                               rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
+                               clock=args.clock, device=args.device,
+                               episodes=args.episodes, seed=args.seed, **settings)
     except ConfigError as err:  # a flag's value out of range: name the flag as given
         import re
 
@@ -489,20 +499,3 @@ def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner:
         raise EdgeError(f"{named('worker.mode', 'thread')}: on the virtual clock an async query's chunk would land "
                         "when the thread finishes in wall time, so the same seed would give other episodes; use "
                         "--inference inline (the virtual clock's default), --query-mode sync, or --clock real")
-
-
-def _config_of(args, custom, expert, ckpt, deadline_ms, workspace_mask, settings):
-    """The run's RuntimeConfig from its flags (before --config / --set)."""
-    from edge.runtime.config import RuntimeConfig
-
-    return RuntimeConfig.of(policy="vla" if not custom and not expert else args.policy, task=args.task,
-                            sim=args.sim, distribution=args.distribution, n_blocks=args.n_blocks,
-                            checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
-                            adapter=args.adapter, verify=not args.no_verify,
-                            seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
-                            plan_deadline_ms=deadline_ms,
-                            plan_backend=args.plan_backend or "onnxruntime",
-                            plan_workspace_mask=workspace_mask,
-                            rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
-                            clock=args.clock, device=args.device,
-                            episodes=args.episodes, seed=args.seed, **settings)
