@@ -108,6 +108,7 @@ class OpenCVCamera:
         self._cap: Any = None
         self.error: BaseException | None = None
         self.read_failures = 0
+        self._frame_period_s = 0.0  # > 0: a video file, read at its frame rate (not as fast as it decodes)
 
     def _open(self) -> Any:
         if self._factory is not None:
@@ -118,8 +119,12 @@ class OpenCVCamera:
             raise CameraError("OpenCV is missing: pip install opencv-python-headless") from err
         src: Any = int(self.config.source) if self.config.source.isdigit() else self.config.source
         cap = cv2.VideoCapture(src)
-        cap.set(cv2.CAP_PROP_FPS, self.config.fps)
-        cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the newest frame, not a queue of old ones
+        if is_video_file(self.config.source):  # a recording plays at its own rate, as it was filmed
+            fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+            self._frame_period_s = 1.0 / (fps if 0 < fps <= 1000 else self.config.fps)
+        else:
+            cap.set(cv2.CAP_PROP_FPS, self.config.fps)
+            cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the newest frame, not a queue of old ones
         return cap
 
     def start(self) -> OpenCVCamera:
@@ -141,8 +146,12 @@ class OpenCVCamera:
         import cv2
 
         c = self.config
+        next_t = time.monotonic()
         try:
             while not self._stop.is_set():
+                if self._frame_period_s > 0:  # a file: one frame per period of its frame rate
+                    next_t += self._frame_period_s
+                    self._stop.wait(max(0.0, next_t - time.monotonic()))
                 ok, bgr = self._cap.read()
                 if not ok or bgr is None:
                     self.read_failures += 1
@@ -186,6 +195,54 @@ class OpenCVCamera:
         if self._cap is not None:
             self._cap.release()
             self._cap = None
+
+
+class CameraSet:
+    """Several named cameras as one :class:`edge.contracts.ObservationSource`: each camera's newest
+    frame (:meth:`OpenCVCamera.latest`, so a stale or frozen one raises :class:`CameraStale`), the
+    proprio ``proprio_fn(state)`` and the instruction. ``start`` opens them all (or none: the ones
+    opened are closed again when one fails)."""
+
+    def __init__(self, cameras: list[OpenCVCamera], proprio_fn: Callable[[RobotState], np.ndarray],
+                 instruction: str = "") -> None:
+        names = [c.config.name for c in cameras]
+        if len(set(names)) != len(names) or not names:
+            raise CameraError(f"cameras {names}: give each camera once, by a distinct name")
+        self.cameras, self.proprio_fn, self.instruction = cameras, proprio_fn, instruction
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.config.name for c in self.cameras)
+
+    def start(self) -> CameraSet:
+        started: list[OpenCVCamera] = []
+        try:
+            for cam in self.cameras:
+                started.append(cam.start())
+        except BaseException:
+            for cam in started:
+                cam.close()
+            raise
+        return self
+
+    def observe(self, state: RobotState) -> Observation:
+        images = {c.config.name: c.latest()[0] for c in self.cameras}
+        proprio = np.asarray(self.proprio_fn(state), np.float32)
+        return Observation(images, proprio, self.instruction, state.t_s)
+
+    def close(self) -> None:
+        for cam in self.cameras:
+            cam.close()
+
+
+def is_video_file(source: str) -> bool:
+    """A source that names an existing regular file (a recording, not a device node or a stream URL)."""
+    from pathlib import Path
+
+    try:
+        return Path(source).is_file()
+    except OSError:
+        return False
 
 
 def _default_proprio(state: RobotState) -> np.ndarray:

@@ -373,12 +373,15 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             "latency_p50_ms", "latency_p99_ms", "compute_p50_ms", "mean_K", "mean_C", "nfe_total",
             "executed_actions", "nfe_per_action", "starved_ticks", "dropped_late", "expired_chunks",
             "policy_outputs", "policy_clipped", "policy_clip_max", "interventions",
-            "interventions_total", "faults", "sim_workspace_clips", "sim_action_box_clips", "sim_elapsed_periods"}
+            "interventions_total", "faults", "sim_workspace_clips", "sim_action_box_clips", "sim_elapsed_periods",
+            "arm", "stop"}
     n, k = s.get("episodes"), s.get("successes")
     if n:
         ci = s.get("success_ci95") or [None, None]
         ci_text = "" if ci[0] is None else f" (95 % Wilson CI {ci[0]:.1%} – {ci[1]:.1%})"
         rows.append(("success", f"{k}/{n} = {k / n:.1%}{ci_text}"))
+    elif s.get("arm"):  # edge run --arm bridge: one run on a real arm, no episodes
+        rows.append(("run", f"on the {s['arm']} arm, ended by {s.get('stop') or '?'}"))
     else:
         rows.append(("episodes", str(n or 0)))
     pol = s.get("policy")

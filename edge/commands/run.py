@@ -163,6 +163,27 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (same settings): its finished episodes are kept, "
                         "the rest of --episodes run with the next seeds")
+    arm = p.add_argument_group("a real arm (--arm bridge)")
+    arm.add_argument("--arm", default="sim", choices=("sim", "bridge"),
+                     help="sim: the simulated arm of --sim, episode by episode (default); bridge: an arm behind "
+                          "MCU motor controllers speaking the firmware bridge protocol (firmware_bridge/PROTOCOL.md) "
+                          "on --port, seen through --camera, for --duration seconds on the real clock")
+    arm.add_argument("--port", default="", metavar="PORT",
+                     help="--arm bridge: the MCU's serial port (/dev/ttyACM0, /dev/serial/by-id/..., a pty, or a "
+                          "pyserial URL)")
+    arm.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
+                     help="--arm bridge: one camera the policy sees, by its name in the checkpoint's spec, and its "
+                          "OpenCV source: a device index (0), a device path (/dev/video0), a stream URL or a video "
+                          "file (played at its frame rate) (repeatable: one per camera)")
+    arm.add_argument("--duration", type=float, default=30.0, metavar="S",
+                     help=f"--arm bridge: how long the policy drives the arm, in seconds (default 30; at most "
+                          f"{int(MAX_ARM_DURATION_S)}); then it stops under control and disarms (Ctrl-C does so earlier)")
+    arm.add_argument("--instruction", default="", metavar="TEXT",
+                     help="--arm bridge: the task in words, as the policy was trained on them (required), e.g. "
+                          "'stack the red block on the blue block'")
+    arm.add_argument("--yes", action="store_true",
+                     help="--arm bridge: arm without asking (the command otherwise asks on the terminal once the "
+                          "arm has answered, and refuses to arm without a terminal)")
     p.set_defaults(func=run)
     for action in p._actions:  # the VLA's image size is its checkpoint's; only the expert takes one
         if action.dest == "image_size":
@@ -172,6 +193,7 @@ def register(sub) -> None:
 
 
 EXPERT_IMAGE_SIZE = 96  # = sim.expert_policy.DEFAULT_IMAGE_SIZE (not imported: edge run stays light)
+MAX_ARM_DURATION_S = 86400.0  # = edge.runtime.arm.MAX_DURATION_S
 
 
 class RunDir:
@@ -335,6 +357,14 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
 
 def run(args: argparse.Namespace) -> int:
     args.asked = {"policy": args.policy, "task": args.task}  # as given (resolving auto changes args.policy)
+    if args.arm == "bridge":
+        return _run_on_arm(args)
+    given = [flag for flag, v in (("--port", args.port), ("--camera", args.camera), ("--instruction", args.instruction),
+                                  ("--duration", args.duration != 30.0), ("--yes", args.yes)) if v]
+    if given:
+        one = len(given) == 1
+        raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} a real arm; add --arm bridge or drop "
+                        f"{'it' if one else 'them'} (the simulated arm runs --episodes episodes)")
     if args.episodes is None:  # not given: 3, or as many as the resumed run was started with
         was = _started_config(args) if args.resume else None
         args.episodes = was.run.episodes if was is not None else 3
@@ -499,3 +529,120 @@ def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner:
         raise EdgeError(f"{named('worker.mode', 'thread')}: on the virtual clock an async query's chunk would land "
                         "when the thread finishes in wall time, so the same seed would give other episodes; use "
                         "--inference inline (the virtual clock's default), --query-mode sync, or --clock real")
+
+
+#: edge run flags that set up the simulated episodes (flag, args attribute, its default)
+_SIM_ONLY = (("--episodes", "episodes", None), ("--sim", "sim", "mujoco"), ("--n-blocks", "n_blocks", 2),
+             ("--distribution", "distribution", "train"), ("--resume", "resume", False),
+             ("--latency", "latency", "measured"), ("--latency-ms", "latency_ms", None),
+             ("--device", "device", "orin-nano"))
+
+
+def _parse_cameras(specs: list[str]) -> dict[str, str]:
+    cams: dict[str, str] = {}
+    for text in specs:
+        name, sep, source = text.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise EdgeError(f"--camera {text!r}: give NAME=SOURCE, e.g. --camera front=/dev/video0")
+        if name in cams:
+            raise EdgeError(f"--camera {text!r}: camera {name!r} is given twice; give each camera once")
+        cams[name.strip()] = source.strip()
+    return cams
+
+
+def _confirm_on_terminal(what: str) -> bool:
+    import sys
+
+    if not sys.stdin.isatty():
+        raise EdgeError("--arm bridge moves a real arm: confirm on a terminal, or pass --yes to arm without asking")
+    print(f"{what}\ntype 'yes' to arm it (Ctrl-C stops it under control): ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() == "yes"
+
+
+def _run_on_arm(args: argparse.Namespace) -> int:
+    """``edge run --arm bridge``: the policy on a firmware-bridge arm (:func:`edge.runtime.arm.deploy`)."""
+    import sys
+
+    for flag, dest, default in _SIM_ONLY:
+        if getattr(args, dest) != default:
+            raise EdgeError(f"{flag}: sets up the simulated arm's episodes; --arm bridge drives the arm on --port "
+                            f"for --duration seconds; drop {flag}")
+    if hasattr(args, "image_size"):
+        raise EdgeError(f"--image-size {args.image_size}: the policy's camera images have its checkpoint's size "
+                        "(the cameras' frames are resized to it); drop --image-size")
+    if args.clock == "virtual" and any(a == "--clock" or a.startswith("--clock=") for a in getattr(args, "argv", ())):
+        raise EdgeError("--clock virtual: a real arm moves on the wall clock; drop --clock")
+    if args.policy in ("expert", "comet"):
+        why = ("reads the simulator's state" if args.policy == "expert" else
+               "plans over the simulated push / reach scenes' top-down view")
+        raise EdgeError(f"--policy {args.policy}: {why}; on --arm bridge run the VLA (--policy vla, the default) "
+                        "or your own 'pkg.module:factory'")
+    if args.inference == "inline":
+        raise EdgeError("--inference inline: the policy would run on the loop's thread and the arm wait for every "
+                        "query (the MCU watchdog stops it); use --inference thread (the default) or process")
+    if not args.port:
+        raise EdgeError("--arm bridge: give the MCU's serial port with --port (e.g. /dev/ttyACM0, a pty from "
+                        "`python -m firmware_bridge.emulator --pty`, or a pyserial URL)")
+    if not args.instruction.strip():
+        raise EdgeError("--arm bridge: give the task in words with --instruction TEXT, as the policy was trained "
+                        "on them (e.g. 'stack the red block on the blue block')")
+    if not (math.isfinite(args.duration) and 0 < args.duration <= MAX_ARM_DURATION_S):
+        raise EdgeError(f"--duration {args.duration:g}: must be in (0, {MAX_ARM_DURATION_S:g}] seconds")
+    cameras = _parse_cameras(args.camera)
+    if not args.yes and not sys.stdin.isatty():  # before anything is loaded or opened
+        raise EdgeError("--arm bridge moves a real arm: confirm on a terminal, or pass --yes to arm without asking")
+    custom = ":" in args.policy
+    if args.policy == "auto":
+        args.policy = "vla"
+    if args.policy != "vla" and not custom:
+        raise EdgeError(f"--policy {args.policy}: choose vla or 'pkg.module:factory' on --arm bridge")
+    ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT)
+    if not custom:
+        if not Path(ckpt).exists():
+            raise EdgeError(f"--checkpoint {ckpt}: checkpoint not found; train one with `edge train vla`")
+        _check_vla_args(args, ckpt)
+    from edge.config import ConfigError
+    from edge.runtime.arm import ArmRun, deploy
+    from edge.runtime.config import RuntimeConfig, load_runtime_config
+    from edge.telemetry import format_summary
+
+    try:
+        cfg = RuntimeConfig.of(policy=args.policy, task=args.task, checkpoint=ckpt, backend=args.backend,
+                               scheduler=args.scheduler, adapter=args.adapter, verify=not args.no_verify,
+                               seam=args.seam, rtc_soft_steps=args.rtc_soft_steps,
+                               noise_temperature=args.noise_temperature, clock="real",
+                               inference="thread" if args.inference == "auto" else args.inference,
+                               execution=args.query_mode or "async", num_steps=args.num_steps, execute=args.execute,
+                               episodes=1, seed=args.seed)
+    except ConfigError as err:
+        raise EdgeError(str(err)) from None
+    if args.config or args.set:
+        flags = cfg
+        cfg = load_runtime_config(cfg, args.config, args.set)
+        _check_config_keeps_flags(args, flags, cfg)
+        if cfg.clock.kind != "real" or cfg.worker.mode == "inline":
+            raise EdgeError(f"{_config_source(args)}: a real arm runs on the real clock with inference in a thread "
+                            "or process (clock.kind=real, worker.mode thread / process)")
+    _check_settings_apply(args, cfg, False)
+    run_dir = RunDir(args)
+    try:
+        res, summary = deploy(cfg, ArmRun(port=args.port, cameras=cameras, duration_s=args.duration,
+                                          instruction=args.instruction.strip()),
+                              run_dir.path, confirm=None if args.yes else _confirm_on_terminal,
+                              progress=not args.no_progress)
+    except BaseException:
+        run_dir.discard_if_empty()
+        raise
+    print()
+    print(format_summary(summary))
+    print(f"run directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, events.jsonl, commands.jsonl, "
+          "summary.json, arm_result.json)")
+    if res["interrupted"]:
+        print("interrupted: the arm stopped under control and was disarmed", file=sys.stderr)
+        return 130
+    if res["error_type"] or (res.get("stop") or "").startswith(("fault", "estop")):
+        why = res["error"] if res["error_type"] else res["stop"]
+        print(f"error: the arm was stopped: {why} (events.jsonl has the stop)", file=sys.stderr)
+        return 1
+    print(f"the arm ran {args.duration:g} s and was disarmed")
+    return 0

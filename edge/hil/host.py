@@ -58,34 +58,26 @@ def host_config(spec: HostSpec) -> Any:
     return load_runtime_config(base, None, spec.runtime)
 
 
-class _Jsonl:
-    """A line-buffered JSON-lines writer (survives SIGKILL up to the line being written)."""
-
-    def __init__(self, path: Path) -> None:
-        self._f = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
-
-    def write(self, rec: dict[str, Any]) -> None:
-        self._f.write(json.dumps(rec, separators=(",", ":")) + "\n")
-
-    def close(self) -> None:
-        self._f.close()
-
-
 def run_host(
     spec: HostSpec,
     policy: Any,
     observer: Any = None,
     on_start: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
-    """Start the loop (connect + activate), run ``duration_s``, stop and close. Returns a result
-    dict (also written to ``host_result.json``). Never raises for a fault the stack handled: the
-    fault is the result. KeyboardInterrupt is handled like a fault (controlled stop, then exit)."""
+    """Start the loop (connect + activate), run ``duration_s``, stop and close
+    (:func:`edge.runtime.arm.drive_arm`, as ``edge run --arm bridge``). Returns a result dict (also
+    written to ``host_result.json``). Never raises for a fault the stack handled: the fault is the
+    result. KeyboardInterrupt is handled like a fault (controlled stop, then exit). A latched safety
+    stop keeps ticking (braking to a hold, ignoring the policy): the scenario judges the hold, and an
+    operator's release at ``release_at_s`` re-arms."""
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
     from drivers.sim_camera import ProprioObserver
     from edge.clock import RealClock
     from edge.config import from_dict, to_dict
     from edge.robot_spec import load_robot_spec
+    from edge.runtime.arm import Jsonl, drive_arm, write_result
     from edge.runtime.wiring import wire_loop
+    from edge.safety import SafetyMode
     from edge.schedulers import make_scheduler
     from edge.telemetry import RunRecorder
 
@@ -95,92 +87,42 @@ def run_host(
     used = ("scheduler", "worker", "queue", "loop", "clock", "safety")  # the sections the host reads
     recorder = RunRecorder(out, meta={"hil_host": asdict(spec), "period_s": robot.period_s,
                                       "config": {k: v for k, v in to_dict(cfg).items() if k in used}})
-    commands = _Jsonl(out / "commands.jsonl")
+    commands = Jsonl(out / "commands.jsonl")
     clock = RealClock()
     dcfg = from_dict(BridgeArmConfig, {**spec.driver, "port": spec.port})
     driver = BridgeArmDriver(dcfg, robot, clock=clock, event_sink=recorder.event,
                              command_sink=lambda seq, t, q: commands.write({"seq": seq, "t": t, "q": q}))
     observer = observer or ProprioObserver(spec.instruction)
     loop = wire_loop(robot, clock, driver, observer, policy, make_scheduler(cfg.scheduler.fixed), recorder, cfg)
-    safety = loop.safety
-    res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
-                           "release_t": None, "interrupted": False}
-    try:
-        try:
-            loop.start()
-        except Exception as err:  # noqa: BLE001 - a refused connect is the result of the run
-            res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now(), phase="connect")
-            recorder.event("connect_failed", clock.now(), detail=str(err))
-            return res
-        t0 = res["t0"] = loop.t0_s
+    times: dict[str, float | None] = {"estop": None, "release": None}
+
+    def started(t0: float) -> None:
         if hasattr(policy, "fault"):
             policy.fault.t_s = t0 + policy.fault.t_s
+        times["estop"] = t0 + spec.estop_at_s if spec.estop_at_s >= 0 else None
+        times["release"] = t0 + spec.release_at_s if spec.release_at_s >= 0 else None
         if on_start is not None:
             on_start(t0)
-        _drive(loop, clock, spec, t0, res)
+
+    def operator(now: float, res: dict[str, Any]) -> bool:
+        """Operator e-stop / release at their times."""
+        if times["estop"] is not None and now >= times["estop"] and res["estop_t"] is None:
+            res["estop_t"] = now
+            loop.request_estop("operator e-stop (HIL scenario)")
+        if (times["release"] is not None and now >= times["release"] and res["release_t"] is None
+                and loop.safety.mode is SafetyMode.ESTOP):
+            res["release_t"] = clock.now()
+            loop.reset()  # explicit operator release: clear + re-arm, fresh plan only
+        return False
+
+    try:
+        res = drive_arm(loop, driver, clock, spec.duration_s, on_start=started, on_tick=operator,
+                        before_close=getattr(policy, "release", None))
     finally:
-        res["t_motion_end"] = clock.now()  # before the orderly close (DISARM) below
-        release = getattr(policy, "release", None)
-        if release is not None:
-            release()
-        res["link"] = driver.link_stats()
-        try:
-            loop.close(close_driver=True)
-        except Exception as err:  # noqa: BLE001 - closing after a fault may fail on a dead link
-            res["close_error"] = f"{type(err).__name__}: {err}"
-        res.update(t_closed=clock.now(), driver_counts=dict(driver.counts), safety_counts=dict(safety.counts),
-                   overruns=loop.overruns, safety_mode=safety.mode.value, safety_reason=safety.fault_reason,
-                   driver_state=driver.state.value)
         recorder.close()
         commands.close()
-        (out / "host_result.json").write_text(json.dumps(_finite(res), indent=2, default=_plain))
+    write_result(out / "host_result.json", res)
     return res
-
-
-def _drive(loop: Any, clock: Any, spec: HostSpec, t0: float, res: dict[str, Any]) -> None:
-    """Tick until ``duration_s`` (one ``run(1)`` per tick, so every tick keeps the loop's safe-stop
-    handling); operator e-stop / release at their times. A latched safety fault keeps ticking
-    (braking to a hold, ignoring the policy); a driver or loop error ends the run."""
-    from edge.safety import SafetyMode
-
-    t_end = t0 + spec.duration_s
-    estop_t = t0 + spec.estop_at_s if spec.estop_at_s >= 0 else None
-    release_t = t0 + spec.release_at_s if spec.release_at_s >= 0 else None
-    try:
-        while clock.now() < t_end:
-            loop.run(1)
-            now = clock.now()
-            if estop_t is not None and now >= estop_t and res["estop_t"] is None:
-                res["estop_t"] = now
-                loop.request_estop("operator e-stop (HIL scenario)")
-            if (release_t is not None and now >= release_t and res["release_t"] is None
-                    and loop.safety.mode is SafetyMode.ESTOP):
-                res["release_t"] = clock.now()
-                loop.reset()  # explicit operator release: clear + re-arm, fresh plan only
-    except KeyboardInterrupt as err:
-        res.update(interrupted=True, error=str(err) or "KeyboardInterrupt", error_type="KeyboardInterrupt",
-                   error_t=clock.now())
-    except Exception as err:  # noqa: BLE001 - the loop already stopped the arm; the error is the result
-        res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now())
-
-
-def _finite(v: Any) -> Any:
-    """``v`` with NaN / inf floats as None: strict JSON (a statistic of no samples is absent, not NaN)."""
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, (float, np.floating)) and not np.isfinite(v):
-        return None
-    return v
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, (np.floating, np.integer)):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    return str(v)
 
 
 def _restore_sigint() -> None:

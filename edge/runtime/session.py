@@ -97,8 +97,9 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d} is not a run directory (no meta.json); drop --resume to "
                         "start a new run there")
     meta = json.loads((d / "meta.json").read_text())
-    if "hil_host" in meta or "session" not in meta:  # an edge hil host trace, or not edge run's records
-        what = "an edge hil host trace" if "hil_host" in meta else "not a run edge run recorded (no session in meta.json)"
+    if "hil_host" in meta or "arm" in meta or "session" not in meta:  # not a run of simulated episodes
+        what = ("an edge hil host trace" if "hil_host" in meta else "a run on a real arm (edge run --arm bridge)"
+                if "arm" in meta else "not a run edge run recorded (no session in meta.json)")
         raise EdgeError(f"--resume: {d} is {what}; edge run resumes only its own runs: choose another --out")
     try:
         old = config_from_meta(meta).dotted()
@@ -367,6 +368,22 @@ def _robot_meta(robot: Any) -> dict[str, Any]:
             "workspace_m": [[float(v) for v in robot.workspace_min_m], [float(v) for v in robot.workspace_max_m]]}
 
 
+def session_env(cfg_: RuntimeConfig, policy: Any) -> Any:
+    """The sim env of ``cfg_``'s scene with the cameras, image size and env settings ``policy``'s spec asks for."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import sim
+
+    cams = tuple(getattr(policy.spec, "cameras", ("front",)))
+    return sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution,
+                        n_blocks=cfg_.scene.n_blocks, instructions=cfg_.scene.instructions,
+                        image_size=int(policy.spec.image_hw[0]), wrist_camera="wrist" in cams,
+                        # the episode's length: the env truncates there too (0 = the task's default)
+                        max_steps=cfg_.scene.max_steps,
+                        # the loop reads the cameras once per query, not every tick: render then
+                        **{"lazy_images": cfg_.scene.lazy_images, "render_mesh_cell_m": cfg_.scene.render_mesh_cell_m,
+                           **dict(getattr(policy.spec, "env", None) or {})})
+
+
 def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
                   scheduler: Any = None, resume: bool = False) -> Runtime:
     """Wire one session. ``out_dir=None`` records nothing (training collectors); ``scheduler``
@@ -375,8 +392,6 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     policy with ``attach_env(env)`` (the scripted expert, which acts from the simulator's state) is
     handed the env once it is made; it learns of each episode from its ``reset()``, called after the
     env was reset with the episode's seed (``env.episode_seed``)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    import sim
     from drivers.sim_arm import SimArmDriver, SimObserver
     from edge.clock import LatencyConfig, RealClock, VirtualClock
     from edge.errors import EdgeError
@@ -449,14 +464,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         flag = "--execute" + (" (scheduler.dvac.max_execute)" if cfg_.scheduler.kind == "dvac" else "")
         raise EdgeError(f"{flag} {cfg_.execute}: --policy {cfg_.policy.name} makes chunks of {horizon} actions "
                         f"(its spec), so at most {horizon} can be executed; choose 1..{horizon}")
-    env = sim.make_env(cfg_.scene.task, sim=cfg_.scene.sim, distribution=cfg_.scene.distribution, n_blocks=cfg_.scene.n_blocks,
-                       instructions=cfg_.scene.instructions,
-                       image_size=side, wrist_camera="wrist" in cams,
-                       # the episode's length: the env truncates there too (0 = the task's default)
-                       max_steps=cfg_.scene.max_steps,
-                       # the loop reads the cameras once per query, not every tick: render then
-                       **{"lazy_images": cfg_.scene.lazy_images, "render_mesh_cell_m": cfg_.scene.render_mesh_cell_m,
-                          **dict(getattr(policy.spec, "env", None) or {})})
+    env = session_env(cfg_, policy)
     physics_step_s = env.unwrapped.cfg.physics_step_s
     if resumed is not None:  # runs written before the step was recorded all ran at 2 ms
         old_step = resumed[0].get("physics_step_s", 0.002)

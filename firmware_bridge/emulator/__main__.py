@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import signal
 import sys
 import threading
 
 from firmware_bridge.emulator.config import McuConfig
+from firmware_bridge.emulator.plant import ServoPlant, ServoPlantConfig
 from firmware_bridge.fault_proxy import FaultSchedule
 from firmware_bridge.rig import PtyRig
 
@@ -42,9 +44,25 @@ def main(argv: list[str] | None = None) -> int:
         help="the firmware's hard joint limit, +-RAD on every joint (default 3.0; the "
         "Panda's limits need 4)",
     )
+    parser.add_argument(
+        "--q0",
+        default=None,
+        metavar="RAD,...",
+        help="the joints' start position, one value per joint, comma-separated (default all 0; "
+        "the Panda's home: 0,-0.3,0,-2.3,0,2,0.785,0.08, its gripper channel last, in metres)",
+    )
     args = parser.parse_args(argv)
     if not args.state_hz > 0:
         parser.exit(2, f"error: --state-hz {args.state_hz:g}: must be > 0\n")
+    q0 = None
+    if args.q0 is not None:
+        try:
+            q0 = tuple(float(x) for x in args.q0.split(","))
+        except ValueError:
+            parser.exit(2, f"error: --q0 {args.q0}: give {args.joints} numbers separated by commas\n")
+        if len(q0) != args.joints or not all(math.isfinite(x) for x in q0):
+            parser.exit(2, f"error: --q0 {args.q0}: give {args.joints} finite numbers (one per --joints), "
+                        "separated by commas\n")
     limits = (
         {}
         if args.hard_q_limit is None
@@ -64,7 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         schedule = FaultSchedule.from_json(args.schedule) if args.schedule else None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
         parser.exit(2, f"error: --schedule {args.schedule}: {err} (want a JSON object: seed, rules)\n")
-    rig = PtyRig(config, schedule=schedule)
+    plant = None
+    if q0 is not None:
+        limit = config.hard_q_max_rad
+        if any(not config.hard_q_min_rad <= x <= limit for x in q0):
+            parser.exit(2, f"error: --q0 {args.q0}: outside the hard joint limits "
+                        f"[{config.hard_q_min_rad:g}, {limit:g}] (--hard-q-limit)\n")
+        plant = ServoPlant(ServoPlantConfig(n_joints=args.joints), q0_rad=q0)
+    rig = PtyRig(config, plant=plant, schedule=schedule)
     stop = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: rig.reboot())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -1,0 +1,159 @@
+"""``edge run --arm bridge`` end to end: a (tiny) VLA through the runtime, the bridge driver and the real
+serial protocol to an emulated MCU on a pty (a servo plant at the Panda's home pose), cameras read from a
+video file through OpenCV. The boundaries are real: only the arm's motors and the camera sensor are stand-ins."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.cli import main
+from edge.robot_spec import load_robot_spec
+from firmware_bridge.emulator.config import McuConfig
+from firmware_bridge.emulator.plant import ServoPlant, ServoPlantConfig
+from firmware_bridge.rig import PtyRig
+from firmware_bridge.wire_constants import Mode
+
+INSTRUCTION = "stack the red block on the blue block"
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    from edge.training.vla.synthetic import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory.mktemp("arm"), steps=2, episodes=2)
+
+
+def video(path: Path, frames: int, fps: float = 20.0) -> Path:
+    """A recording of changing images (a real sensor's frames differ: a frozen one is a fault)."""
+    import cv2
+
+    rng = np.random.default_rng(0)
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (64, 64))
+    for _ in range(frames):
+        w.write(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    w.release()
+    return path
+
+
+def panda_mcu() -> PtyRig:
+    """The reference device for the Panda (drivers/README.md): 8 joints, 200 ms watchdog, +-4 rad, at home."""
+    home = tuple(load_robot_spec("panda").q_home_rad) + (0.08,)
+    cfg = McuConfig(n_joints=8, watchdog_ms=200, hard_q_min_rad=-4.0, hard_q_max_rad=4.0, tick_s=0.002)
+    return PtyRig(cfg, plant=ServoPlant(ServoPlantConfig(n_joints=8), q0_rad=home))
+
+
+def settled_mode(rig: PtyRig, timeout_s: float = 2.0) -> Mode:
+    """The MCU's mode once a controlled stop (STOPPING) has come to standstill."""
+    t_end = time.monotonic() + timeout_s
+    while True:
+        with rig.lock:
+            mode = rig.mcu.mode
+        if mode is not Mode.STOPPING or time.monotonic() > t_end:
+            return mode
+        time.sleep(0.01)
+
+
+def arm_argv(port: str, ckpt: Path, cam: Path, out: Path, *extra: str) -> list[str]:
+    return ["run", "--arm", "bridge", "--port", port, "--checkpoint", str(ckpt), "--camera", f"front={cam}",
+            "--instruction", INSTRUCTION, "--yes", "--no-progress", "--out", str(out), *extra]
+
+
+def test_the_vla_drives_the_arm_for_the_duration_then_disarms(ckpt, tmp_path, capsys):
+    cam = video(tmp_path / "cam.avi", 80)
+    with panda_mcu() as rig:
+        t = time.monotonic()
+        code = main(arm_argv(rig.path, ckpt, cam, tmp_path / "run", "--duration", "1.5"))
+        wall = time.monotonic() - t
+        mode = settled_mode(rig)
+        with rig.lock:
+            applied = rig.mcu.counters.commands_applied
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "the arm ran 1.5 s and was disarmed" in out and "on the bridge arm, ended by duration" in out
+    run = tmp_path / "run"
+    res = json.loads((run / "arm_result.json").read_text())
+    assert res["stop"] == "duration" and res["error"] is None and res["driver_state"] == "disconnected"
+    assert 1.5 <= res["t_motion_end"] - res["t0"] < 1.7 and wall < 30
+    ticks = [json.loads(x) for x in (run / "ticks.jsonl").read_text().splitlines()]
+    queries = (run / "queries.jsonl").read_text().splitlines()
+    commands = (run / "commands.jsonl").read_text().splitlines()
+    assert 29 <= len(ticks) <= 31 and len(queries) >= 3  # 20 Hz for 1.5 s; a query per 8 actions
+    assert sum(t["kind"] == "act" for t in ticks) >= 20  # the policy's actions reached the arm
+    assert len(commands) >= len(ticks) - 1 and applied >= 20  # ... and the MCU applied them
+    assert mode is Mode.DISARMED  # disarmed at the end: a controlled stop, holding under power
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["arm"]["port"] == rig.path and meta["arm"]["cameras"] == {"front": str(cam)}
+    assert meta["arm"]["instruction"] == INSTRUCTION and meta["session"]["clock"] == "real"
+    kinds = [json.loads(x)["kind"] for x in (run / "events.jsonl").read_text().splitlines()]
+    assert kinds.index("driver_connected") < kinds.index("driver_activated") < kinds.index("driver_disarmed")
+
+
+def test_a_camera_that_stops_delivering_stops_the_arm_safely(ckpt, tmp_path, capsys):
+    cam = video(tmp_path / "short.avi", 10)  # half a second of frames, then the stream ends
+    with panda_mcu() as rig:
+        code = main(arm_argv(rig.path, ckpt, cam, tmp_path / "run", "--duration", "10"))
+        mode = settled_mode(rig)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error: the arm was stopped: camera 'front': newest frame is" in err
+    res = json.loads((tmp_path / "run" / "arm_result.json").read_text())
+    assert res["error_type"] == "CameraStale" and res["t_motion_end"] - res["t0"] < 2.0  # not the 10 s
+    assert mode is Mode.DISARMED
+
+
+def test_ctrl_c_stops_under_control(ckpt, tmp_path):
+    from edge.runtime.arm import ArmRun, deploy
+    from edge.runtime.config import RuntimeConfig
+
+    cam = video(tmp_path / "cam.avi", 60)
+    cfg = RuntimeConfig.of(policy="vla", checkpoint=str(ckpt), clock="real", inference="thread", num_steps=2,
+                           execute=8)
+    t_stop = []
+
+    def operator(now: float) -> bool:  # Ctrl-C half a second in
+        if not t_stop:
+            t_stop.append(now + 0.5)
+        if now >= t_stop[0]:
+            raise KeyboardInterrupt
+        return False
+
+    with panda_mcu() as rig:
+        res, summary = deploy(cfg, ArmRun(rig.path, {"front": str(cam)}, 20.0, INSTRUCTION), tmp_path / "run",
+                              stop_when=operator, progress=False)
+        mode = settled_mode(rig)
+    assert res["interrupted"] and res["error_type"] == "KeyboardInterrupt" and res["stop"] is None
+    assert res["t_motion_end"] - res["t0"] < 1.0 and mode is Mode.DISARMED
+    assert summary["ticks"] >= 8 and summary["stop"] == "KeyboardInterrupt"
+
+
+def test_nothing_moves_unless_confirmed(ckpt, tmp_path):
+    from edge.errors import EdgeError
+    from edge.runtime.arm import ArmRun, deploy
+    from edge.runtime.config import RuntimeConfig
+
+    cam = video(tmp_path / "cam.avi", 60)
+    cfg = RuntimeConfig.of(policy="vla", checkpoint=str(ckpt), clock="real", inference="thread")
+    asked = []
+    with panda_mcu() as rig:
+        with pytest.raises(EdgeError, match="not confirmed: the arm was not armed"):
+            deploy(cfg, ArmRun(rig.path, {"front": str(cam)}, 5.0, INSTRUCTION), tmp_path / "run",
+                   confirm=lambda what: asked.append(what) or False, progress=False)
+        with rig.lock:
+            applied, mode = rig.mcu.counters.commands_applied, rig.mcu.mode
+    assert asked and f"the arm on {rig.path} (7 joints and a gripper) will move" in asked[0] and INSTRUCTION in asked[0]
+    assert applied == 0 and mode is Mode.DISARMED  # never armed (DISARM ends in a stop first: STOPPING)
+
+
+def test_the_cameras_given_must_be_the_ones_the_policy_sees(ckpt, tmp_path, capsys):
+    cam = video(tmp_path / "cam.avi", 5)
+    argv = arm_argv("/dev/null", ckpt, cam, tmp_path / "run")
+    argv[argv.index(f"front={cam}")] = f"wrist={cam}"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--camera: --policy vla sees the cameras front (its spec): missing front; wrist not seen by it" in err
+    assert not (tmp_path / "run").exists()
