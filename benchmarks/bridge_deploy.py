@@ -93,7 +93,7 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict) -> dict
         policy.reset()
         res, summary = deploy(cfg, ArmRun(bench.path, {}, duration_s, u.spec_task.instruction, driver), out,
                               observer=cam, policy=policy,
-                              stop_when=succeeded, progress=False)
+                              confirm=None, stop_when=succeeded, progress=False)
         trace = bench.trace()
     finally:
         bench.close()
@@ -191,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         stops[str(r["stop"])] = stops.get(str(r["stop"]), 0) + 1
     pct = lambda xs, q: None if not xs else round(float(np.percentile(xs, q)), 2)  # noqa: E731
     rtt = [r["rtt_p50_ms"] for r in bridge if r.get("rtt_p50_ms") is not None]
+    both = [(x["ticks"], y["ticks"]) for x, y in zip(bridge, sim_)
+            if x["success"] and y["success"] and x.get("ticks") and y.get("ticks")]
+    ticks_to_success = {"bridge_p50": pct([x for x, _ in both], 50), "sim_p50": pct([y for _, y in both], 50),
+                        "bridge_over_sim_p50": pct([x / y for x, y in both], 50), "scenes": len(both),
+                        "what": "control ticks until the success condition had held 0.5 s (both arms: the env's hold_s), on "
+                                "the scenes both arms solved"}
     import subprocess
 
     git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
@@ -204,12 +210,13 @@ def main(argv: list[str] | None = None) -> int:
                                "link_rtt_p50_ms_median": pct(rtt, 50)},
                     "sim": {"successes": sum(s), "ci95": list(wilson(sum(s), len(s))),
                             "overruns_total": sum(r.get("overruns") or 0 for r in sim_)}},
-           "paired": paired(b, s),
+           "ticks_to_success": ticks_to_success, "paired": paired(b, s),
            "bridge_minus_sim": paired_difference(b, s, np.random.default_rng(0)),
            "per_episode": {"seed": seeds, "bridge": [int(x) for x in b], "sim": [int(x) for x in s]}}
     d = res["bridge_minus_sim"]
     print(f"bridge {sum(b)}/{len(b)}  sim {sum(s)}/{len(s)}  bridge - sim {d['difference']:+.3f} {d['ci95']}  "
-          f"McNemar p {res['paired']['mcnemar_p']:.3g}  bridge stops {stops}")
+          f"McNemar p {res['paired']['mcnemar_p']:.3g}  bridge stops {stops}  ticks to success p50 bridge / sim "
+          f"{ticks_to_success['bridge_p50']} / {ticks_to_success['sim_p50']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -182,8 +182,44 @@ class Row:
 TRAIN = ["train", "vla", "--preset", "tiny", "--steps", "1", "--no-eval", "--no-progress",
          "--set", "language_encoder=hash-ngram-384-v1"]
 RUN = ["run", "--episodes", "1"]
+ARM = ["run", "--arm", "bridge", "--port", "{tmp}/no-port", "--instruction", "stack the red block on the blue block",
+       "--yes"]
+
+
+def _video(name: str):
+    def setup(tmp: Path, a: dict) -> None:
+        import cv2
+        import numpy as np
+
+        w = cv2.VideoWriter(str(tmp / name), cv2.VideoWriter_fourcc(*"MJPG"), 20.0, (32, 32))
+        for i in range(40):
+            w.write(np.full((32, 32, 3), i, np.uint8))
+        w.release()
+    return setup
 
 ROWS = [
+    Row("run-arm-without-port", ["run", "--arm", "bridge", "--instruction", "x", "--yes"], ("--port", "serial port")),
+    Row("run-arm-without-instruction", ["run", "--arm", "bridge", "--port", "/dev/ttyACM0", "--yes"], ("--instruction",)),
+    Row("run-arm-with-simulated-episodes", [*ARM, "--episodes", "3"], ("--episodes", "--arm bridge", "drop --episodes")),
+    Row("run-arm-with-resume", [*ARM, "--resume", "--out", "{tmp}/r"], ("--resume", "drop --resume")),
+    Row("run-arm-flags-without-arm", ["run", "--port", "/dev/ttyACM0", "--yes"],
+        ("--port / --yes configure a real arm", "--arm bridge")),
+    Row("run-arm-with-the-expert", [*ARM, "--policy", "expert"], ("--policy expert", "simulator's state")),
+    Row("run-arm-with-inline-inference", [*ARM, "--inference", "inline"], ("--inference inline", "watchdog")),
+    Row("run-arm-with-virtual-clock", [*ARM, "--clock", "virtual"], ("--clock virtual", "wall clock")),
+    Row("run-arm-duration-zero", [*ARM, "--duration", "0"], ("--duration 0", "seconds")),
+    Row("run-arm-with-planner-flags", [*ARM, "--plan-simulations", "8"], ("--plan-simulations", "planner", "drop it")),
+    Row("run-arm-set-a-simulated-episode-setting", [*ARM, "--set", "scene.sim=pybullet"],
+        ("scene.sim=pybullet (from --set)", "simulated arm's episodes", "drop it")),
+    Row("run-duration-without-arm", ["run", "--duration", "5"], ("--duration configures a real arm", "--arm bridge")),
+    Row("run-arm-camera-not-name-source", [*ARM, "--camera", "front"], ("--camera 'front'", "NAME=SOURCE")),
+    Row("run-arm-camera-twice", [*ARM, "--camera", "front=0", "--camera", "front=1"], ("--camera 'front=1'", "twice")),
+    Row("run-arm-camera-the-policy-does-not-see", [*ARM, "--checkpoint", "{ckpt}", "--camera", "wrist={tmp}/v.avi"],
+        ("--camera", "missing front", "wrist not seen"), _video("v.avi")),
+    Row("run-arm-camera-absent", [*ARM, "--checkpoint", "{ckpt}", "--camera", "front=/dev/no-camera"],
+        ("--camera", "cannot open camera '/dev/no-camera'")),
+    Row("run-arm-port-absent", [*ARM, "--checkpoint", "{ckpt}", "--camera", "front={tmp}/v.avi", "--out", "{tmp}/run"],
+        ("--port", "no-port"), _video("v.avi")),
     Row("run-out-not-empty", [*RUN, "--policy", "expert", "--image-size", "16", "--out", "{tmp}/old"],
         ("--out", "old", "not empty", "--resume"), _nonempty_dir),
     Row("run-resume-nothing", [*RUN, "--policy", "expert", "--out", "{tmp}/old", "--resume"],

@@ -9,6 +9,10 @@ checkpoint is available) through the same runtime (:mod:`sim.expert_policy`, reg
 did). It writes the same run directory (meta.json, ticks.jsonl, queries.jsonl, episodes.jsonl,
 summary.json, summary.txt, episode0.gif).
 
+``--arm bridge`` runs the policy on a real arm behind the firmware bridge instead (:func:`edge.runtime.arm.deploy`:
+the MCU on ``--port``, OpenCV cameras from ``--camera NAME=SOURCE``, for ``--duration`` seconds on the real clock,
+after a confirmation; docs/deploy.md); the simulated episodes' flags are refused there.
+
 Run directories never mix: ``--out DIR`` that already holds files is refused unless ``--resume``
 continues that run (same settings; episode indices and seeds go on; the summary covers all), and the
 default ``runs/<timestamp>`` gets a ``-2``, ``-3`` ... suffix if it exists. A run that fails before
@@ -51,14 +55,17 @@ class _Given(argparse.Action):
 
 
 def register(sub) -> None:
-    p = add_subparser(sub, "run", "Run the default scene (MuJoCo stack, shipped VLA) and write a run directory.", """
+    p = add_subparser(sub, "run", "Run the default scene (MuJoCo stack, shipped VLA), or the policy on a real arm "
+                      "(--arm bridge), and write a run directory.", """
   edge run                                           # 3 stack episodes, shipped VLA, virtual clock
   edge run --episodes 20 --num-steps 5 --execute 8   # fewer denoising steps per query
   edge run --clock real --backend torch              # wall-clock loop, inference in a thread
   edge run --scheduler dvac --seam weighted
   edge run --scheduler eqrl                          # the shipped EQRL adapter picks noise, K and C
   edge run --latency constant --latency-ms 100       # what happens at 100 ms inference latency
-  edge run --policy expert --task pick_place --sim pybullet""")
+  edge run --policy expert --task pick_place --sim pybullet
+  edge run --arm bridge --port /dev/ttyACM0 --camera front=/dev/video0 --camera wrist=/dev/video2 \\
+      --instruction "stack the red block on the blue block" --duration 60   # a real arm (docs/deploy.md)""")
     add_env_args(p, episodes=3, tasks=TASKS, task_action=_Given)
     for action in p._actions:  # a resumed run finishes the episodes it was started with unless told more
         if action.dest == "episodes":
@@ -139,7 +146,7 @@ def register(sub) -> None:
                         "would cut to under half its length, from the TCP position in the proprio (default on; "
                         "--resume: as the run was started)")
     add_deprecated_alias(p, "--execution", mode)
-    p.add_argument("--clock", default="virtual", choices=("virtual", "real"),
+    p.add_argument("--clock", default="virtual", choices=("virtual", "real"), action=_Given,
                    help="virtual: deterministic, one period per tick, inference latency charged by "
                         "--latency; real: the wall clock")
     p.add_argument("--inference", default="auto", choices=("auto", "thread", "process", "inline"),
@@ -175,7 +182,7 @@ def register(sub) -> None:
                      help="--arm bridge: one camera the policy sees, by its name in the checkpoint's spec, and its "
                           "OpenCV source: a device index (0), a device path (/dev/video0), a stream URL or a video "
                           "file (played at its frame rate) (repeatable: one per camera)")
-    arm.add_argument("--duration", type=float, default=30.0, metavar="S",
+    arm.add_argument("--duration", type=float, default=30.0, metavar="S", action=_Given,
                      help=f"--arm bridge: how long the policy drives the arm, in seconds (default 30; at most "
                           f"{int(MAX_ARM_DURATION_S)}); then it stops under control and disarms (Ctrl-C does so earlier)")
     arm.add_argument("--instruction", default="", metavar="TEXT",
@@ -360,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
     if args.arm == "bridge":
         return _run_on_arm(args)
     given = [flag for flag, v in (("--port", args.port), ("--camera", args.camera), ("--instruction", args.instruction),
-                                  ("--duration", args.duration != 30.0), ("--yes", args.yes)) if v]
+                                  ("--duration", "duration" in getattr(args, "given", ())), ("--yes", args.yes)) if v]
     if given:
         one = len(given) == 1
         raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} a real arm; add --arm bridge or drop "
@@ -385,11 +392,7 @@ def run(args: argparse.Namespace) -> int:
     if args.n_blocks != 2 and args.task != "stack":
         raise EdgeError(f"--n-blocks {args.n_blocks}: sets the stack task's cubes; --task {args.task} has its own "
                         "objects; drop --n-blocks")
-    if args.scheduler == "eqrl":  # the adapter decides K and C per query: a fixed one given would be ignored
-        for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
-            if key in getattr(args, "given", set()):
-                raise EdgeError(f"{flag} {getattr(args, key)}: --scheduler eqrl's adapter chooses K and C per query "
-                                f"(its range is the adapter's); drop {flag}")
+    _check_eqrl_flags(args)
     if planner and args.scheduler != "fixed":
         raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
                         "schedule (one decision per query); drop --scheduler")
@@ -488,13 +491,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_runtime_config(cfg, args.config, args.set)
         _check_config_keeps_flags(args, flags, cfg)
     _check_settings_apply(args, cfg, planner)
-    eqrl = cfg.scheduler.eqrl
-    if (eqrl.adapter or eqrl.noise_adapter) and cfg.scheduler.kind != "eqrl" and ":" not in cfg.scheduler.kind:
-        given = (f"--adapter {args.adapter}" if args.adapter else
-                 f"scheduler.eqrl.{'adapter' if eqrl.adapter else 'noise_adapter'}="
-                 f"{eqrl.adapter or eqrl.noise_adapter} (from {_config_source(args)})")
-        raise EdgeError(f"{given} configures --scheduler eqrl (this run's scheduler: {cfg.scheduler.kind}), "
-                        "which would not read it; add --scheduler eqrl or drop the adapter")
+    _check_adapter_is_read(args, cfg)
     run_dir = RunDir(args)
     try:
         res = run_session(cfg, run_dir.path, resume=args.resume, progress=not args.no_progress)
@@ -507,6 +504,26 @@ def run(args: argparse.Namespace) -> int:
           "events.jsonl, summary.json, summary.txt, episode0.gif)")
     print(f"report (timelines, video, html): edge report {run_dir.path}")
     return 0
+
+
+def _check_eqrl_flags(args: argparse.Namespace) -> None:
+    """--scheduler eqrl's adapter decides K and C per query: a fixed one given would be ignored."""
+    if args.scheduler == "eqrl":
+        for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
+            if key in getattr(args, "given", set()):
+                raise EdgeError(f"{flag} {getattr(args, key)}: --scheduler eqrl's adapter chooses K and C per query "
+                                f"(its range is the adapter's); drop {flag}")
+
+
+def _check_adapter_is_read(args: argparse.Namespace, cfg: RuntimeConfig) -> None:
+    """An adapter given to a run whose scheduler would not read it."""
+    eqrl = cfg.scheduler.eqrl
+    if (eqrl.adapter or eqrl.noise_adapter) and cfg.scheduler.kind != "eqrl" and ":" not in cfg.scheduler.kind:
+        given = (f"--adapter {args.adapter}" if args.adapter else
+                 f"scheduler.eqrl.{'adapter' if eqrl.adapter else 'noise_adapter'}="
+                 f"{eqrl.adapter or eqrl.noise_adapter} (from {_config_source(args)})")
+        raise EdgeError(f"{given} configures --scheduler eqrl (this run's scheduler: {cfg.scheduler.kind}), "
+                        "which would not read it; add --scheduler eqrl or drop the adapter")
 
 
 def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner: bool) -> None:
@@ -538,15 +555,19 @@ _SIM_ONLY = (("--episodes", "episodes", None), ("--sim", "sim", "mujoco"), ("--n
              ("--device", "device", "orin-nano"))
 
 
+#: the scene / run / clock settings edge run --arm bridge reads (the rest set up the simulated episodes)
+ARM_READS = ("scene.robot", "scene.task", "run.seed", "clock.kind")
+
+
 def _parse_cameras(specs: list[str]) -> dict[str, str]:
     cams: dict[str, str] = {}
     for text in specs:
-        name, sep, source = text.partition("=")
-        if not sep or not name.strip() or not source.strip():
+        name, sep, source = (x.strip() for x in text.partition("="))
+        if not sep or not name or not source:
             raise EdgeError(f"--camera {text!r}: give NAME=SOURCE, e.g. --camera front=/dev/video0")
         if name in cams:
             raise EdgeError(f"--camera {text!r}: camera {name!r} is given twice; give each camera once")
-        cams[name.strip()] = source.strip()
+        cams[name] = source
     return cams
 
 
@@ -555,6 +576,12 @@ def _confirm_on_terminal(what: str) -> bool:
 
     if not sys.stdin.isatty():
         raise EdgeError("--arm bridge moves a real arm: confirm on a terminal, or pass --yes to arm without asking")
+    try:  # what was typed while the policy loaded is not an answer to this question
+        import termios
+
+        termios.tcflush(sys.stdin, termios.TCIFLUSH)
+    except Exception:  # noqa: BLE001 - no termios, or not a real terminal (termios.error): nothing to flush
+        pass
     print(f"{what}\ntype 'yes' to arm it (Ctrl-C stops it under control): ", end="", file=sys.stderr, flush=True)
     return sys.stdin.readline().strip().lower() == "yes"
 
@@ -565,13 +592,22 @@ def _run_on_arm(args: argparse.Namespace) -> int:
 
     for flag, dest, default in _SIM_ONLY:
         if getattr(args, dest) != default:
-            raise EdgeError(f"{flag}: sets up the simulated arm's episodes; --arm bridge drives the arm on --port "
+            raise EdgeError(f"{flag}: is for the simulated arm's episodes; --arm bridge drives the arm on --port "
                             f"for --duration seconds; drop {flag}")
     if hasattr(args, "image_size"):
         raise EdgeError(f"--image-size {args.image_size}: the policy's camera images have its checkpoint's size "
                         "(the cameras' frames are resized to it); drop --image-size")
-    if args.clock == "virtual" and any(a == "--clock" or a.startswith("--clock=") for a in getattr(args, "argv", ())):
+    if args.clock == "virtual" and "clock" in getattr(args, "given", ()):
         raise EdgeError("--clock virtual: a real arm moves on the wall clock; drop --clock")
+    planner_flags = [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
+                                          ("--plan-backend", args.plan_backend),
+                                          ("--plan-workspace-mask", args.plan_workspace_mask),
+                                          ("--plan-deadline-ms", args.plan_deadline_ms is not None)) if v]
+    if planner_flags:
+        raise EdgeError(f"{' / '.join(planner_flags)}: configure{'s' if len(planner_flags) == 1 else ''} the world-model "
+                        "planner (--policy comet), which does not run on --arm bridge; drop "
+                        f"{'it' if len(planner_flags) == 1 else 'them'}")
+    _check_eqrl_flags(args)
     if args.policy in ("expert", "comet"):
         why = ("reads the simulator's state" if args.policy == "expert" else
                "plans over the simulated push / reach scenes' top-down view")
@@ -620,10 +656,20 @@ def _run_on_arm(args: argparse.Namespace) -> int:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
         _check_config_keeps_flags(args, flags, cfg)
+        if cfg.policy.name != flags.policy.name:
+            raise EdgeError(f"policy.name={cfg.policy.name} from {_config_source(args)}: choose the policy with "
+                            "--policy (vla or 'pkg.module:factory' on --arm bridge)")
         if cfg.clock.kind != "real" or cfg.worker.mode == "inline":
             raise EdgeError(f"{_config_source(args)}: a real arm runs on the real clock with inference in a thread "
                             "or process (clock.kind=real, worker.mode thread / process)")
+        before, after, default = flags.dotted(), cfg.dotted(), RuntimeConfig().dotted()
+        for key in sorted(after):  # what only the simulated arm's episodes read (a default value is no request)
+            if (key.startswith(("scene.", "run.", "clock.", "policy.comet.")) and key not in ARM_READS
+                    and before.get(key) != after[key] and default.get(key) != after[key]):
+                raise EdgeError(f"{key}={after[key]} (from {_config_source(args)}): is for the simulated arm's "
+                                "episodes; --arm bridge does not read it: drop it")
     _check_settings_apply(args, cfg, False)
+    _check_adapter_is_read(args, cfg)
     run_dir = RunDir(args)
     try:
         res, summary = deploy(cfg, ArmRun(port=args.port, cameras=cameras, duration_s=args.duration,
@@ -638,8 +684,13 @@ def _run_on_arm(args: argparse.Namespace) -> int:
     print(f"run directory: {run_dir.path} (meta.json, ticks.jsonl, queries.jsonl, events.jsonl, commands.jsonl, "
           "summary.json, arm_result.json)")
     if res["interrupted"]:
-        print("interrupted: the arm stopped under control and was disarmed", file=sys.stderr)
+        print("interrupted: the arm was e-stopped while it was being armed (the MCU stays latched until the "
+              "next activation)" if res.get("phase") else "interrupted: the arm stopped under control and was disarmed",
+              file=sys.stderr)
         return 130
+    if res.get("phase") == "connect":  # the MCU refused to arm: nothing moved
+        print(f"error: the arm was not armed: {res['error']} (events.jsonl has the refusal)", file=sys.stderr)
+        return 1
     if res["error_type"] or (res.get("stop") or "").startswith(("fault", "estop")):
         why = res["error"] if res["error_type"] else res["stop"]
         print(f"error: the arm was stopped: {why} (events.jsonl has the stop)", file=sys.stderr)

@@ -115,13 +115,14 @@ def run_host(
             loop.reset()  # explicit operator release: clear + re-arm, fresh plan only
         return False
 
+    res: dict[str, Any] = {"error": "the host run did not finish", "error_type": "HostAborted"}
     try:
         res = drive_arm(loop, driver, clock, spec.duration_s, on_start=started, on_tick=operator,
                         before_close=getattr(policy, "release", None))
     finally:
         recorder.close()
         commands.close()
-    write_result(out / "host_result.json", res)
+        write_result(out / "host_result.json", res)  # even when the run itself raised
     return res
 
 

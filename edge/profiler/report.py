@@ -114,11 +114,19 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
     session = run.meta.get("session") or {}
     title = f"Run report: {run_dir.name}"
     doc = Document(title)
+    arm = run.meta.get("arm") if isinstance(run.meta.get("arm"), dict) else None
+    what = (f"a run on a real arm ({arm.get('kind')}, {arm.get('duration_s')} s)" if arm else
+            f"{summary['episodes']} episodes")
     doc.p(f"Run directory `{run_dir}`; schema version {run.schema_version}; "
-          f"{summary['episodes']} episodes, {summary['ticks']} ticks, {summary['queries']} queries.")
+          f"{what}, {summary['ticks']} ticks, {summary['queries']} queries.")
     if session:
         doc.h("What ran")
-        doc.table(["setting", "value"], session_rows(session, run.meta.get("policy")))
+        rows = session_rows(session, run.meta.get("policy"))
+        if arm:  # the simulator's settings did not apply; where the arm and its cameras were instead
+            rows = [r for r in rows if r[0] not in ("sim", "latency", "latency_ms")]
+            rows += [["arm", f"{arm.get('kind')} on {arm.get('port')}"], ["instruction", arm.get("instruction")],
+                     ["cameras", ", ".join(f"{k}={v}" for k, v in (arm.get("cameras") or {}).items())]]
+        doc.table(["setting", "value"], rows)
     doc.h("Summary")
     virtual = session.get("clock") == "virtual"
     doc.table(["statistic", "value"],

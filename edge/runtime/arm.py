@@ -63,24 +63,36 @@ def drive_arm(loop: Any, driver: Any, clock: Any, duration_s: float, *,
     ``on_tick(now, res)`` runs after every tick (True ends the run); ``end_on_stop``: a latched safety
     stop (fault or e-stop) ends the run, else it keeps ticking (braking to a hold, the policy ignored),
     as a HIL scenario that then judges the hold and an operator's release needs. A driver or loop
-    error ends the run (the loop stopped the arm first). Never raises for what the stack handled."""
+    error ends the run (the loop stopped the arm first); so does Ctrl-C, and one during the start
+    (connect / activate) e-stops the arm, which may have been armed already. Never raises for what the
+    stack handled; the arm is closed (DISARM where it is active) whatever happens."""
     from edge.safety import SafetyMode
 
     res: dict[str, Any] = {"t0": None, "error": None, "error_type": None, "error_t": None, "estop_t": None,
                            "release_t": None, "interrupted": False, "stop": None}
+
+    def failed(err: BaseException, **extra: Any) -> None:
+        res.update(error=str(err) or type(err).__name__, error_type=type(err).__name__, error_t=clock.now(), **extra)
+        if isinstance(err, KeyboardInterrupt):
+            res["interrupted"] = True
+
     try:
         try:
             loop.start()
-        except Exception as err:  # noqa: BLE001 - a refused connect is the result of the run
-            res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now(), phase="connect")
+        except KeyboardInterrupt as err:  # mid-activation the MCU may be armed already: stop it
+            failed(err, phase=_start_phase(driver))
+            _guarded(res, "estop_error", driver.estop)
+            return res
+        except Exception as err:  # noqa: BLE001 - a refused connect / activation is the result of the run
+            failed(err, phase=_start_phase(driver))
             if loop.recorder is not None:
                 loop.recorder.event("connect_failed", clock.now(), detail=str(err))
             return res
         t0 = res["t0"] = loop.t0_s
-        if on_start is not None:
-            on_start(t0)
-        t_end = t0 + duration_s
         try:
+            if on_start is not None:
+                on_start(t0)
+            t_end = t0 + duration_s
             while clock.now() < t_end:
                 loop.run(1)
                 mode = loop.safety.mode
@@ -92,25 +104,45 @@ def drive_arm(loop: Any, driver: Any, clock: Any, duration_s: float, *,
                     break
             else:
                 res["stop"] = "duration"
-        except KeyboardInterrupt as err:
-            res.update(interrupted=True, error=str(err) or "KeyboardInterrupt", error_type="KeyboardInterrupt",
-                       error_t=clock.now())
-        except Exception as err:  # noqa: BLE001 - the loop already stopped the arm; the error is the result
-            res.update(error=str(err), error_type=type(err).__name__, error_t=clock.now())
+        except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - the loop already stopped the arm
+            failed(err)
     finally:
         res["t_motion_end"] = clock.now()  # before the orderly close (DISARM) below
         if before_close is not None:
-            before_close()
-        res["link"] = driver.link_stats()
-        try:
-            loop.close(close_driver=True)
-        except Exception as err:  # noqa: BLE001 - closing after a fault may fail on a dead link
-            res["close_error"] = f"{type(err).__name__}: {err}"
+            _guarded(res, "before_close_error", before_close)
+        link = _guarded(res, "link_error", driver.link_stats)
+        res["link"] = link if isinstance(link, dict) else {}
+        if _guarded(res, "close_error", lambda: loop.close(close_driver=True)) is _FAILED:
+            # closing after a fault may fail on a dead link; never leave an active arm behind
+            _guarded(res, "driver_close_error", driver.close)
         safety = loop.safety
         res.update(t_closed=clock.now(), driver_counts=dict(driver.counts), safety_counts=dict(safety.counts),
                    overruns=loop.overruns, safety_mode=safety.mode.value, safety_reason=safety.fault_reason,
                    driver_state=driver.state.value)
     return res
+
+
+_FAILED = object()
+
+
+def _start_phase(driver: Any) -> str:
+    """Where a failed start ended: ``connect`` while the arm was never armed (a refused handshake or
+    activation: nothing moved), ``start`` once it was (armed, then stopped)."""
+    from edge.contracts import DriverState
+
+    return "start" if driver.state in (DriverState.ACTIVE, DriverState.ESTOPPED) else "connect"
+
+
+def _guarded(res: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, or ``_FAILED`` with the error recorded as ``res[key]`` (a close step that fails must not
+    keep the next one from running; a second Ctrl-C during the close is recorded, and the close goes on)."""
+    try:
+        return fn()
+    except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - recorded; the caller goes on closing
+        res[key] = f"{type(err).__name__}: {err}"
+        if isinstance(err, KeyboardInterrupt):
+            res["interrupted"] = True
+        return _FAILED
 
 
 def write_result(path: Path, res: dict[str, Any]) -> None:
@@ -150,15 +182,16 @@ def check_cameras(needed: tuple[str, ...], given: dict[str, str], policy_name: s
                         f"give each once, e.g. " + " ".join(f"--camera {n}=/dev/video{i}" for i, n in enumerate(needed)))
 
 
-def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, observer: Any = None, policy: Any = None,
-           confirm: Callable[[str], bool] | None = None, stop_when: Callable[[float], bool] | None = None,
+def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str], bool] | None,
+           observer: Any = None, policy: Any = None, stop_when: Callable[[float], bool] | None = None,
            progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``cfg``'s policy and scheduler on the bridge arm at ``arm.port`` for ``arm.duration_s``; ->
     (result, summary). Order: the policy is loaded and the cameras opened (``observer``: another
     ObservationSource, e.g. a simulator's cameras, instead), then the driver connects (handshake;
     nothing moves), one query warms the policy up, ``confirm(description)`` must say yes, and only
-    then the arm is armed and the loop runs. ``stop_when(now)``: True ends the run early. Raises
-    EdgeError (nothing moved) when the port, a camera or the confirmation refuses."""
+    then the arm is armed and the loop runs (``confirm=None``, given explicitly: arm without asking).
+    ``stop_when(now)``: True ends the run early. Raises EdgeError (nothing moved) when the port, a
+    camera or the confirmation refuses."""
     from tqdm import tqdm
 
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
@@ -194,13 +227,13 @@ def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, observer: Any = None, 
     except (ConfigError, ValueError) as err:
         raise EdgeError(f"--port {arm.port}: {err}") from None
     cams = tuple(getattr(policy.spec, "cameras", ("front",)))
-    side = int(policy.spec.image_hw[0])
     own_cameras = observer is None
     if own_cameras:
         check_cameras(cams, arm.cameras, cfg.policy.name)
         try:
-            observer = CameraSet([OpenCVCamera(OpenCVCameraConfig(source=arm.cameras[n], name=n, width=side,
-                                                                  height=int(policy.spec.image_hw[1])))
+            height, width = (int(x) for x in policy.spec.image_hw)  # (H, W)
+            observer = CameraSet([OpenCVCamera(OpenCVCameraConfig(source=arm.cameras[n], name=n, width=width,
+                                                                  height=height))
                                   for n in cams], proprio_from_state, arm.instruction)
             observer.start()
         except (CameraError, ConfigError, ValueError) as err:
@@ -224,18 +257,24 @@ def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, observer: Any = None, 
         except Exception as err:  # noqa: BLE001 - the port's problem, named by its flag
             recorder.event("connect_failed", clock.now(), detail=str(err))
             raise EdgeError(f"--port {arm.port}: {err}") from None
-        try:
+        loop = None
+        try:  # everything but arming, so that the operator's yes is the last step before ARM
+            loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg, seed=cfg.run.seed,
+                             policy_factory=factory)
+            recorder.event("worker_started", clock.now(), mode=loop.worker.mode,
+                           start_s=round(loop.worker.start_s, 4))
             _warm_up(policy, observer, driver, arm.instruction)
             what = (f"the arm on {arm.port} ({len(driver.read_state().q_rad)} joints and a gripper) will move under "
                     f"--policy {cfg.policy.name} for {arm.duration_s:g} s: {arm.instruction!r}")
             if confirm is not None and not confirm(what):
                 raise EdgeError("not confirmed: the arm was not armed and nothing moved")
         except BaseException:
-            driver.close()
+            try:
+                if loop is not None:
+                    loop.close(close_driver=True)  # the worker, then the port (nothing was armed)
+            finally:
+                driver.close()  # (a no-op once closed)
             raise
-        loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg, seed=cfg.run.seed,
-                         policy_factory=factory)
-        recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4))
         bar = tqdm(total=round(arm.duration_s), desc=f"arm {arm.port}", unit="s", disable=not progress)
         shown = [0]
 

@@ -11,6 +11,7 @@ import pytest
 
 from drivers.opencv_camera import (
     CameraError,
+    CameraSet,
     CameraStale,
     OpenCVCamera,
     OpenCVCameraConfig,
@@ -85,6 +86,56 @@ def test_real_videocapture_on_a_generated_file(tmp_path):
         assert cam.observe(STATE).images["front"].shape == (32, 32, 3)
     finally:
         cam.close()
+
+
+def test_a_video_file_plays_at_its_frame_rate_then_goes_stale(tmp_path):
+    """A recording stands in for a camera as it was filmed: 10 frames at 20 fps last half a second (read as
+    fast as they decode they would be gone at once), then the stream ends and the frame ages."""
+    cv2 = pytest.importorskip("cv2")
+    path = str(tmp_path / "clip.avi")
+    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), 20.0, (32, 32))
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        writer.write(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
+    writer.release()
+    cam = OpenCVCamera(OpenCVCameraConfig(source=path, width=32, height=32, max_frame_age_s=0.3)).start()
+    try:
+        t0 = time.monotonic()
+        seen = set()
+        while time.monotonic() - t0 < 1.5:
+            with cam._lock:  # every frame's capture time as it lands (not judged stale or not)
+                seen.add(cam._frame_t_s)
+            time.sleep(0.005)
+        played = max(seen) - min(seen)
+        assert len(seen) >= 5 and 0.25 <= played <= 0.8, (len(seen), played)  # 9 frame periods of 50 ms
+        with pytest.raises(CameraStale, match="old"):  # the last frame came about 1 s ago
+            cam.latest()
+    finally:
+        cam.close()
+
+
+def test_a_camera_set_observes_every_camera_and_opens_all_or_none():
+    caps = [SyntheticCapture(), SyntheticCapture()]
+    cams = [OpenCVCamera(OpenCVCameraConfig(name=n, width=16, height=16), capture_factory=lambda c=c: c)
+            for n, c in zip(("front", "wrist"), caps, strict=True)]
+    rig = CameraSet(cams, lambda s: np.asarray(s.q_rad, np.float32), "stack the red block").start()
+    try:
+        obs = rig.observe(STATE)
+        assert set(obs.images) == {"front", "wrist"} and obs.images["wrist"].shape == (16, 16, 3)
+        assert obs.instruction == "stack the red block" and obs.proprio.shape == (7,) and rig.names == ("front", "wrist")
+        caps[1].unplug.set()
+        time.sleep(0.6)
+        with pytest.raises(CameraStale, match="'wrist': newest frame"):
+            rig.observe(STATE)
+    finally:
+        rig.close()
+    bad = OpenCVCamera(OpenCVCameraConfig(name="wrist", source="/dev/does-not-exist"))
+    good = OpenCVCamera(OpenCVCameraConfig(name="front"), capture_factory=SyntheticCapture)
+    with pytest.raises(CameraError, match="cannot open camera"):
+        CameraSet([good, bad], lambda s: s.q_rad).start()
+    assert good._stop.is_set()  # the camera opened first was closed again
+    with pytest.raises(CameraError, match="distinct name"):
+        CameraSet([OpenCVCamera(OpenCVCameraConfig()), OpenCVCamera(OpenCVCameraConfig())], lambda s: s.q_rad)
 
 
 def test_missing_device_is_a_clear_error():

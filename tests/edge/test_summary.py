@@ -96,3 +96,13 @@ def test_a_run_whose_arm_barely_moved_is_flagged():
     s["faults"] = [{"kind": "joint_limit", "t": 0.1, "detail": "j3"}]  # a fault stopped it: not blamed on speed
     text = format_summary(s)
     assert "the arm acted on 0 of 9 ticks: the safety layer stopped it" in text and "too slow" not in text
+
+
+def test_a_run_on_a_real_arm_says_how_it_ended_not_zero_episodes():
+    run = _run("real")
+    run.episodes = []
+    s = summarize(run)
+    s.update(arm="bridge", stop="CameraStale")
+    text = format_summary(s)
+    assert text.splitlines()[0].split() == ["run", "on", "the", "bridge", "arm,", "ended", "by", "CameraStale"]
+    assert "episodes" not in text and "\narm " not in text and "\nstop " not in text

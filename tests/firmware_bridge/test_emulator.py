@@ -337,6 +337,9 @@ def _await_nack(client: FirmwareClient, seq: int) -> Nack:
     ("firmware_bridge.emulator", ["--pty", "--joints", "20"], "n_joints=20 outside 1..12"),
     ("firmware_bridge.emulator", ["--pty", "--state-hz", "0"], "--state-hz 0: must be > 0"),
     ("firmware_bridge.emulator", ["--pty", "--schedule", "/nonexistent.json"], "--schedule /nonexistent.json"),
+    ("firmware_bridge.emulator", ["--pty", "--joints", "8", "--q0", "1,2"], "--q0 1,2: give 8 finite numbers"),
+    ("firmware_bridge.emulator", ["--pty", "--joints", "2", "--q0", "1,x"], "--q0 1,x: give 2 numbers"),
+    ("firmware_bridge.emulator", ["--pty", "--joints", "2", "--q0", "1,3.5"], "outside the hard joint limits [-3, 3]"),
     ("firmware_bridge.fault_proxy", ["--upstream", "loop://", "--period-ms", "0"], "--period-ms 0: must be > 0"),
     ("firmware_bridge.fault_proxy", ["--upstream", "/dev/no-such-port"], "--upstream /dev/no-such-port: cannot open"),
 ])
@@ -358,18 +361,30 @@ def test_the_emulator_takes_the_panda_with_wider_hard_limits(tmp_path):
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
     from edge.robot_spec import load_robot_spec
 
+    import numpy as np
+
     path = tmp_path / "pty"
+    import re
+    from pathlib import Path
+
+    panda = load_robot_spec("panda")
+    readme = (Path(__file__).resolve().parents[2] / "drivers" / "README.md").read_text()
+    home = re.search(r"--q0 ([-0-9.,]+)", readme)[1]  # the documented --q0: the Panda's home, gripper open
+    assert np.allclose([float(x) for x in home.split(",")], (*panda.q_home_rad, 0.08), atol=1e-3)
     proc = subprocess.Popen([sys.executable, "-m", "firmware_bridge.emulator", "--pty", "--joints", "8",
-                             "--watchdog-ms", "200", "--hard-q-limit", "4", "--path-file", str(path)],
+                             "--watchdog-ms", "200", "--hard-q-limit", "4", "--q0", home, "--path-file", str(path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         t0 = time.monotonic()
         while not path.is_file() and time.monotonic() - t0 < 30:
             time.sleep(0.05)
-        arm = BridgeArmDriver(BridgeArmConfig(port=path.read_text().strip()), load_robot_spec("panda"))
+        arm = BridgeArmDriver(BridgeArmConfig(port=path.read_text().strip()), panda)
         arm.connect()
         arm.activate()
-        assert len(arm.read_state().q_rad) == 7
+        state = arm.read_state()
+        assert np.allclose(state.q_rad, panda.q_home_rad, atol=1e-3) and state.gripper < 1e-6  # home, open
+        arm.send_command(np.zeros(5, np.float32))
+        assert arm.counts.get("joint_limit", 0) == 0  # at home nothing needs clamping
         arm.close()
     finally:
         proc.terminate()
