@@ -177,11 +177,11 @@ def register(sub) -> None:
                           "on --port, seen through --camera, for --duration seconds on the real clock")
     arm.add_argument("--port", default="", metavar="PORT",
                      help="--arm bridge: the MCU's serial port (/dev/ttyACM0, /dev/serial/by-id/..., a pty, or a "
-                          "pyserial URL)")
+                          "pyserial URL) (required there; default: none)")
     arm.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
                      help="--arm bridge: one camera the policy sees, by its name in the checkpoint's spec, and its "
                           "OpenCV source: a device index (0), a device path (/dev/video0), a stream URL or a video "
-                          "file (played at its frame rate) (repeatable: one per camera)")
+                          "file (played at its frame rate) (repeatable: one per camera; default: none)")
     arm.add_argument("--duration", type=float, default=30.0, metavar="S", action=_Given,
                      help=f"--arm bridge: how long the policy drives the arm, in seconds (default 30; at most "
                           f"{int(MAX_ARM_DURATION_S)}); then it stops under control and disarms (Ctrl-C does so earlier)")
