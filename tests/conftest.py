@@ -16,3 +16,18 @@ def _export_cache(tmp_path_factory):
         os.environ.pop("EDGE_CACHE_DIR", None)
     else:
         os.environ["EDGE_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_is_keyboard_interrupt():
+    """The Ctrl-C tests send SIGINT (or ``_thread.interrupt_main``) and expect KeyboardInterrupt, as at a
+    terminal; a test run started as a background job (``make test &``, nohup) inherits SIGINT ignored, where
+    neither would arrive. Give SIGINT Python's own handler for the session, as an interactive shell has."""
+    import signal
+
+    old = signal.getsignal(signal.SIGINT)
+    if old is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if old is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, old)

@@ -16,7 +16,8 @@ seq, host time, f32 targets) and ``arm_result.json`` (how the run ended).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,8 +191,17 @@ def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str
     ObservationSource, e.g. a simulator's cameras, instead), then the driver connects (handshake;
     nothing moves), one query warms the policy up, ``confirm(description)`` must say yes, and only
     then the arm is armed and the loop runs (``confirm=None``, given explicitly: arm without asking).
+    SIGINT and SIGTERM stop it under control (:func:`operator_signals`).
     ``stop_when(now)``: True ends the run early. Raises EdgeError (nothing moved) when the port, a
     camera or the confirmation refuses."""
+    with operator_signals():  # SIGINT / SIGTERM: a controlled stop from here on
+        return _deploy(cfg, arm, out_dir, confirm=confirm, observer=observer, policy=policy, stop_when=stop_when,
+                       progress=progress)
+
+
+def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str], bool] | None,
+            observer: Any, policy: Any, stop_when: Callable[[float], bool] | None,
+            progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     from tqdm import tqdm
 
     from drivers.bridge_arm import BridgeArmConfig, BridgeArmDriver
@@ -302,6 +312,32 @@ def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str
     summary = recorder.close(extra={"arm": "bridge", "stop": res.get("stop") or res.get("error_type")})
     write_result(out / "arm_result.json", res)
     return res, summary
+
+
+@contextmanager
+def operator_signals() -> Iterator[None]:
+    """While a real arm may move: SIGINT (Ctrl-C) and SIGTERM (a supervisor's stop, systemd's) raise
+    KeyboardInterrupt, so the arm stops under control and disarms instead of waiting for the MCU's watchdog
+    — also when SIGINT arrived ignored (a process started as a background job inherits it so). Only in the
+    main thread (elsewhere signals cannot be handled); the old handlers come back after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def _warm_up(policy: Any, observer: Any, driver: Any, instruction: str) -> None:

@@ -110,10 +110,15 @@ def test_a_camera_that_stops_delivering_stops_the_arm_safely(ckpt, tmp_path, cap
     assert mode is Mode.DISARMED
 
 
-def test_ctrl_c_stops_under_control(ckpt, tmp_path):
-    """A real SIGINT to the process while the arm moves: the loop's safe stop, then DISARM."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_under_control(ckpt, tmp_path, signame):
+    """A real SIGINT (Ctrl-C) or SIGTERM (a supervisor's stop) to the process while the arm moves: the loop's
+    safe stop, then DISARM — also with SIGINT ignored before, as a background job inherits it."""
     import signal
     import threading
+
+    sig = getattr(signal, signame)
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     from edge.runtime.arm import ArmRun, deploy
     from edge.runtime.config import RuntimeConfig
@@ -126,7 +131,7 @@ def test_ctrl_c_stops_under_control(ckpt, tmp_path):
     def operator(now: float) -> bool:  # once the arm moves: Ctrl-C 0.3 s later, from another thread
         if not timers:
             main_thread = threading.main_thread().ident
-            timers.append(threading.Timer(0.3, signal.pthread_kill, (main_thread, signal.SIGINT)))
+            timers.append(threading.Timer(0.3, signal.pthread_kill, (main_thread, sig)))
             timers[0].start()
         return False
 
@@ -138,8 +143,12 @@ def test_ctrl_c_stops_under_control(ckpt, tmp_path):
             for t in timers:  # never let the signal land after the run (in pytest itself)
                 t.cancel()
                 t.join()
+            restored = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, ignored)
         mode = settled_mode(rig)
-    assert res["interrupted"] and res["error_type"] == "KeyboardInterrupt" and res["stop"] is None
+    assert restored is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers given back
+    assert res["interrupted"] and res["error_type"] == "KeyboardInterrupt" and res["error"] == f"signal {signame}"
+    assert res["stop"] is None
     assert res["t_motion_end"] - res["t0"] < 5.0 and mode is Mode.DISARMED and res["driver_state"] == "disconnected"
     assert summary["ticks"] >= 3 and summary["stop"] == "KeyboardInterrupt"
     events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
