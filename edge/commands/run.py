@@ -379,10 +379,7 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
-    given = [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
-                                  ("--plan-backend", args.plan_backend),
-                                  ("--plan-workspace-mask", args.plan_workspace_mask),
-                                  ("--plan-deadline-ms", args.plan_deadline_ms is not None)) if v]
+    given = _planner_flags(args)
     if given and not planner:
         one = len(given) == 1
         raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} --policy comet; add --policy comet or "
@@ -506,6 +503,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _planner_flags(args: argparse.Namespace) -> list[str]:
+    """The world-model planner's flags given on the command line."""
+    return [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
+                                 ("--plan-backend", args.plan_backend),
+                                 ("--plan-workspace-mask", args.plan_workspace_mask),
+                                 ("--plan-deadline-ms", args.plan_deadline_ms is not None)) if v]
+
+
 def _check_eqrl_flags(args: argparse.Namespace) -> None:
     """--scheduler eqrl's adapter decides K and C per query: a fixed one given would be ignored."""
     if args.scheduler == "eqrl":
@@ -599,10 +604,7 @@ def _run_on_arm(args: argparse.Namespace) -> int:
                         "(the cameras' frames are resized to it); drop --image-size")
     if args.clock == "virtual" and "clock" in getattr(args, "given", ()):
         raise EdgeError("--clock virtual: a real arm moves on the wall clock; drop --clock")
-    planner_flags = [flag for flag, v in (("--world-model", args.world_model), ("--plan-simulations", args.plan_simulations),
-                                          ("--plan-backend", args.plan_backend),
-                                          ("--plan-workspace-mask", args.plan_workspace_mask),
-                                          ("--plan-deadline-ms", args.plan_deadline_ms is not None)) if v]
+    planner_flags = _planner_flags(args)
     if planner_flags:
         raise EdgeError(f"{' / '.join(planner_flags)}: configure{'s' if len(planner_flags) == 1 else ''} the world-model "
                         "planner (--policy comet), which does not run on --arm bridge; drop "

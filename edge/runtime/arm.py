@@ -209,29 +209,27 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
     from drivers.sim_camera import proprio_from_state
     from edge.clock import RealClock
     from edge.config import ConfigError, from_dict, to_dict
-    from edge.runtime.registry import SCHEDULERS
-    from edge.runtime.session import _built, _policy_meta, _robot_meta, _scheduler_meta, policy_loader
+    from edge.robot_spec import load_robot_spec
+    from edge.runtime.session import (
+        _policy_meta,
+        _robot_meta,
+        _scheduler_meta,
+        built_policy,
+        built_scheduler,
+        check_execute_fits,
+        check_policy_task,
+    )
     from edge.runtime.wiring import wire_loop
     from edge.telemetry import RunRecorder
 
     out = Path(out_dir)
-    factory = None
-    loader, robot = policy_loader(cfg)
     if policy is None:
-        policy = _built(cfg.policy.name, "policy", loader.func, loader.args,
-                        ("spec", "chunk_len", "action_dim", "encode", "sample"),
-                        "factory(config, robot) returning a ChunkPolicy (edge.contracts)")
-        factory = loader if cfg.worker.mode == "process" else None
-    trained_for = getattr(policy.spec, "task", None)
-    if trained_for in ("stack", "pick_place", "push", "reach") and trained_for != cfg.scene.task:
-        raise EdgeError(f"--task {cfg.scene.task}: the checkpoint {cfg.policy.checkpoint} was trained for task "
-                        f"{trained_for!r} (its spec); run --task {trained_for} or pass a checkpoint trained for it")
-    horizon = int(getattr(policy, "chunk_len", 0) or 0)
-    if cfg.scheduler.kind in ("fixed", "dvac") and horizon and cfg.execute > horizon:
-        raise EdgeError(f"--execute {cfg.execute}: --policy {cfg.policy.name} makes chunks of {horizon} actions "
-                        f"(its spec); choose 1..{horizon}")
-    scheduler = _built(cfg.scheduler.kind, "scheduler", SCHEDULERS.resolve(cfg.scheduler.kind), (cfg, policy),
-                       ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
+        policy, robot, factory = built_policy(cfg)
+    else:
+        robot, factory = load_robot_spec(cfg.scene.robot), None
+    check_policy_task(cfg, policy)
+    check_execute_fits(cfg, policy)
+    scheduler = built_scheduler(cfg, policy)
     try:
         dcfg = from_dict(BridgeArmConfig, {**arm.driver, "port": arm.port})
     except (ConfigError, ValueError) as err:

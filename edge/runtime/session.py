@@ -161,6 +161,44 @@ def _built(name: str, kind: str, factory: Callable[..., Any], args: tuple[Any, .
     return obj
 
 
+def built_policy(cfg_: RuntimeConfig) -> tuple[Any, Any, Callable[[], Any] | None]:
+    """(policy, robot spec, factory): ``cfg_``'s policy built and checked to be one; ``factory`` rebuilds it in a
+    worker process (``inference='process'``), else None."""
+    loader, robot = policy_loader(cfg_)
+    policy = _built(cfg_.policy.name, "policy", loader.func, loader.args,
+                    ("spec", "chunk_len", "action_dim", "encode", "sample"),
+                    "factory(config, robot) returning a ChunkPolicy (edge.contracts)")
+    return policy, robot, (loader if cfg_.worker.mode == "process" else None)
+
+
+def built_scheduler(cfg_: RuntimeConfig, policy: Any) -> Any:
+    """``cfg_``'s scheduler for ``policy``, built and checked to be one."""
+    return _built(cfg_.scheduler.kind, "scheduler", SCHEDULERS.resolve(cfg_.scheduler.kind), (cfg_, policy),
+                  ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
+
+
+def check_policy_task(cfg_: RuntimeConfig, policy: Any) -> None:
+    """Refuse a policy trained for another task than the scene's."""
+    from edge.errors import EdgeError
+
+    trained_for = getattr(policy.spec, "task", None)
+    if trained_for in ("stack", "pick_place", "push", "reach") and trained_for != cfg_.scene.task:
+        raise EdgeError(f"--task {cfg_.scene.task}: the checkpoint {cfg_.policy.checkpoint} was trained for task "
+                        f"{trained_for!r} (its spec); run --task {trained_for} or pass a checkpoint "
+                        f"trained for {cfg_.scene.task!r} (edge train vla --task {cfg_.scene.task})")
+
+
+def check_execute_fits(cfg_: RuntimeConfig, policy: Any) -> None:
+    """Refuse a fixed / dvac C longer than the policy's chunk."""
+    from edge.errors import EdgeError
+
+    horizon = int(getattr(policy, "chunk_len", 0) or 0)
+    if cfg_.scheduler.kind in ("fixed", "dvac") and horizon and cfg_.execute > horizon:
+        flag = "--execute" + (" (scheduler.dvac.max_execute)" if cfg_.scheduler.kind == "dvac" else "")
+        raise EdgeError(f"{flag} {cfg_.execute}: --policy {cfg_.policy.name} makes chunks of {horizon} actions "
+                        f"(its spec), so at most {horizon} can be executed; choose 1..{horizon}")
+
+
 def _drop_unfinished(out_dir: Path, finished: int) -> None:
     """Remove the tick and query lines of episodes without an episode record (a killed run's last)."""
     for name in ("ticks", "queries"):
@@ -399,11 +437,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
 
     factory = None
     if policy is None:
-        loader, robot = policy_loader(cfg_)
-        policy = _built(cfg_.policy.name, "policy", loader.func, loader.args,
-                        ("spec", "chunk_len", "action_dim", "encode", "sample"),
-                        "factory(config, robot) returning a ChunkPolicy (edge.contracts)")
-        factory = loader if cfg_.worker.mode == "process" else None
+        policy, robot, factory = built_policy(cfg_)
     elif cfg_.worker.mode == "process":
         raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
                         "process; it cannot take a policy object")
@@ -411,11 +445,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         from edge.robot_spec import load_robot_spec
 
         robot = load_robot_spec(cfg_.scene.robot)
-    trained_for = getattr(policy.spec, "task", None)
-    if trained_for in ("stack", "pick_place", "push", "reach") and trained_for != cfg_.scene.task:
-        raise EdgeError(f"--task {cfg_.scene.task}: the checkpoint {cfg_.policy.checkpoint} was trained for task "
-                        f"{trained_for!r} (its spec); run --task {trained_for} or pass a checkpoint "
-                        f"trained for {cfg_.scene.task!r} (edge train vla --task {cfg_.scene.task})")
+    check_policy_task(cfg_, policy)
     resumed: tuple[dict[str, Any], int] | None = None
     if resume and out_dir is not None:
         resumed = resume_state(cfg_, out_dir)
@@ -459,11 +489,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     needs = getattr(policy.spec, "execution", None)
     if needs and needs != cfg_.loop.execution:
         raise EdgeError(f"--policy {cfg_.policy.name} needs --query-mode {needs} (got {cfg_.loop.execution})")
-    horizon = int(getattr(policy, "chunk_len", 0) or 0)
-    if scheduler is None and cfg_.scheduler.kind in ("fixed", "dvac") and horizon and cfg_.execute > horizon:
-        flag = "--execute" + (" (scheduler.dvac.max_execute)" if cfg_.scheduler.kind == "dvac" else "")
-        raise EdgeError(f"{flag} {cfg_.execute}: --policy {cfg_.policy.name} makes chunks of {horizon} actions "
-                        f"(its spec), so at most {horizon} can be executed; choose 1..{horizon}")
+    if scheduler is None:
+        check_execute_fits(cfg_, policy)
     env = session_env(cfg_, policy)
     physics_step_s = env.unwrapped.cfg.physics_step_s
     if resumed is not None:  # runs written before the step was recorded all ran at 2 ms
@@ -489,8 +516,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     lat = LatencyConfig(kind=cfg_.clock.latency, latency_s=cfg_.clock.latency_ms / 1000.0, device=cfg_.clock.device,
                         checkpoint=cfg_.policy.checkpoint if (Path(cfg_.policy.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
-        scheduler = _built(cfg_.scheduler.kind, "scheduler", SCHEDULERS.resolve(cfg_.scheduler.kind), (cfg_, policy),
-                           ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
+        scheduler = built_scheduler(cfg_, policy)
     recorder = None
     first_episode = 0
     if out_dir is not None:
