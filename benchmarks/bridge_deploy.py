@@ -1,16 +1,24 @@
-"""Does the VLA keep its competence when it drives an arm through the serial protocol? The shipped stack
-VLA deployed exactly as ``edge run --arm bridge`` deploys it (:func:`edge.runtime.arm.deploy`: the bridge
+"""Does a policy keep its competence when it drives an arm through the serial protocol? The shipped stack
+VLA (or, with ``--policy comet``, the world-model planner on ``reach`` / ``push``) deployed exactly as
+``edge run --arm bridge`` deploys it (:func:`edge.runtime.arm.deploy`: the bridge
 driver, IK from the measured joints, proprio from the telemetry, the MCU's deadlines and watchdog) against
 an emulated MCU whose joints are the MuJoCo arm (the HIL bench: :class:`drivers.hil_rig.HilBench`, real
-time), seen through the simulator's cameras — against the same VLA on the simulated arm (``edge run
+time), seen through the simulator's cameras — against the same policy on the simulated arm (``edge run
 --clock real``: the runtime steps the simulator itself), both on the real clock, paired by scene seed.
 
     python benchmarks/bridge_deploy.py --episodes 100 --out benchmarks/results/bridge_deploy.json
+    python benchmarks/bridge_deploy.py --policy comet --task reach --episodes 100 --work runs/bridge_comet \
+        --out benchmarks/results/bridge_deploy_comet_reach.json
+
+The VLA runs as ``edge run`` runs it (K, C, seam replace, noise temperature 0.5, inference in a thread);
+the planner as ``edge run --policy comet --clock real`` runs it (sync: one move per decision, the search
+in a worker process on ONNX Runtime, its 40 ms deadline, the workspace mask).
 
 Per seed the two arms run back to back (bridge, then sim), each episode's outcome is appended to
 ``--work DIR/episodes.jsonl`` as it ends, and a rerun with the same ``--work`` continues where it stopped
 (same settings, refused otherwise). An episode succeeds when the task's success condition holds for the
-env's hold time (0.5 s) before its length in control periods (220 for stack) has passed. The cameras
+env's hold time (0.5 s for stack; none for reach, as the planner trained) within its length in
+control periods (220 for stack, 60 for reach): both arms get the same number of ticks. The cameras
 render without pixel noise and the frozen-frame check is off in both arms (a still simulated scene
 renders identical frames); everything else is the deployed path. Reported: each arm's successes (95 %
 Wilson), bridge − sim per episode (95 % bootstrap interval, exact McNemar p), the bridge runs' stop
@@ -37,6 +45,9 @@ SEED = 810000  # scene seeds never used for training or selection (the VLA's dem
 
 
 def settings(args: argparse.Namespace) -> dict:
+    if args.policy == "comet":
+        return {"policy": "comet", "world_model": args.world_model, "plan_simulations": args.plan_simulations,
+                "seed": args.seed, "task": args.task, "driver": driver_overrides(args)}
     return {"checkpoint": args.checkpoint, "num_steps": args.num_steps, "execute": args.execute,
             "seed": args.seed, "task": "stack", "driver": driver_overrides(args)}
 
@@ -54,11 +65,18 @@ def driver_overrides(args: argparse.Namespace) -> dict:
 def runtime_config(args: argparse.Namespace):
     from edge.runtime.config import RuntimeConfig
 
+    if args.policy == "comet":  # as `edge run --policy comet --clock real` builds it
+        from edge.commands.run import PLANNER_DEADLINE_MS
+
+        return RuntimeConfig.of(policy="comet", task=args.task, clock="real", inference="process", execution="sync",
+                                num_steps=1, execute=1, world_model=args.world_model,
+                                plan_simulations=args.plan_simulations, plan_deadline_ms=PLANNER_DEADLINE_MS,
+                                plan_backend="onnxruntime", plan_workspace_mask=True, episodes=1, seed=args.seed)
     return RuntimeConfig.of(policy="vla", task="stack", checkpoint=args.checkpoint, clock="real", inference="thread",
                             num_steps=args.num_steps, execute=args.execute, episodes=1, seed=args.seed)
 
 
-def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict) -> dict:
+def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory=None) -> dict:
     """One scene through the deployed path: the HIL bench's MCU on a pty, the arm = the sim's."""
     from drivers.hil_rig import HilBench
     from drivers.sim_camera import SimCamera
@@ -70,19 +88,20 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict) -> dict
     env.reset(seed=seed)
     mcu = McuConfig(n_joints=8, tick_s=0.002, state_period_s=0.01, watchdog_ms=200, hard_q_min_rad=-4.0,
                     hard_q_max_rad=4.0, seed=seed)
-    duration_s = u.max_steps * u.control_dt_s
-    held = {"since": None, "success": False}
+    duration_s = (u.max_steps + 10) * u.control_dt_s  # the tick budget below ends it
+    held = {"since": None, "success": False, "ticks": 0}
 
-    def succeeded(now: float) -> bool:
+    def succeeded(now: float) -> bool:  # after every tick; True ends the run (success, or the tick budget)
+        held["ticks"] += 1
         with bench.lock:
-            ok = success_now(u.spec_task, u.scene, u.backend)
+            ok = success_now(u.spec_task, u.scene, u.backend, u.tcp_pose()[0] if u.cfg.task == "reach" else None)
         if not ok:
             held["since"] = None
         elif held["since"] is None:
             held["since"] = now
-        elif now - held["since"] >= u.cfg.hold_s - 1e-9:
+        if held["since"] is not None and now - held["since"] >= u.cfg.hold_s - 1e-9:
             held["success"] = True
-        return held["success"]
+        return held["success"] or held["ticks"] >= u.max_steps
 
     bench = HilBench(env, mcu).start()
     try:
@@ -92,16 +111,21 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict) -> dict
         cam.warm_up()
         policy.reset()
         res, summary = deploy(cfg, ArmRun(bench.path, {}, duration_s, u.spec_task.instruction, driver), out,
-                              observer=cam, policy=policy,
+                              observer=cam, policy=policy, policy_factory=factory,
                               confirm=None, stop_when=succeeded, progress=False)
         trace = bench.trace()
     finally:
         bench.close()
-    return {"seed": seed, "success": held["success"], "stop": res.get("stop") or res.get("error_type"),
+    stop = res.get("stop") or res.get("error_type")
+    if stop == "on_tick" and not held["success"]:
+        stop = "tick_budget"
+    return {"seed": seed, "success": held["success"], "stop": stop,
             "error": res.get("error"), "ticks": res.get("ticks"), "seconds": round(res["t_motion_end"] - res["t0"], 3)
             if res.get("t0") else None, "queries": summary.get("queries"), "overruns": summary.get("overruns"),
             "rig_overruns": trace["rig_overruns"], "rtt_p50_ms": _ms(res["link"].get("rtt_p50_s")),
-            "rtt_p99_ms": _ms(res["link"].get("rtt_p99_s")), "interventions": summary.get("interventions_total")}
+            "rtt_p99_ms": _ms(res["link"].get("rtt_p99_s")), "interventions": summary.get("interventions_total"),
+            "latency_p50_ms": summary.get("latency_p50_ms"), "latency_p99_ms": summary.get("latency_p99_ms"),
+            "workspace_clips": (res.get("driver_counts") or {}).get("workspace_clip", 0)}
 
 
 def _ms(s: float | None) -> float | None:
@@ -112,7 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=100, help="paired scenes (seeds --seed ...)")
     ap.add_argument("--seed", type=int, default=SEED, help=f"first scene seed (default {SEED})")
+    ap.add_argument("--policy", choices=("vla", "comet"), default="vla",
+                    help="vla: the VLA on stack; comet: the world-model planner on --task reach or push")
+    ap.add_argument("--task", choices=("stack", "reach", "push"), default=None,
+                    help="the scene (default: stack for the VLA, reach for the planner)")
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack", help="the VLA")
+    ap.add_argument("--world-model", default="", help="--policy comet: the world model (default: the shipped "
+                                                      "model for --task)")
+    ap.add_argument("--plan-simulations", type=int, default=0,
+                    help="--policy comet: simulations per decision (default 0: the model's)")
     ap.add_argument("--num-steps", type=int, default=10, help="denoising steps K (edge run's default 10)")
     ap.add_argument("--execute", type=int, default=8, help="actions executed per chunk C (edge run's default 8)")
     ap.add_argument("--driver", action="append", default=[], metavar="KEY=VALUE",
@@ -121,9 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="runs/bridge_deploy", help="per-episode records and run dirs (resumable)")
     ap.add_argument("--out", default="benchmarks/results/bridge_deploy.json", help="JSON written")
     args = ap.parse_args(argv)
+    args.task = args.task or ("stack" if args.policy == "vla" else "reach")
+    if (args.policy == "vla") != (args.task == "stack"):
+        ap.error(f"--task {args.task}: --policy {args.policy} runs "
+                 + ("--task stack" if args.policy == "vla" else "--task reach or push"))
+    if args.policy == "comet" and not 0 <= args.plan_simulations <= 10000:
+        ap.error(f"--plan-simulations {args.plan_simulations}: must be in 0..10000 (0 = the model's)")
     if not 1 <= args.episodes <= 10000:
         ap.error(f"--episodes {args.episodes}: must be in 1..10000")
-    if not Path(args.checkpoint).exists():
+    if args.policy == "vla" and not Path(args.checkpoint).exists():
         ap.error(f"--checkpoint {args.checkpoint}: not found")
     os.environ.setdefault("MUJOCO_GL", "egl")
     from tqdm import tqdm
@@ -150,9 +188,20 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             done[(rec["arm"], rec["seed"])] = rec
     cfg = runtime_config(args)
-    policy = vla_policy(cfg, load_robot_spec(cfg.scene.robot))
+    factory = None
+    if args.policy == "comet":  # the search runs in a worker process, built there from the factory
+        from edge.errors import EdgeError
+        from edge.runtime.session import built_policy
+
+        try:
+            policy, _, factory = built_policy(cfg)
+        except EdgeError as err:
+            ap.error(str(err))
+        rt = build_runtime(cfg, None)
+    else:
+        policy = vla_policy(cfg, load_robot_spec(cfg.scene.robot))
+        rt = build_runtime(cfg, None, policy=policy)
     env = session_env(cfg, policy)
-    rt = build_runtime(cfg, None, policy=policy)
     seeds = [args.seed + i for i in range(args.episodes)]
     bar = tqdm(seeds, desc="bridge vs sim", unit="seed")
     try:
@@ -164,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                         import shutil
 
                         shutil.rmtree(run)
-                    rec = {"arm": "bridge", **bridge_episode(cfg, policy, env, seed, run, driver_overrides(args))}
+                    rec = {"arm": "bridge", **bridge_episode(cfg, policy, env, seed, run, driver_overrides(args),
+                                                                   factory)}
                     f.write(json.dumps(rec) + "\n")
                     done[("bridge", seed)] = rec
                 if ("sim", seed) not in done:
@@ -172,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                     ep = rt.run_episode(seed)
                     rec = {"arm": "sim", "seed": seed, "success": bool(ep["success"]), "stop": ep.get("stop_reason"),
                            "ticks": ep.get("ticks"), "seconds": round(time.perf_counter() - t, 3),
-                           "overruns": ep.get("overruns")}
+                           "overruns": ep.get("overruns"),
+                           **{k: ep[k] for k in ("sim_workspace_clips", "decisions", "cut", "simulations", "masked")
+                              if k in ep}}
                     f.write(json.dumps(rec) + "\n")
                     done[("sim", seed)] = rec
                 n = seeds.index(seed) + 1
@@ -195,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             if x["success"] and y["success"] and x.get("ticks") and y.get("ticks")]
     ticks_to_success = {"bridge_p50": pct([x for x, _ in both], 50), "sim_p50": pct([y for _, y in both], 50),
                         "bridge_over_sim_p50": pct([x / y for x, y in both], 50), "scenes": len(both),
-                        "what": "control ticks until the success condition had held 0.5 s (both arms: the env's hold_s), on "
+                        "what": "control ticks until the success condition had held the env's hold_s (stack 0.5 s, reach none), on "
                                 "the scenes both arms solved"}
     import subprocess
 
@@ -207,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
                                "ticks_p50": pct([r["ticks"] for r in bridge if r.get("ticks")], 50),
                                "overruns_total": sum(r.get("overruns") or 0 for r in bridge),
                                "rig_overruns_total": sum(r.get("rig_overruns") or 0 for r in bridge),
-                               "link_rtt_p50_ms_median": pct(rtt, 50)},
+                               "link_rtt_p50_ms_median": pct(rtt, 50),
+                               "decision_latency_p50_ms_median": pct([r["latency_p50_ms"] for r in bridge
+                                                                      if r.get("latency_p50_ms") is not None], 50),
+                               "decision_latency_p99_ms_median": pct([r["latency_p99_ms"] for r in bridge
+                                                                      if r.get("latency_p99_ms") is not None], 50)},
                     "sim": {"successes": sum(s), "ci95": list(wilson(sum(s), len(s))),
                             "overruns_total": sum(r.get("overruns") or 0 for r in sim_)}},
            "ticks_to_success": ticks_to_success, "paired": paired(b, s),

@@ -223,14 +223,18 @@ class ControlLoop:
         self._event("reset")
 
     def close(self, close_driver: bool = True) -> None:
-        """Stop the worker; hold and close the driver (unless ``close_driver`` is False, e.g. when
-        the same driver is reused); flush the recorder (closing it is the caller's job)."""
+        """Hold and close the driver (unless ``close_driver`` is False, e.g. when the same driver is
+        reused), then stop the worker; flush the recorder (closing it is the caller's job). The driver
+        goes first: stopping a worker can take longer than an MCU's watchdog (a worker process's
+        shutdown: about 0.35 s), which would e-stop an arm still waiting for its DISARM."""
         try:
-            self.worker.close()
-            if close_driver and self.driver.state is DriverState.ACTIVE:
-                self.driver.hold()
-            if close_driver and self.driver.state is not DriverState.DISCONNECTED:
-                self.driver.close()
+            try:
+                if close_driver and self.driver.state is DriverState.ACTIVE:
+                    self.driver.hold()
+                if close_driver and self.driver.state is not DriverState.DISCONNECTED:
+                    self.driver.close()
+            finally:  # the worker stops even if the driver's close fails
+                self.worker.close()
         finally:  # the process-wide settings come back even if stopping the worker or driver fails
             if self._old_switch is not None:
                 sys.setswitchinterval(self._old_switch)

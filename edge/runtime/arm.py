@@ -184,7 +184,8 @@ def check_cameras(needed: tuple[str, ...], given: dict[str, str], policy_name: s
 
 
 def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str], bool] | None,
-           observer: Any = None, policy: Any = None, stop_when: Callable[[float], bool] | None = None,
+           observer: Any = None, policy: Any = None, policy_factory: Callable[[], Any] | None = None,
+           stop_when: Callable[[float], bool] | None = None,
            progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``cfg``'s policy and scheduler on the bridge arm at ``arm.port`` for ``arm.duration_s``; ->
     (result, summary). Order: the policy is loaded and the cameras opened (``observer``: another
@@ -192,15 +193,17 @@ def deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str
     nothing moves), one query warms the policy up, ``confirm(description)`` must say yes, and only
     then the arm is armed and the loop runs (``confirm=None``, given explicitly: arm without asking).
     SIGINT and SIGTERM stop it under control (:func:`operator_signals`).
-    ``stop_when(now)``: True ends the run early. Raises EdgeError (nothing moved) when the port, a
+    ``policy`` (with ``policy_factory`` to rebuild it in a worker process): an already built policy
+    instead of ``cfg``'s. ``stop_when(now)``: True ends the run early. Raises EdgeError (nothing moved) when the port, a
     camera or the confirmation refuses."""
     with operator_signals():  # SIGINT / SIGTERM: a controlled stop from here on
-        return _deploy(cfg, arm, out_dir, confirm=confirm, observer=observer, policy=policy, stop_when=stop_when,
-                       progress=progress)
+        return _deploy(cfg, arm, out_dir, confirm=confirm, observer=observer, policy=policy,
+                       policy_factory=policy_factory, stop_when=stop_when, progress=progress)
 
 
 def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[str], bool] | None,
-            observer: Any, policy: Any, stop_when: Callable[[float], bool] | None,
+            observer: Any, policy: Any, policy_factory: Callable[[], Any] | None,
+            stop_when: Callable[[float], bool] | None,
             progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     from tqdm import tqdm
 
@@ -226,7 +229,7 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
     if policy is None:
         policy, robot, factory = built_policy(cfg)
     else:
-        robot, factory = load_robot_spec(cfg.scene.robot), None
+        robot, factory = load_robot_spec(cfg.scene.robot), policy_factory
     check_policy_task(cfg, policy)
     check_execute_fits(cfg, policy)
     scheduler = built_scheduler(cfg, policy)
