@@ -45,11 +45,12 @@ SEED = 810000  # scene seeds never used for training or selection (the VLA's dem
 
 
 def settings(args: argparse.Namespace) -> dict:
+    # end: how a bridge run ends (the env's control periods; before, the VLA's ran out its wall-clock duration)
     if args.policy == "comet":
         return {"policy": "comet", "world_model": args.world_model, "plan_simulations": args.plan_simulations,
-                "seed": args.seed, "task": args.task, "driver": driver_overrides(args)}
+                "seed": args.seed, "task": args.task, "driver": driver_overrides(args), "end": "periods"}
     return {"checkpoint": args.checkpoint, "num_steps": args.num_steps, "execute": args.execute,
-            "seed": args.seed, "task": "stack", "driver": driver_overrides(args)}
+            "seed": args.seed, "task": "stack", "driver": driver_overrides(args), "end": "periods"}
 
 
 def driver_overrides(args: argparse.Namespace) -> dict:
@@ -89,10 +90,13 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory
     mcu = McuConfig(n_joints=8, tick_s=0.002, state_period_s=0.01, watchdog_ms=200, hard_q_min_rad=-4.0,
                     hard_q_max_rad=4.0, seed=seed)
     duration_s = (u.max_steps + 10) * u.control_dt_s  # the tick budget below ends it
-    held = {"since": None, "success": False, "ticks": 0}
+    held = {"since": None, "success": False, "first": None}
 
     def succeeded(now: float) -> bool:  # after every tick; True ends the run (success, or the tick budget)
-        held["ticks"] += 1
+        if held["first"] is None:
+            held["first"] = now
+        # control periods since the first tick (an overrun skips some, as the simulated arm steps through them)
+        periods = round((now - held["first"]) / u.control_dt_s) + 1
         with bench.lock:
             ok = success_now(u.spec_task, u.scene, u.backend, u.tcp_pose()[0] if u.cfg.task == "reach" else None)
         if not ok:
@@ -101,7 +105,7 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory
             held["since"] = now
         if held["since"] is not None and now - held["since"] >= u.cfg.hold_s - 1e-9:
             held["success"] = True
-        return held["success"] or held["ticks"] >= u.max_steps
+        return held["success"] or periods >= u.max_steps
 
     bench = HilBench(env, mcu).start()
     try:

@@ -229,11 +229,14 @@ class ControlLoop:
         shutdown: about 0.35 s), which would e-stop an arm still waiting for its DISARM."""
         try:
             try:
-                if close_driver and self.driver.state is DriverState.ACTIVE:
-                    self.driver.hold()
-                if close_driver and self.driver.state is not DriverState.DISCONNECTED:
-                    self.driver.close()
-            finally:  # the worker stops even if the driver's close fails
+                if close_driver:
+                    try:
+                        if self.driver.state is DriverState.ACTIVE:
+                            self.driver.hold()
+                    finally:  # the DISARM even when the hold failed
+                        if self.driver.state is not DriverState.DISCONNECTED:
+                            self.driver.close()
+            finally:  # the worker stops even if the driver's hold or close fails
                 self.worker.close()
         finally:  # the process-wide settings come back even if stopping the worker or driver fails
             if self._old_switch is not None:

@@ -184,6 +184,7 @@ TRAIN = ["train", "vla", "--preset", "tiny", "--steps", "1", "--no-eval", "--no-
 RUN = ["run", "--episodes", "1"]
 ARM = ["run", "--arm", "bridge", "--port", "{tmp}/no-port", "--instruction", "stack the red block on the blue block",
        "--yes"]
+ARM_PLANNER = ["run", "--arm", "bridge", "--port", "{tmp}/no-port", "--yes", "--policy", "comet", "--task", "reach"]
 
 
 def _video(name: str):
@@ -208,7 +209,21 @@ ROWS = [
     Row("run-arm-with-inline-inference", [*ARM, "--inference", "inline"], ("--inference inline", "watchdog")),
     Row("run-arm-with-virtual-clock", [*ARM, "--clock", "virtual"], ("--clock virtual", "wall clock")),
     Row("run-arm-duration-zero", [*ARM, "--duration", "0"], ("--duration 0", "seconds")),
-    Row("run-arm-with-planner-flags", [*ARM, "--plan-simulations", "8"], ("--plan-simulations", "planner", "drop it")),
+    Row("run-arm-with-planner-flags", [*ARM, "--plan-simulations", "8"],
+        ("--plan-simulations", "planner", "add --policy comet or drop it")),
+    Row("run-arm-planner-on-stack", [*ARM, "--policy", "comet"], ("--task stack", "--policy comet plans the object tasks")),
+    Row("run-arm-planner-async", [*ARM, "--policy", "comet", "--task", "reach", "--query-mode", "async"],
+        ("--query-mode async", "decides in sync", "drop --query-mode")),
+    Row("run-arm-planner-num-steps", [*ARM, "--policy", "comet", "--task", "reach", "--num-steps", "5"],
+        ("--num-steps 5", "one move per decision", "drop --num-steps")),
+    Row("run-arm-planner-eqrl", [*ARM, "--policy", "comet", "--task", "reach", "--scheduler", "eqrl"],
+        ("--scheduler eqrl", "decides every move itself")),
+    Row("run-arm-planner-instruction", [*ARM, "--policy", "comet", "--task", "reach"],
+        ("--instruction 'stack the red block on the blue block'", "reads no language", "drop --instruction")),
+    Row("run-arm-planner-set-async", [*ARM_PLANNER, "--set", "loop.execution=async"],
+        ("loop.execution=async (from --set)", "decides in sync", "drop it")),
+    Row("run-arm-planner-set-execute", [*ARM_PLANNER, "--set", "scheduler.fixed.execute=3"],
+        ("scheduler.fixed.execute=3 (from --set)", "one move per decision")),
     Row("run-arm-set-a-simulated-episode-setting", [*ARM, "--set", "scene.sim=pybullet"],
         ("scene.sim=pybullet (from --set)", "simulated arm's episodes", "drop it")),
     Row("run-duration-without-arm", ["run", "--duration", "5"], ("--duration configures a real arm", "--arm bridge")),

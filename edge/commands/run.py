@@ -186,8 +186,8 @@ def register(sub) -> None:
                      help=f"--arm bridge: how long the policy drives the arm, in seconds (default 30; at most "
                           f"{int(MAX_ARM_DURATION_S)}); then it stops under control and disarms (Ctrl-C does so earlier)")
     arm.add_argument("--instruction", default="", metavar="TEXT",
-                     help="--arm bridge: the task in words, as the policy was trained on them (required), e.g. "
-                          "'stack the red block on the blue block'")
+                     help="--arm bridge: the task in words, as the policy was trained on them (required for the "
+                          "VLA; --policy comet reads none), e.g. 'stack the red block on the blue block'")
     arm.add_argument("--yes", action="store_true",
                      help="--arm bridge: arm without asking (the command otherwise asks on the terminal once the "
                           "arm has answered, and refuses to arm without a terminal)")
@@ -591,6 +591,29 @@ def _confirm_on_terminal(what: str) -> bool:
     return sys.stdin.readline().strip().lower() == "yes"
 
 
+def _check_planner_on_arm(args: argparse.Namespace) -> None:
+    """``--policy comet`` on --arm bridge: an object task, one move per decision (sync), a fixed schedule."""
+    if args.task not in ("push", "reach"):
+        raise EdgeError(f"--task {args.task}: --policy comet plans the object tasks; run it with --task push or reach")
+    if not 0 <= args.plan_simulations <= 10000:
+        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
+    if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
+                                                  and 0 <= args.plan_deadline_ms <= 60000):
+        raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
+    if args.scheduler != "fixed":
+        raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
+                        "schedule (one decision per query); drop --scheduler")
+    if args.query_mode == "async":
+        raise EdgeError("--query-mode async: --policy comet searches from after the move queued for the frame's "
+                        "tick, which needs the frame before that tick's command (inline inference, which a real arm "
+                        "cannot wait for); on --arm bridge it decides in sync: drop --query-mode")
+    given = getattr(args, "given", set())
+    for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
+        if key in given:
+            raise EdgeError(f"{flag} {getattr(args, key)}: --policy comet makes one move per decision (its search "
+                            f"has no denoising steps or chunk); drop {flag}")
+
+
 def _run_on_arm(args: argparse.Namespace) -> int:
     """``edge run --arm bridge``: the policy on a firmware-bridge arm (:func:`edge.runtime.arm.deploy`)."""
     import sys
@@ -604,24 +627,28 @@ def _run_on_arm(args: argparse.Namespace) -> int:
                         "(the cameras' frames are resized to it); drop --image-size")
     if args.clock == "virtual" and "clock" in getattr(args, "given", ()):
         raise EdgeError("--clock virtual: a real arm moves on the wall clock; drop --clock")
+    planner = args.policy == "comet"
     planner_flags = _planner_flags(args)
-    if planner_flags:
+    if planner_flags and not planner:
         raise EdgeError(f"{' / '.join(planner_flags)}: configure{'s' if len(planner_flags) == 1 else ''} the world-model "
-                        "planner (--policy comet), which does not run on --arm bridge; drop "
+                        "planner; add --policy comet or drop "
                         f"{'it' if len(planner_flags) == 1 else 'them'}")
     _check_eqrl_flags(args)
-    if args.policy in ("expert", "comet"):
-        why = ("reads the simulator's state" if args.policy == "expert" else
-               "plans over the simulated push / reach scenes' top-down view")
-        raise EdgeError(f"--policy {args.policy}: {why}; on --arm bridge run the VLA (--policy vla, the default) "
-                        "or your own 'pkg.module:factory'")
+    if args.policy == "expert":
+        raise EdgeError("--policy expert: reads the simulator's state; on --arm bridge run the VLA (--policy vla, "
+                        "the default), the world-model planner (--policy comet) or your own 'pkg.module:factory'")
+    if planner:
+        _check_planner_on_arm(args)
     if args.inference == "inline":
         raise EdgeError("--inference inline: the policy would run on the loop's thread and the arm wait for every "
                         "query (the MCU watchdog stops it); use --inference thread (the default) or process")
     if not args.port:
         raise EdgeError("--arm bridge: give the MCU's serial port with --port (e.g. /dev/ttyACM0, a pty from "
                         "`python -m firmware_bridge.emulator --pty`, or a pyserial URL)")
-    if not args.instruction.strip():
+    if planner and args.instruction:
+        raise EdgeError(f"--instruction {args.instruction!r}: --policy comet reads no language (its model plans the "
+                        f"task it was trained on, --task {args.task}); drop --instruction")
+    if not args.instruction.strip() and not planner:
         raise EdgeError("--arm bridge: give the task in words with --instruction TEXT, as the policy was trained "
                         "on them (e.g. 'stack the red block on the blue block')")
     if not (math.isfinite(args.duration) and 0 < args.duration <= MAX_ARM_DURATION_S):
@@ -632,10 +659,10 @@ def _run_on_arm(args: argparse.Namespace) -> int:
     custom = ":" in args.policy
     if args.policy == "auto":
         args.policy = "vla"
-    if args.policy != "vla" and not custom:
-        raise EdgeError(f"--policy {args.policy}: choose vla or 'pkg.module:factory' on --arm bridge")
+    if args.policy not in ("vla", "comet") and not custom:
+        raise EdgeError(f"--policy {args.policy}: choose vla, comet or 'pkg.module:factory' on --arm bridge")
     ckpt = str(args.checkpoint or DEFAULT_CHECKPOINT)
-    if not custom:
+    if not custom and not planner:
         if not Path(ckpt).exists():
             raise EdgeError(f"--checkpoint {ckpt}: checkpoint not found; train one with `edge train vla`")
         _check_vla_args(args, ckpt)
@@ -644,14 +671,21 @@ def _run_on_arm(args: argparse.Namespace) -> int:
     from edge.runtime.config import RuntimeConfig, load_runtime_config
     from edge.telemetry import format_summary
 
+    # the planner as on the simulated arm's real clock: sync (one move per decision), its search in a
+    # worker process by default, its deadline; the VLA: async, inference in a thread by default
+    plan = {"world_model": args.world_model, "plan_simulations": args.plan_simulations,
+            "plan_deadline_ms": PLANNER_DEADLINE_MS if args.plan_deadline_ms is None else args.plan_deadline_ms,
+            "plan_backend": args.plan_backend or "onnxruntime",
+            "plan_workspace_mask": args.plan_workspace_mask != "off"} if planner else {}
+    inference = args.inference if args.inference != "auto" else "process" if planner else "thread"
     try:
         cfg = RuntimeConfig.of(policy=args.policy, task=args.task, checkpoint=ckpt, backend=args.backend,
                                scheduler=args.scheduler, adapter=args.adapter, verify=not args.no_verify,
                                seam=args.seam, rtc_soft_steps=args.rtc_soft_steps,
-                               noise_temperature=args.noise_temperature, clock="real",
-                               inference="thread" if args.inference == "auto" else args.inference,
-                               execution=args.query_mode or "async", num_steps=args.num_steps, execute=args.execute,
-                               episodes=1, seed=args.seed)
+                               noise_temperature=args.noise_temperature, clock="real", inference=inference,
+                               execution="sync" if planner else args.query_mode or "async",
+                               num_steps=1 if planner else args.num_steps, execute=1 if planner else args.execute,
+                               episodes=1, seed=args.seed, **plan)
     except ConfigError as err:
         raise EdgeError(str(err)) from None
     if args.config or args.set:
@@ -660,17 +694,28 @@ def _run_on_arm(args: argparse.Namespace) -> int:
         _check_config_keeps_flags(args, flags, cfg)
         if cfg.policy.name != flags.policy.name:
             raise EdgeError(f"policy.name={cfg.policy.name} from {_config_source(args)}: choose the policy with "
-                            "--policy (vla or 'pkg.module:factory' on --arm bridge)")
+                            "--policy (vla, comet or 'pkg.module:factory' on --arm bridge)")
         if cfg.clock.kind != "real" or cfg.worker.mode == "inline":
             raise EdgeError(f"{_config_source(args)}: a real arm runs on the real clock with inference in a thread "
                             "or process (clock.kind=real, worker.mode thread / process)")
         before, after, default = flags.dotted(), cfg.dotted(), RuntimeConfig().dotted()
         for key in sorted(after):  # what only the simulated arm's episodes read (a default value is no request)
-            if (key.startswith(("scene.", "run.", "clock.", "policy.comet.")) and key not in ARM_READS
+            if (key.startswith(("scene.", "run.", "clock.", *(() if planner else ("policy.comet.",))))
+                    and key not in ARM_READS
                     and before.get(key) != after[key] and default.get(key) != after[key]):
                 raise EdgeError(f"{key}={after[key]} (from {_config_source(args)}): is for the simulated arm's "
                                 "episodes; --arm bridge does not read it: drop it")
-    _check_settings_apply(args, cfg, False)
+        sched = cfg.scheduler
+        if planner and (cfg.loop.execution != "sync" or sched.kind != "fixed" or sched.fixed.execute != 1
+                        or sched.fixed.num_steps != 1):
+            what = (f"loop.execution={cfg.loop.execution}" if cfg.loop.execution != "sync" else
+                    f"scheduler.kind={sched.kind}" if sched.kind != "fixed" else
+                    f"scheduler.fixed.execute={sched.fixed.execute}" if sched.fixed.execute != 1 else
+                    f"scheduler.fixed.num_steps={sched.fixed.num_steps}")
+            raise EdgeError(f"{what} (from {_config_source(args)}): --policy comet on --arm bridge decides in sync, "
+                            "one move per decision on the fixed schedule (loop.execution=sync, scheduler.kind=fixed, "
+                            "execute and num_steps 1); drop it")
+    _check_settings_apply(args, cfg, planner)
     _check_adapter_is_read(args, cfg)
     run_dir = RunDir(args)
     try:

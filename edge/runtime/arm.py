@@ -276,13 +276,14 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
                            start_s=round(loop.worker.start_s, 4))
             _warm_up(policy, observer, driver, arm.instruction)
             what = (f"the arm on {arm.port} ({len(driver.read_state().q_rad)} joints and a gripper) will move under "
-                    f"--policy {cfg.policy.name} for {arm.duration_s:g} s: {arm.instruction!r}")
+                    f"--policy {cfg.policy.name} for {arm.duration_s:g} s: "
+                    + (repr(arm.instruction) if arm.instruction else f"--task {cfg.scene.task}"))
             if confirm is not None and not confirm(what):
                 raise EdgeError("not confirmed: the arm was not armed and nothing moved")
         except BaseException:
             try:
                 if loop is not None:
-                    loop.close(close_driver=True)  # the worker, then the port (nothing was armed)
+                    loop.close(close_driver=True)  # the port, then the worker (nothing was armed)
             finally:
                 driver.close()  # (a no-op once closed)
             raise

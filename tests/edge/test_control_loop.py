@@ -623,3 +623,36 @@ def test_queries_are_told_what_ran_since_their_previous_observation(execution, l
         assert all(q is None or len(q) == 0 for _, q, _ in policy.seen)  # nothing queued when sync queries
     assert max(policy.delays) == int(np.ceil(latency_s / DT - 1e-9))  # the loop's latency estimate, in ticks
     assert set(policy.requests) == {None}  # a virtual clock's times are not wall time
+
+
+def test_close_disarms_the_driver_before_stopping_the_worker():
+    """An MCU's watchdog (200 ms) is shorter than a worker process's shutdown: the driver is held and closed
+    (DISARM) first, then the worker stops — also when the driver's hold or close fails."""
+    from edge.contracts import DriverState
+
+    loop, driver, _policy, _ = build_loop(latency_s=0.0)
+    loop.run(3)
+    order = []
+    stop_worker = loop.worker.close
+
+    def worker_close():
+        order.append(("worker", driver.state))
+        stop_worker()
+
+    loop.worker.close = worker_close
+    loop.close(close_driver=True)
+    assert order == [("worker", DriverState.DISCONNECTED)] and driver.holds >= 1
+
+    loop, driver, _policy, _ = build_loop(latency_s=0.0)
+    loop.run(3)
+    stopped = []
+    stop_worker = loop.worker.close
+    loop.worker.close = lambda: (stopped.append(driver.state), stop_worker())
+
+    def broken_hold():
+        raise OSError("link lost")
+
+    driver.hold = broken_hold
+    with pytest.raises(OSError, match="link lost"):
+        loop.close(close_driver=True)
+    assert driver.state is DriverState.DISCONNECTED and stopped == [DriverState.DISCONNECTED]

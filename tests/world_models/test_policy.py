@@ -664,3 +664,36 @@ def test_a_real_clock_planner_run_from_before_the_request_deadline_does_not_resu
     capsys.readouterr()
     assert main([*argv[:-4], "--episodes", "2", "--set", "max_steps=3", "--out", str(out), "--resume"]) == 2
     assert "deadline counted from the worker's start" in capsys.readouterr().err
+
+
+def test_edge_run_comet_drives_the_bridge_arm_and_disarms(reach_world_model, tmp_path, capsys):
+    """`edge run --arm bridge --policy comet`: the planner decides in a worker process from the camera's
+    frames and its moves reach the emulated MCU over the serial protocol; at the end the arm is disarmed
+    under control — the driver closes before the worker process stops, whose shutdown outlasted the MCU's
+    200 ms watchdog (the MCU e-stopped the arm after every run before)."""
+    from firmware_bridge.wire_constants import Mode
+    from tests.arm_rig import panda_mcu, settled_mode, video
+
+    cam = video(tmp_path / "cam.avi", 300)
+    out = tmp_path / "run"
+    with panda_mcu() as rig:
+        code = main(["run", "--arm", "bridge", "--policy", "comet", "--task", "reach", "--world-model",
+                     str(reach_world_model), "--plan-simulations", "2", "--port", rig.path, "--camera", f"front={cam}",
+                     "--duration", "1.5", "--yes", "--no-progress", "--out", str(out)])
+        mode = settled_mode(rig)
+        with rig.lock:
+            applied, log = rig.mcu.counters.commands_applied, [t for _, t in rig.mcu.events]
+    assert code == 0, capsys.readouterr()
+    assert mode is Mode.DISARMED and not any("WATCHDOG" in t for t in log), log
+    meta = json.loads((out / "meta.json").read_text())
+    session = meta["session"]
+    assert session["policy"].startswith("comet") and session["inference"] == "process"
+    assert session["execution"] == "sync" and meta["arm"]["cameras"] == {"front": str(cam)}
+    res = json.loads((out / "arm_result.json").read_text())
+    assert res["stop"] == "duration" and "close_error" not in res and res["driver_state"] == "disconnected"
+    queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    ticks = [json.loads(x) for x in (out / "ticks.jsonl").read_text().splitlines()]
+    assert len(queries) >= 5 and all(q["K"] == 1 and q["C"] == 1 for q in queries)  # one move per decision
+    assert sum(t["kind"] == "act" for t in ticks) >= 5 and applied >= 5  # its moves reached the MCU
+    kinds = [json.loads(x)["kind"] for x in (out / "events.jsonl").read_text().splitlines()]
+    assert "driver_disarmed" in kinds and "driver_fault" not in kinds and "driver_safe_stop" not in kinds
