@@ -186,8 +186,8 @@ def register(sub) -> None:
                      help=f"--arm bridge: how long the policy drives the arm, in seconds (default 30; at most "
                           f"{int(MAX_ARM_DURATION_S)}); then it stops under control and disarms (Ctrl-C does so earlier)")
     arm.add_argument("--instruction", default="", metavar="TEXT",
-                     help="--arm bridge: the task in words, as the policy was trained on them (required for the "
-                          "VLA; --policy comet reads none), e.g. 'stack the red block on the blue block'")
+                     help="--arm bridge: the task in words, as the policy was trained on them, e.g. 'stack the red "
+                          "block on the blue block' (default: none; required for the VLA; --policy comet reads none)")
     arm.add_argument("--yes", action="store_true",
                      help="--arm bridge: arm without asking (the command otherwise asks on the terminal once the "
                           "arm has answered, and refuses to arm without a terminal)")
