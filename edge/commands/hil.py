@@ -169,24 +169,27 @@ def run(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     print(f"HIL: {len(scenarios)} scenario runs, policy {policy}, run directory {out}")
     interrupted = None  # the scenario a Ctrl-C stopped (its arm stopped under control; its trace is kept)
+    from edge.runtime.arm import operator_signals
+
     try:
-        for sc in scenarios:
-            t = time.perf_counter()
-            try:
-                row = run_scenario(sc, ctx, out / sc.name.replace("@", "_"))
-            except KeyboardInterrupt:
-                interrupted = sc.name
-                break
-            except EdgeError:
-                raise
-            except Exception as err:  # noqa: BLE001 - a harness failure fails this row, the rest still run
-                row = harness_failure(sc, err)
-            rows.append(row)
-            tts = "-" if row["time_to_safe_s"] is None else f"{row['time_to_safe_s'] * 1000:.0f} ms"
-            print(f"  {'pass' if row['pass'] else 'FAIL'}  {sc.name:<26} time-to-safe {tts:>7}  "
-                  f"({time.perf_counter() - t:.1f} s)", flush=True)
-            for k, v in row["failed"].items():
-                print(f"        {k}: {v}")
+        with operator_signals():  # SIGTERM (a supervisor's stop) as Ctrl-C: the arm stops under control
+            for sc in scenarios:
+                t = time.perf_counter()
+                try:
+                    row = run_scenario(sc, ctx, out / sc.name.replace("@", "_"))
+                except KeyboardInterrupt:
+                    interrupted = sc.name
+                    break
+                except EdgeError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a harness failure fails this row, the rest still run
+                    row = harness_failure(sc, err)
+                rows.append(row)
+                tts = "-" if row["time_to_safe_s"] is None else f"{row['time_to_safe_s'] * 1000:.0f} ms"
+                print(f"  {'pass' if row['pass'] else 'FAIL'}  {sc.name:<26} time-to-safe {tts:>7}  "
+                      f"({time.perf_counter() - t:.1f} s)", flush=True)
+                for k, v in row["failed"].items():
+                    print(f"        {k}: {v}")
     finally:
         ctx.close()
     import shlex
@@ -205,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
     if interrupted is not None:
-        meta["notes"].append(f"interrupted (Ctrl-C) in scenario {interrupted}: {len(rows)} of {len(scenarios)} "
+        meta["notes"].append(f"interrupted (Ctrl-C or SIGTERM) in scenario {interrupted}: {len(rows)} of {len(scenarios)} "
                              "scenario runs finished and are reported; the interrupted one's host and MCU traces (host/, bench.json) "
                              "are in its folder, not judged")
         md, _ = write_report(rows, out, meta)

@@ -167,35 +167,48 @@ def test_hil_cli_set_changes_the_rig_and_is_recorded(tmp_path, capsys):
     assert code in (0, 1)  # judged on the trace; the rig settings are what this test checks
 
 
-def test_ctrl_c_stops_the_campaign_after_a_controlled_stop(tmp_path, capsys, monkeypatch):
-    """Ctrl-C during an inline scenario: the arm stops under control (the host's result says so), the
-    remaining scenarios do not run, the finished ones are reported, and edge hil exits 130."""
+@pytest.mark.parametrize("how", ["ctrl-c", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_the_campaign_after_a_controlled_stop(tmp_path, capsys, monkeypatch, how):
+    """Ctrl-C (or SIGTERM, a supervisor's stop) during an inline scenario: the arm stops under control (the
+    host's result says so), the remaining scenarios do not run, the finished ones are reported, and edge hil
+    exits 130."""
     import _thread
     import json
+    import signal
     import threading
 
     import edge.hil.host as host_module
     from edge.cli import main
 
     real = host_module.run_host
+    main_thread = threading.main_thread().ident
+    timers: list[threading.Timer] = []
 
     def interrupted(spec, policy, cam, on_start=None):
         def start(t0):
             on_start(t0)
-            threading.Timer(0.3, _thread.interrupt_main).start()  # as Ctrl-C: KeyboardInterrupt in the main thread
+            stop = (_thread.interrupt_main if how == "ctrl-c"  # as Ctrl-C: KeyboardInterrupt in the main thread
+                    else lambda: signal.pthread_kill(main_thread, signal.SIGTERM))
+            timers.append(threading.Timer(0.3, stop))
+            timers[-1].start()
         return real(spec, policy, cam, on_start=start)
 
     monkeypatch.setattr(host_module, "run_host", interrupted)
     out = tmp_path / "h"
-    code = main(["hil", "--scenario", "estop_release", "--scenario", "link_cut", "--policy", "replay",
-                 "--out", str(out)])
-    assert code == 130
+    try:
+        code = main(["hil", "--scenario", "estop_release", "--scenario", "link_cut", "--policy", "replay",
+                     "--out", str(out)])
+    finally:
+        for t in timers:  # never let the signal land after the campaign (in pytest itself)
+            t.cancel()
+            t.join()
+    assert code == 130 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler given back
     assert "interrupted in estop_release: 0 of 2 scenario runs finished" in capsys.readouterr().err
     host = json.loads((out / "estop_release" / "host" / "host_result.json").read_text())
     assert host["interrupted"] and host["error_type"] == "KeyboardInterrupt" and host["driver_counts"]
     assert not (out / "link_cut").exists()  # the campaign stopped
     report = json.loads((out / "hil_report.json").read_text())
-    assert report["rows"] == [] and any("interrupted (Ctrl-C)" in n for n in report["meta"]["notes"])
+    assert report["rows"] == [] and any("interrupted (Ctrl-C or SIGTERM)" in n for n in report["meta"]["notes"])
 
 
 def test_ctrl_c_reaches_a_host_subprocess_once_and_it_stops_under_control(tmp_path, capsys, monkeypatch):

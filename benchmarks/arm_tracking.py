@@ -1,0 +1,95 @@
+"""How far the measured TCP follows a commanded move: for every executed move of at least ``--min-move-m``
+(xy), the measured TCP's displacement along the move one and two control ticks later, as a fraction of the
+move. Reads run directories' ``ticks.jsonl`` (any ``edge run``, simulated or ``--arm bridge``, and the run
+directories ``bridge_deploy.py`` keeps), one group per ``--runs LABEL=GLOB``.
+
+    python benchmarks/arm_tracking.py --runs "bridge=runs/bridge_deploy_comet_reach/bridge_8120[0-9][0-9]" \
+        --runs sim=runs/sim_reach_812000 --out benchmarks/results/arm_tracking_comet_reach.json
+
+A tick's record holds the TCP measured at the tick's start and the command sent in it, so a move sent at
+tick k has had one period when tick k + 1 is recorded. Writes JSON (machine, command, versions, git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from edge.telemetry import machine_info, package_versions
+
+
+def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[float]]:
+    """(one tick later, two ticks later) fractions of each move in one ticks.jsonl."""
+    by_ep: dict[int, list[dict]] = {}
+    for line in ticks_file.read_text().splitlines():
+        rec = json.loads(line)
+        by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
+    one, two = [], []
+    for ticks in by_ep.values():
+        ticks.sort(key=lambda r: r["slot"])
+        for i in range(len(ticks) - 2):
+            t = ticks[i]
+            sent = t.get("sent")
+            if t.get("kind") != "act" or not sent or ticks[i + 2]["slot"] != t["slot"] + 2:
+                continue
+            move = np.asarray(sent[:2], float)
+            size = float(np.linalg.norm(move))
+            if size < min_move_m:
+                continue
+            u, p0 = move / size, np.asarray(t["ee_pos_m"][:2], float)
+            one.append(float(np.dot(np.asarray(ticks[i + 1]["ee_pos_m"][:2]) - p0, u) / size))
+            two.append(float(np.dot(np.asarray(ticks[i + 2]["ee_pos_m"][:2]) - p0, u) / size))
+    return one, two
+
+
+def summary(xs: list[float]) -> dict:
+    q = np.percentile(xs, [25, 50, 75]) if xs else [None] * 3
+    return {"p25": None if q[0] is None else round(float(q[0]), 3), "p50": None if q[1] is None else round(float(q[1]), 3),
+            "p75": None if q[2] is None else round(float(q[2]), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", action="append", required=True, metavar="LABEL=GLOB",
+                    help="a group of run directories (a glob; repeatable: one group each)")
+    ap.add_argument("--min-move-m", type=float, default=0.015, help="smallest commanded xy move counted (default 0.015)")
+    ap.add_argument("--out", default="benchmarks/results/arm_tracking.json", help="JSON written")
+    args = ap.parse_args(argv)
+    groups = {}
+    for spec in args.runs:
+        label, sep, pattern = spec.partition("=")
+        if not sep or not label or not pattern:
+            ap.error(f"--runs {spec!r}: give LABEL=GLOB, e.g. bridge=runs/bridge_deploy_comet_reach/bridge_*")
+        dirs = sorted(p for p in glob.glob(pattern) if (Path(p) / "ticks.jsonl").is_file())
+        if not dirs:
+            ap.error(f"--runs {spec!r}: no run directory with a ticks.jsonl matches {pattern!r}")
+        one, two = [], []
+        for d in dirs:
+            a, b = fractions(Path(d) / "ticks.jsonl", args.min_move_m)
+            one += a
+            two += b
+        groups[label] = {"pattern": pattern, "run_dirs": len(dirs), "moves": len(one),
+                         "one_tick_later": summary(one), "two_ticks_later": summary(two)}
+        print(f"{label}: {len(one)} moves in {len(dirs)} run dirs; along the move one tick later "
+              f"{groups[label]['one_tick_later']['p50']}, two ticks later {groups[label]['two_ticks_later']['p50']} (median)")
+    git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    res = {"benchmark": "arm_tracking", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
+           "versions": package_versions(), "git": git, "min_move_m": args.min_move_m, "groups": groups,
+           "what": "the measured TCP's xy displacement along each commanded move, as a fraction of the move, "
+                   "one and two control ticks after the tick that sent it"}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
