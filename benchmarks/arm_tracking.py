@@ -1,6 +1,7 @@
 """How far the measured TCP follows a commanded move: for every executed move of at least ``--min-move-m``
 (xy), the measured TCP's displacement along the move one and two control ticks later, as a fraction of the
-move. Reads run directories' ``ticks.jsonl`` (any ``edge run``, simulated or ``--arm bridge``, and the run
+move; and the lag: how far the TCP measured one tick later is from the TCP target (the episode's first
+measured TCP plus every move sent since). Reads run directories' ``ticks.jsonl`` (any ``edge run``, simulated or ``--arm bridge``, and the run
 directories ``bridge_deploy.py`` keeps), one group per ``--runs LABEL=GLOB``.
 
     python benchmarks/arm_tracking.py --runs "bridge=runs/bridge_deploy_comet_reach/bridge_8120[0-9][0-9]" \
@@ -26,18 +27,21 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 
-def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[float]]:
-    """(one tick later, two ticks later) fractions of each move in one ticks.jsonl."""
+def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[float], list[float]]:
+    """(one tick later, two ticks later) fractions of each move in one ticks.jsonl, and each move's lag (m)."""
     by_ep: dict[int, list[dict]] = {}
     for line in ticks_file.read_text().splitlines():
         rec = json.loads(line)
         by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
-    one, two = [], []
+    one, two, lag = [], [], []
     for ticks in by_ep.values():
         ticks.sort(key=lambda r: r["slot"])
+        target = np.asarray(ticks[0]["ee_pos_m"][:3], float)
         for i in range(len(ticks) - 2):
             t = ticks[i]
             sent = t.get("sent")
+            if sent:
+                target = target + np.asarray(sent[:3], float)
             if t.get("kind") != "act" or not sent or ticks[i + 2]["slot"] != t["slot"] + 2:
                 continue
             move = np.asarray(sent[:2], float)
@@ -47,13 +51,14 @@ def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[fl
             u, p0 = move / size, np.asarray(t["ee_pos_m"][:2], float)
             one.append(float(np.dot(np.asarray(ticks[i + 1]["ee_pos_m"][:2]) - p0, u) / size))
             two.append(float(np.dot(np.asarray(ticks[i + 2]["ee_pos_m"][:2]) - p0, u) / size))
-    return one, two
+            lag.append(float(np.linalg.norm(target - np.asarray(ticks[i + 1]["ee_pos_m"][:3], float))))
+    return one, two, lag
 
 
 def summary(xs: list[float]) -> dict:
     q = np.percentile(xs, [25, 50, 75]) if xs else [None] * 3
-    return {"p25": None if q[0] is None else round(float(q[0]), 3), "p50": None if q[1] is None else round(float(q[1]), 3),
-            "p75": None if q[2] is None else round(float(q[2]), 3)}
+    return {"p25": None if q[0] is None else round(float(q[0]), 4), "p50": None if q[1] is None else round(float(q[1]), 4),
+            "p75": None if q[2] is None else round(float(q[2]), 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,20 +76,23 @@ def main(argv: list[str] | None = None) -> int:
         dirs = sorted(p for p in glob.glob(pattern) if (Path(p) / "ticks.jsonl").is_file())
         if not dirs:
             ap.error(f"--runs {spec!r}: no run directory with a ticks.jsonl matches {pattern!r}")
-        one, two = [], []
+        one, two, lag = [], [], []
         for d in dirs:
-            a, b = fractions(Path(d) / "ticks.jsonl", args.min_move_m)
+            a, b, c = fractions(Path(d) / "ticks.jsonl", args.min_move_m)
             one += a
             two += b
+            lag += c
         groups[label] = {"pattern": pattern, "run_dirs": len(dirs), "moves": len(one),
-                         "one_tick_later": summary(one), "two_ticks_later": summary(two)}
+                         "one_tick_later": summary(one), "two_ticks_later": summary(two), "lag_m": summary(lag)}
         print(f"{label}: {len(one)} moves in {len(dirs)} run dirs; along the move one tick later "
-              f"{groups[label]['one_tick_later']['p50']}, two ticks later {groups[label]['two_ticks_later']['p50']} (median)")
+              f"{groups[label]['one_tick_later']['p50']}, two ticks later {groups[label]['two_ticks_later']['p50']}; "
+              f"lag {groups[label]['lag_m']['p50']} m (medians)")
     git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     res = {"benchmark": "arm_tracking", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "versions": package_versions(), "git": git, "min_move_m": args.min_move_m, "groups": groups,
            "what": "the measured TCP's xy displacement along each commanded move, as a fraction of the move, "
-                   "one and two control ticks after the tick that sent it"}
+                   "one and two control ticks after the tick that sent it; lag_m: the distance from the TCP "
+                   "target (first measured TCP + the moves sent) to the TCP measured one tick after each move"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

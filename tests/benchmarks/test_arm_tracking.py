@@ -23,9 +23,10 @@ def test_fractions_of_a_move_one_and_two_ticks_later(tmp_path):
     run.mkdir()
     _ticks(run / "ticks.jsonl", [0.30, 0.31, 0.32, 0.32], sent_at=(0,))
     _ticks(run / "ticks.jsonl", [0.30, 0.315, 0.32, 0.32], sent_at=(0, 2), ep=1)  # the second move: no 2 ticks after
-    one, two = at.fractions(run / "ticks.jsonl", 0.015)
+    one, two, lag = at.fractions(run / "ticks.jsonl", 0.015)
     assert one == pytest.approx([0.5, 0.75]) and two == pytest.approx([1.0, 1.0])
-    assert at.fractions(run / "ticks.jsonl", 0.03) == ([], [])  # moves below the size counted are left out
+    assert lag == pytest.approx([0.01, 0.005])  # the target 0.32 after the move; the TCP at 0.31 / 0.315
+    assert at.fractions(run / "ticks.jsonl", 0.03) == ([], [], [])  # moves below the size counted are left out
 
 
 def test_writes_each_groups_medians_and_refuses_an_empty_group(tmp_path, capsys):
