@@ -325,7 +325,8 @@ def graceful_stop(c: Ctx) -> Result:
     disarm = any(m[3] == "disarm -> stopping" and m[0] > t_sig for m in c.modes)
     wd = any(m[3] == "watchdog expired" for m in c.modes)
     rc = c.host.get("returncode")
-    return disarm and not wd and rc == 130, f"DISARM after SIGINT: {disarm}, watchdog: {wd}, exit code {rc}"
+    sig = c.sc.host_signal or "the signal"
+    return disarm and not wd and rc == 130, f"DISARM after {sig}: {disarm}, watchdog: {wd}, exit code {rc}"
 
 
 def safety_invalid(c: Ctx) -> Result:

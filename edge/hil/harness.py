@@ -81,7 +81,7 @@ class HilScenario:
     delay_sweep_ms: tuple[float, ...] = cfg((), "latency sweep: one run per one-way delay", range=(0.0, 10000.0))
     sweep_stop_above_ms: float = cfg(1e9, "sweep runs above this delay must stop, the others must not")
     host: str = cfg("inline", "host in this process or in a subprocess", choices=("inline", "subprocess"))
-    host_signal: str = cfg("", "signal sent to the host subprocess at fault_at_s", choices=("", "SIGINT", "SIGKILL"))
+    host_signal: str = cfg("", "signal sent to the host subprocess at fault_at_s", choices=("", "SIGINT", "SIGTERM", "SIGKILL"))
     policy_fault: str = cfg("", "policy-side fault", choices=("", "nan", "workspace", "joint_limit", "stall"))
     camera_fault: str = cfg("", "camera fault", choices=("", "freeze"))
     mcu_versions: tuple[int, ...] = cfg((1,), "protocol versions the MCU firmware speaks", range=(1, 255))

@@ -156,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     def announce(t0: float) -> None:
         print(f"T0 {t0:.6f}", flush=True)
 
-    res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
+    from edge.runtime.arm import operator_signals
+
+    with operator_signals():  # SIGTERM (a supervisor's stop) as Ctrl-C: a controlled stop, then DISARM
+        res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
     print(f"RESULT {json.dumps({'error_type': res['error_type'], 'interrupted': res['interrupted']})}", flush=True)
     return 130 if res["interrupted"] else 1 if res["error_type"] else 0
 
