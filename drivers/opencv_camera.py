@@ -183,6 +183,10 @@ class OpenCVCamera:
                               f"(limit {self.config.max_frozen_s} s); the camera looks frozen")
         return frame, t
 
+    def check(self) -> None:
+        """Raise :class:`CameraStale` / :class:`CameraError` as :meth:`latest` would (the loop calls it every tick)."""
+        self.latest()
+
     def observe(self, state: RobotState) -> Observation:
         frame, _ = self.latest()
         proprio = np.asarray(self.proprio_fn(state), np.float32)
@@ -224,6 +228,11 @@ class CameraSet:
                 cam.close()
             raise
         return self
+
+    def check(self) -> None:
+        """Every camera's :meth:`OpenCVCamera.check` (the loop calls it every tick the arm runs)."""
+        for c in self.cameras:
+            c.check()
 
     def observe(self, state: RobotState) -> Observation:
         images = {c.config.name: c.latest()[0] for c in self.cameras}

@@ -235,7 +235,9 @@ class ObservationSource(Protocol):
     this is called on the loop thread and must not block for long). Optional ``prefetch()``: read
     the current observation now, so the next :meth:`observe` of the same state only returns it; a
     real-clock loop calls it in a tick's slack when the next tick will observe before its command
-    (:attr:`edge.loop_config.LoopConfig.prefetch_observation`)."""
+    (:attr:`edge.loop_config.LoopConfig.prefetch_observation`). Optional ``check()``: raise if a sensor
+    has failed (a stale or frozen camera); the loop calls it every tick the arm runs, before the
+    tick's command, so a failed camera stops the arm at the next tick, not at the next query."""
 
     def observe(self, state: RobotState) -> Observation: ...
 

@@ -98,6 +98,7 @@ class ControlLoop:
                 f"{spec.name!r} action_layout={spec.action_layout!r}"
             )
         self.config, self.clock, self.driver, self.observer = config, clock, driver, observer
+        self._check_sensors = getattr(observer, "check", None)  # a sensor failure between queries
         self.worker, self.safety, self.recorder = worker, safety, recorder
         self.queue_config = queue_config or QueueConfig()
         if config.execution == "sync":
@@ -287,6 +288,8 @@ class ControlLoop:
         state = self.driver.read_state()
         running = self.safety.mode is SafetyMode.RUNNING
         query_first = self._query_first
+        if running and self._check_sensors is not None:
+            self._check_sensors()  # raises (a stale camera): run() stops the arm safely before any command
         if running:
             self._collect(now)
             if query_first:

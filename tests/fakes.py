@@ -183,6 +183,7 @@ def build_loop(
     recorder: Any = None,
     safety: SafetyConfig | None = None,
     spec: RobotSpec | None = None,
+    observer: Any = None,
     **loop_kw: Any,
 ):
     """A loop on a VirtualClock with constant charged latency. Returns (loop, driver, policy, clock)."""
@@ -201,7 +202,7 @@ def build_loop(
         LoopConfig(rate_hz=spec.control_rate_hz, execution=execution, **loop_kw),
         clock,
         driver,
-        FakeObserver(),
+        observer or FakeObserver(),
         worker,
         SafetySupervisor(spec, safety or SafetyConfig()),
         QueueConfig(seam=seam),

@@ -656,3 +656,24 @@ def test_close_disarms_the_driver_before_stopping_the_worker():
     with pytest.raises(OSError, match="link lost"):
         loop.close(close_driver=True)
     assert driver.state is DriverState.DISCONNECTED and stopped == [DriverState.DISCONNECTED]
+
+
+def test_a_failed_camera_stops_the_arm_at_the_next_tick_not_the_next_query():
+    """An observer's ``check()`` (a stale or frozen camera) runs every tick before the command: with a query
+    only every 8 ticks the arm still stops at the first tick after the failure, with no command sent in it."""
+    from tests.fakes import FakeObserver
+
+    class Camera(FakeObserver):
+        def __init__(self):
+            self.checks = 0
+
+        def check(self):
+            self.checks += 1
+            if self.checks > 5:
+                raise RuntimeError("camera 'front': newest frame is 0.550 s old (limit 0.5 s)")
+
+    loop, driver, _policy, _ = build_loop(latency_s=0.0, K=2, C=8, observer=Camera())
+    with pytest.raises(RuntimeError, match="newest frame is 0.550 s old"):
+        loop.run(20)
+    assert loop.n == 5 and len(driver.sent) == 5  # ticks 0-4 commanded; tick 5 stopped before its command
+    assert driver.holds >= 1  # the loop's safe stop
