@@ -48,9 +48,34 @@ def settings(args: argparse.Namespace) -> dict:
     # end: how a bridge run ends (the env's control periods; before, the VLA's ran out its wall-clock duration)
     if args.policy == "comet":
         return {"policy": "comet", "world_model": args.world_model, "plan_simulations": args.plan_simulations,
-                "seed": args.seed, "task": args.task, "driver": driver_overrides(args), "end": "periods"}
+                "seed": args.seed, "task": args.task, "driver": driver_overrides(args), "end": "periods",
+                **mcu_settings(args)}
     return {"checkpoint": args.checkpoint, "num_steps": args.num_steps, "execute": args.execute,
-            "seed": args.seed, "task": "stack", "driver": driver_overrides(args), "end": "periods"}
+            "seed": args.seed, "task": "stack", "driver": driver_overrides(args), "end": "periods",
+            **mcu_settings(args)}
+
+
+def mcu_settings(args: argparse.Namespace) -> dict:
+    """The emulated MCU's overrides, recorded only when given (the settings of earlier runs stay valid)."""
+    return {"mcu": mcu_overrides(args)} if args.mcu else {}
+
+
+def mcu_overrides(args: argparse.Namespace) -> dict:
+    from dataclasses import fields
+
+    from firmware_bridge.emulator.config import McuConfig
+
+    names = {f.name for f in fields(McuConfig)}
+    out = {}
+    for text in args.mcu:
+        key, sep, value = text.partition("=")
+        if not sep or key not in names:
+            raise SystemExit(f"error: --mcu {text!r}: give KEY=VALUE with KEY a McuConfig setting, e.g. kp_1_s=100")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise SystemExit(f"error: --mcu {text!r}: {value!r} is not a number") from None
+    return out
 
 
 def driver_overrides(args: argparse.Namespace) -> dict:
@@ -77,7 +102,8 @@ def runtime_config(args: argparse.Namespace):
                             num_steps=args.num_steps, execute=args.execute, episodes=1, seed=args.seed)
 
 
-def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory=None) -> dict:
+def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory=None,
+                   mcu_overrides: dict | None = None) -> dict:
     """One scene through the deployed path: the HIL bench's MCU on a pty, the arm = the sim's."""
     from drivers.hil_rig import HilBench
     from drivers.sim_camera import SimCamera
@@ -87,8 +113,8 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory
 
     u = env.unwrapped
     env.reset(seed=seed)
-    mcu = McuConfig(n_joints=8, tick_s=0.002, state_period_s=0.01, watchdog_ms=200, hard_q_min_rad=-4.0,
-                    hard_q_max_rad=4.0, seed=seed)
+    mcu = McuConfig(**{"n_joints": 8, "tick_s": 0.002, "state_period_s": 0.01, "watchdog_ms": 200,
+                       "hard_q_min_rad": -4.0, "hard_q_max_rad": 4.0, "seed": seed, **(mcu_overrides or {})})
     duration_s = (u.max_steps + 10) * u.control_dt_s  # the tick budget below ends it
     held = {"since": None, "success": False, "first": None}
 
@@ -154,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver", action="append", default=[], metavar="KEY=VALUE",
                     help="a drivers.bridge_arm.BridgeArmConfig setting for the bridge arm, e.g. gripper_speed_m_s=1 "
                          "(repeatable; default: none, the driver's defaults)")
+    ap.add_argument("--mcu", action="append", default=[], metavar="KEY=VALUE",
+                    help="an emulated MCU setting (firmware_bridge.emulator.config.McuConfig), e.g. kp_1_s=100 "
+                         "(repeatable; default: none, the bench's)")
     ap.add_argument("--work", default="runs/bridge_deploy", help="per-episode records and run dirs (resumable)")
     ap.add_argument("--out", default="benchmarks/results/bridge_deploy.json", help="JSON written")
     args = ap.parse_args(argv)
@@ -161,6 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     if (args.policy == "vla") != (args.task == "stack"):
         ap.error(f"--task {args.task}: --policy {args.policy} runs "
                  + ("--task stack" if args.policy == "vla" else "--task reach or push"))
+    if args.mcu:
+        from firmware_bridge.emulator.config import McuConfig
+
+        try:
+            McuConfig(n_joints=8, **mcu_overrides(args))
+        except (TypeError, ValueError) as err:
+            ap.error(f"--mcu: {err}")
     if args.policy == "comet" and not 0 <= args.plan_simulations <= 10000:
         ap.error(f"--plan-simulations {args.plan_simulations}: must be in 0..10000 (0 = the model's)")
     if not 1 <= args.episodes <= 10000:
@@ -218,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
                         shutil.rmtree(run)
                     rec = {"arm": "bridge", **bridge_episode(cfg, policy, env, seed, run, driver_overrides(args),
-                                                                   factory)}
+                                                                   factory, mcu_overrides(args))}
                     f.write(json.dumps(rec) + "\n")
                     done[("bridge", seed)] = rec
                 if ("sim", seed) not in done:
