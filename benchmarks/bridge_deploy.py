@@ -61,21 +61,37 @@ def mcu_settings(args: argparse.Namespace) -> dict:
 
 
 def mcu_overrides(args: argparse.Namespace) -> dict:
+    """``--mcu KEY=VALUE`` as McuConfig values of the field's type (numbers only; the bench sets the joint
+    count and each scene's seed itself)."""
     from dataclasses import fields
 
     from firmware_bridge.emulator.config import McuConfig
 
-    names = {f.name for f in fields(McuConfig)}
-    out = {}
+    types = {f.name: f.type for f in fields(McuConfig) if f.type in ("int", "float", int, float)}
+    types.pop("n_joints", None)
+    types.pop("seed", None)
+    out: dict = {}
     for text in args.mcu:
         key, sep, value = text.partition("=")
-        if not sep or key not in names:
-            raise SystemExit(f"error: --mcu {text!r}: give KEY=VALUE with KEY a McuConfig setting, e.g. kp_1_s=100")
+        if not sep or key not in types:
+            raise SystemExit(f"error: --mcu {text!r}: give KEY=VALUE with KEY a numeric McuConfig setting other than "
+                             "n_joints and seed, e.g. kp_1_s=100")
         try:
-            out[key] = float(value)
+            out[key] = int(value) if types[key] in ("int", int) else float(value)
         except ValueError:
-            raise SystemExit(f"error: --mcu {text!r}: {value!r} is not a number") from None
+            raise SystemExit(f"error: --mcu {text!r}: {value!r} is not a{'n integer' if types[key] in ('int', int) else ' number'}") from None
+        if not math.isfinite(out[key]):
+            raise SystemExit(f"error: --mcu {text!r}: must be finite")
     return out
+
+
+def bench_mcu(seed: int, overrides: dict | None = None):
+    """The HIL bench's emulated MCU for the Panda (8 joints, 2 ms tick, STATE at 100 Hz, 200 ms watchdog,
+    +-4 rad), with ``--mcu`` overrides."""
+    from firmware_bridge.emulator.config import McuConfig
+
+    return McuConfig(**{"n_joints": 8, "tick_s": 0.002, "state_period_s": 0.01, "watchdog_ms": 200,
+                        "hard_q_min_rad": -4.0, "hard_q_max_rad": 4.0, **(overrides or {}), "seed": seed})
 
 
 def driver_overrides(args: argparse.Namespace) -> dict:
@@ -108,13 +124,11 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory
     from drivers.hil_rig import HilBench
     from drivers.sim_camera import SimCamera
     from edge.runtime.arm import ArmRun, deploy
-    from firmware_bridge.emulator.config import McuConfig
     from sim.tasks import success_now
 
     u = env.unwrapped
     env.reset(seed=seed)
-    mcu = McuConfig(**{"n_joints": 8, "tick_s": 0.002, "state_period_s": 0.01, "watchdog_ms": 200,
-                       "hard_q_min_rad": -4.0, "hard_q_max_rad": 4.0, "seed": seed, **(mcu_overrides or {})})
+    mcu = bench_mcu(seed, mcu_overrides)
     duration_s = (u.max_steps + 10) * u.control_dt_s  # the tick budget below ends it
     held = {"since": None, "success": False, "first": None}
 
@@ -191,10 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--task {args.task}: --policy {args.policy} runs "
                  + ("--task stack" if args.policy == "vla" else "--task reach or push"))
     if args.mcu:
-        from firmware_bridge.emulator.config import McuConfig
-
         try:
-            McuConfig(n_joints=8, **mcu_overrides(args))
+            bench_mcu(args.seed, mcu_overrides(args))
         except (TypeError, ValueError) as err:
             ap.error(f"--mcu: {err}")
     if args.policy == "comet" and not 0 <= args.plan_simulations <= 10000:

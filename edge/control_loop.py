@@ -98,7 +98,8 @@ class ControlLoop:
                 f"{spec.name!r} action_layout={spec.action_layout!r}"
             )
         self.config, self.clock, self.driver, self.observer = config, clock, driver, observer
-        self._check_sensors = getattr(observer, "check", None)  # a sensor failure between queries
+        check = getattr(observer, "check", None)  # a sensor failure between queries
+        self._check_sensors = check if callable(check) else None
         self.worker, self.safety, self.recorder = worker, safety, recorder
         self.queue_config = queue_config or QueueConfig()
         if config.execution == "sync":

@@ -202,7 +202,7 @@ def build_loop(
         LoopConfig(rate_hz=spec.control_rate_hz, execution=execution, **loop_kw),
         clock,
         driver,
-        observer or FakeObserver(),
+        observer if observer is not None else FakeObserver(),
         worker,
         SafetySupervisor(spec, safety or SafetyConfig()),
         QueueConfig(seam=seam),

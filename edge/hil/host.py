@@ -158,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from edge.runtime.arm import operator_signals
 
-    with operator_signals():  # SIGTERM (a supervisor's stop) as Ctrl-C: a controlled stop, then DISARM
-        res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
+    try:
+        with operator_signals():  # SIGTERM (a supervisor's stop) as Ctrl-C: a controlled stop, then DISARM
+            res = run_host(spec, policy, ProprioObserver(spec.instruction), on_start=announce)
+    except KeyboardInterrupt:  # before the arm was started (run_host's setup): nothing moved
+        return 130
     print(f"RESULT {json.dumps({'error_type': res['error_type'], 'interrupted': res['interrupted']})}", flush=True)
     return 130 if res["interrupted"] else 1 if res["error_type"] else 0
 

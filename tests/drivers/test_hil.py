@@ -127,10 +127,7 @@ def test_host_sigint_is_honoured_when_inherited_ignored(ctx, tmp_path):
 
 def test_host_sigterm_stops_the_arm_under_control(ctx, tmp_path):
     """A supervisor's SIGTERM to the host process: a controlled stop, then DISARM, exit 130 (as Ctrl-C)."""
-    from dataclasses import replace
-
-    row = _run_timed(replace(_scenario("host_sigint"), name="host_sigterm", host_signal="SIGTERM"), ctx,
-                     tmp_path / "term")
+    row = _run_timed(_scenario("host_sigterm"), ctx, tmp_path / "term")
     assert row["pass"], row["failed"]
     assert row["time_to_safe_s"] < 0.13
 

@@ -677,3 +677,12 @@ def test_a_failed_camera_stops_the_arm_at_the_next_tick_not_the_next_query():
         loop.run(20)
     assert loop.n == 5 and len(driver.sent) == 5  # ticks 0-4 commanded; tick 5 stopped before its command
     assert driver.holds >= 1  # the loop's safe stop
+
+    # not while the arm is stopped: after an e-stop the loop keeps ticking (holding) and checks nothing
+    cam = Camera()
+    loop, _driver, _policy, _ = build_loop(latency_s=0.0, K=2, C=8, observer=cam)
+    loop.run(2)
+    loop.request_estop("test")
+    cam.checks = 100  # any check now would raise
+    res = loop.run(3)
+    assert res.reason == "estop" and cam.checks == 100

@@ -72,7 +72,9 @@ def test_a_camera_that_stops_delivering_stops_the_arm_safely(ckpt, tmp_path, cap
     assert code == 1
     assert "error: the arm was stopped: camera 'front': newest frame is" in err
     age = float(err.split("newest frame is ")[1].split(" s old")[0])
-    assert 0.5 < age < 0.7, age  # noticed at the next tick (checked every tick), not at the next query (C = 8)
+    # noticed at the next tick (checked every tick; 0.50-0.54 s measured), not at the next query (C = 8: up to
+    # 0.9 s before); a loose bound for a loaded machine, the exact test is the control loop's
+    assert 0.5 < age < 0.6, age
     res = json.loads((tmp_path / "run" / "arm_result.json").read_text())
     assert res["error_type"] == "CameraStale" and res["t_motion_end"] - res["t0"] < 4.0  # not the 20 s
     assert mode is Mode.DISARMED
