@@ -265,7 +265,7 @@ def _notes(policy: str, checkpoint: Path, rig) -> list[str]:
             where = checkpoint
         notes.append(f"policy: VLA {where} (onnxruntime, 1 thread; manifest step {info.get('step')}/"
                      f"{info.get('steps')}, complete={info.get('complete')}); host-subprocess scenarios "
-                     "(host_sigint, host_sigkill) replay the scripted expert")
+                     "(host_sigint, host_sigterm, host_sigkill) replay the scripted expert")
     else:
         notes.append("policy: the scripted expert (sim.experts) recorded on the scene and replayed as timed "
                      "action chunks (open loop)")
