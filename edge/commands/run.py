@@ -384,15 +384,13 @@ def run(args: argparse.Namespace) -> int:
         one = len(given) == 1
         raise EdgeError(f"{' / '.join(given)} configure{'s' if one else ''} --policy comet; add --policy comet or "
                         f"drop {'it' if one else 'them'}")
-    if not 0 <= args.plan_simulations <= 10000:
-        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
+    _check_plan_values(args)
     if args.n_blocks != 2 and args.task != "stack":
         raise EdgeError(f"--n-blocks {args.n_blocks}: sets the stack task's cubes; --task {args.task} has its own "
                         "objects; drop --n-blocks")
     _check_eqrl_flags(args)
-    if planner and args.scheduler != "fixed":
-        raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
-                        "schedule (one decision per query); drop --scheduler")
+    if planner:
+        _check_planner_scheduler(args)
     if not planner and (args.config or args.set):  # before the VLA's checks, which would name its task
         from edge.runtime.config import load_runtime_config
 
@@ -400,9 +398,6 @@ def run(args: argparse.Namespace) -> int:
             raise EdgeError(f"policy.name=comet from {_config_source(args)}: select the world-model planner with "
                             "--policy comet (it sets the planner's loop and schedule); its own settings "
                             "(policy.comet.*) can come from the YAML or --set")
-    if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
-                                                  and 0 <= args.plan_deadline_ms <= 60000):
-        raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
     # a resumed planner run keeps the defaults it was started with (None: not resumed, or unreadable:
     # resume_state names what it cannot read)
     started = _started_config(args) if args.resume else None
@@ -430,8 +425,8 @@ def run(args: argparse.Namespace) -> int:
     workspace_mask = args.plan_workspace_mask != "off"
     if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
         workspace_mask = started.policy.comet.workspace_mask
-    if planner and args.task not in ("push", "reach"):
-        raise EdgeError(f"--task {args.task}: --policy comet plans the object tasks; run it with --task push or reach")
+    if planner:
+        _check_planner_task(args)
     if planner and args.latency in ("device", "per_step"):
         raise EdgeError(f"--latency {args.latency}: charges the VLA network's modelled time, not the planner's; "
                         "--policy comet takes --latency measured (the default) or constant")
@@ -591,18 +586,31 @@ def _confirm_on_terminal(what: str) -> bool:
     return sys.stdin.readline().strip().lower() == "yes"
 
 
-def _check_planner_on_arm(args: argparse.Namespace) -> None:
-    """``--policy comet`` on --arm bridge: an object task, one move per decision (sync), a fixed schedule."""
-    if args.task not in ("push", "reach"):
-        raise EdgeError(f"--task {args.task}: --policy comet plans the object tasks; run it with --task push or reach")
+def _check_plan_values(args: argparse.Namespace) -> None:
+    """The planner flags' ranges (--plan-simulations, --plan-deadline-ms)."""
     if not 0 <= args.plan_simulations <= 10000:
         raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
     if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
                                                   and 0 <= args.plan_deadline_ms <= 60000):
         raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
+
+
+def _check_planner_task(args: argparse.Namespace) -> None:
+    if args.task not in ("push", "reach"):
+        raise EdgeError(f"--task {args.task}: --policy comet plans the object tasks; run it with --task push or reach")
+
+
+def _check_planner_scheduler(args: argparse.Namespace) -> None:
     if args.scheduler != "fixed":
         raise EdgeError(f"--scheduler {args.scheduler}: --policy comet decides every move itself, on its own fixed "
                         "schedule (one decision per query); drop --scheduler")
+
+
+def _check_planner_on_arm(args: argparse.Namespace) -> None:
+    """``--policy comet`` on --arm bridge: an object task, one move per decision (sync), a fixed schedule."""
+    _check_planner_task(args)
+    _check_plan_values(args)
+    _check_planner_scheduler(args)
     if args.query_mode == "async":
         raise EdgeError("--query-mode async: --policy comet searches from after the move queued for the frame's "
                         "tick, which needs the frame before that tick's command (inline inference, which a real arm "
