@@ -56,8 +56,10 @@ def settings(args: argparse.Namespace) -> dict:
 
 
 def mcu_settings(args: argparse.Namespace) -> dict:
-    """The emulated MCU's overrides, recorded only when given (the settings of earlier runs stay valid)."""
-    return {"mcu": mcu_overrides(args)} if args.mcu else {}
+    """The emulated MCU's overrides, recorded only when given, and its anti-windup in force (new at stop 59:
+    a work directory of the firmware before it is not continued)."""
+    return {**({"mcu": mcu_overrides(args)} if args.mcu else {}),
+            "mcu_windup_reset_rad": bench_mcu(args.seed, mcu_overrides(args)).windup_reset_rad}
 
 
 def mcu_overrides(args: argparse.Namespace) -> dict:
@@ -302,10 +304,12 @@ def main(argv: list[str] | None = None) -> int:
                         "what": "control ticks until the success condition had held the env's hold_s (stack 0.5 s, reach none), on "
                                 "the scenes both arms solved"}
     import subprocess
+    from dataclasses import asdict
 
     git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     res = {"benchmark": "bridge_deploy", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "versions": package_versions(), "git": git, "settings": settings(args), "episodes": len(seeds),
+           "mcu_config": {k: v for k, v in asdict(bench_mcu(args.seed, mcu_overrides(args))).items() if k != "seed"},
            "seeds": [seeds[0], seeds[-1]],
            "arms": {"bridge": {"successes": sum(b), "ci95": list(wilson(sum(b), len(b))), "stops": stops,
                                "ticks_p50": pct([r["ticks"] for r in bridge if r.get("ticks")], 50),

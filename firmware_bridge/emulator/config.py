@@ -29,6 +29,11 @@ class McuConfig:
     default_current_max_a: float = 5.0
     kp_1_s: float = 30.0  # reference gain towards the commanded position
     track_accel_rad_s2: float = 50.0  # reference acceleration bound while ARMED
+    # Anti-windup: a channel whose reference ran more than this past the measured position (a stalled
+    # joint, fingers closed on an object) and whose command now lies beyond the measured position the
+    # other way restarts its reference from the measured position at rest, so the wound-up travel is
+    # not unwound first. 0 turns it off.
+    windup_reset_rad: float = 0.01
     # Deceleration of controlled stops (watchdog, e-stop, disarm)
     stop_decel_rad_s2: float = 20.0
     standstill_rad_s: float = 0.02  # |qd| below this on every joint ...
@@ -71,6 +76,8 @@ class McuConfig:
                 raise ValueError(
                     f"McuConfig.{name} must be > 0, got {getattr(self, name)}"
                 )
+        if not self.windup_reset_rad >= 0:
+            raise ValueError(f"McuConfig.windup_reset_rad must be >= 0 (0: off), got {self.windup_reset_rad}")
         if self.default_qd_max_rad_s > self.hard_qd_max_rad_s:
             raise ValueError("McuConfig.default_qd_max_rad_s exceeds hard_qd_max_rad_s")
         if self.default_current_max_a > self.hard_current_max_a:

@@ -391,7 +391,7 @@ class McuEmulator:
             ff_valid = _signed32(self._cmd_deadline_us - self.mcu_time_us(t_s)) >= 0
             qd_ff = self.qd_ff_rad_s if ff_valid else [0.0] * c.n_joints
             target = (self.q_cmd_rad, qd_ff)
-        reference_step(self.q_ref_rad, self.v_ref_rad_s, target, self.limits, c)
+        reference_step(self.q_ref_rad, self.v_ref_rad_s, target, self.limits, c, self.sample.q_rad)
         self.sample = self.plant.step(
             tuple(self.q_ref_rad), tuple(self.v_ref_rad_s), c.tick_s
         )

@@ -74,12 +74,24 @@ def approach(value: float, target: float, max_step: float) -> float:
     return value + math.copysign(max_step, target - value)
 
 
+def windup_reset(q_ref: float, q_meas: float, q_cmd: float, threshold: float) -> bool:
+    """True when a channel's reference is wound up past its measured position (by more than
+    ``threshold``, > 0) and the command lies beyond the measured position the other way: the
+    reference then restarts from the measured position, a move toward both the measurement and the
+    command (the actuator's effort drops; nothing moves that the command did not ask for)."""
+    if threshold <= 0:
+        return False
+    gap = q_ref - q_meas
+    return abs(gap) > threshold and (q_cmd - q_meas) * gap < 0
+
+
 def reference_step(
     q_ref_rad: list[float],
     v_ref_rad_s: list[float],
     target: tuple[list[float], list[float]] | None,
     lim: JointLimits,
     c: McuConfig,
+    q_meas_rad: Floats | None = None,
 ) -> None:
     """Advance the reference by one tick, in place.
 
@@ -87,11 +99,18 @@ def reference_step(
     the reference velocity ramps to zero at ``stop_decel_rad_s2`` and then holds. While tracking,
     velocity is bounded by ``qd_max`` and its change by ``track_accel_rad_s2``. The reference
     never leaves the position limits.
+
+    Anti-windup (``q_meas_rad`` given, ``windup_reset_rad`` > 0): while tracking, a channel whose
+    reference lies more than ``windup_reset_rad`` past the measured position, with the measured
+    position between the reference and the command, restarts from the measured position at rest
+    (:func:`windup_reset`) before it moves on.
     """
     dt = c.tick_s
     for i in range(len(q_ref_rad)):
         if target is not None:
             q_cmd, qd_ff = target[0][i], target[1][i]
+            if q_meas_rad is not None and windup_reset(q_ref_rad[i], q_meas_rad[i], q_cmd, c.windup_reset_rad):
+                q_ref_rad[i], v_ref_rad_s[i] = q_meas_rad[i], 0.0
             v_des = qd_ff + c.kp_1_s * (q_cmd - q_ref_rad[i])
             v_des = max(-lim.qd_max_rad_s[i], min(lim.qd_max_rad_s[i], v_des))
             accel = c.track_accel_rad_s2

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from firmware_bridge.client import (
+    ClientConfig,
     CommandRejected,
     FirmwareClient,
     HandshakeError,
@@ -316,6 +317,61 @@ def test_servo_tracks_within_velocity_limit(rig_factory, commander):
     assert (
         client.latest_state.mode is Mode.ARMED and client.latest_state.fault_flags == 0
     )
+
+
+@pytest.mark.parametrize("q_ref, q_meas, q_cmd, reset", [
+    (0.000, 0.043, 0.080, True),   # fingers closed on a 4.3 cm object, reference wound to 0; open
+    (0.000, 0.043, 0.000, False),  # ... still closing: keep squeezing
+    (0.000, 0.043, 0.020, False),  # ... a lighter squeeze: the command lies inside the wound-up travel
+    (0.000, 0.005, 0.080, False),  # a following lag under the threshold: ordinary tracking
+    (0.500, 0.300, 0.000, True),   # the other direction (a joint held back from moving up)
+    (0.500, 0.300, 0.400, False),
+])
+def test_windup_reset_only_when_the_command_lies_beyond_the_measured_position(q_ref, q_meas, q_cmd, reset):
+    from firmware_bridge.emulator.motion import windup_reset
+
+    assert windup_reset(q_ref, q_meas, q_cmd, 0.01) is reset
+    assert windup_reset(q_ref, q_meas, q_cmd, 0.0) is False  # 0: off
+
+
+class _FingersOnObject:
+    """One gripper channel (opening in m) following its reference first order (50 ms) but unable to
+    close below a 4.3 cm object between the fingers."""
+
+    def __init__(self) -> None:
+        self.q = 0.08
+
+    def measure(self) -> JointSample:
+        return JointSample((self.q,), (0.0,), (0.1,), (30.0,))
+
+    def step(self, q_ref_rad, qd_ref_rad_s, dt_s):
+        self.q = max(0.043, self.q + (q_ref_rad[0] - self.q) * dt_s / 0.05)
+        return self.measure()
+
+
+@pytest.mark.parametrize("windup", [0.01, 0.0])
+def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, commander):
+    """While fingers hold an object the reference runs on to the closed position; with the anti-windup
+    an open command restarts it from the fingers' position, so they open at once (without it the
+    reference first travels back 4.3 cm at the channel's speed limit)."""
+    plant = _FingersOnObject()
+    clock = VirtualClock()
+    mcu_config = McuConfig(n_joints=1, seed=7, tick_s=0.002, hard_q_min_rad=0.0, hard_q_max_rad=0.08,
+                           default_qd_max_rad_s=1.2, windup_reset_rad=windup)
+    rig = VirtualRig(clock, mcu_config, plant=plant)
+    client = FirmwareClient(rig.host_port, ClientConfig(), clock=clock, seed=3)
+    client.handshake()
+    client.arm()
+    commander(clock, client, [0.0], 0.3)  # close on the object
+    assert plant.q == pytest.approx(0.043) and rig.mcu.q_ref_rad[0] < 0.001
+    commander(clock, client, [0.08], 0.05)  # open for one 50 ms control period
+    opened = plant.q - 0.043
+    if windup:
+        assert opened > 0.008  # about 1 cm in the first 50 ms
+    else:
+        assert opened < 0.002  # still unwinding
+    commander(clock, client, [0.08], 0.3)
+    assert plant.q > 0.075 and rig.mcu.mode is Mode.ARMED  # open either way, no fault
 
 
 def test_config_validation():
