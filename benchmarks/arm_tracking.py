@@ -55,6 +55,30 @@ def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[fl
     return one, two, lag
 
 
+def releases(ticks_file: Path, holding: float = 0.3, let_go: float = 0.2) -> list[tuple[float, float, int, bool]]:
+    """Every open command sent while the fingers held something, in one ticks.jsonl: (the gripper's
+    measured closure fell by how much one tick later, two ticks later; for how many ticks open was
+    commanded; did the fingers let go, their closure under ``let_go`` before the command's end + 2 ticks).
+    The closure is the runtime's gripper reading: 0 open .. 1 closed (0.47 on the 4.3 cm cube)."""
+    by_ep: dict[int, list[dict]] = {}
+    for line in ticks_file.read_text().splitlines():
+        rec = json.loads(line)
+        by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
+    out = []
+    for ticks in by_ep.values():
+        ticks.sort(key=lambda r: r["slot"])
+        g = [float(t["gripper"]) for t in ticks]
+        cmd = [float(t["sent"][-1]) if t.get("sent") else None for t in ticks]
+        for i in range(1, len(ticks) - 2):
+            if cmd[i] is None or cmd[i - 1] is None or not (cmd[i] < 0.5 <= cmd[i - 1]) or g[i] <= holding:
+                continue
+            j = i
+            while j < len(ticks) and cmd[j] is not None and cmd[j] < 0.5:
+                j += 1
+            out.append((g[i] - g[i + 1], g[i] - g[i + 2], j - i, min(g[i:j + 3]) < let_go))
+    return out
+
+
 def summary(xs: list[float]) -> dict:
     q = np.percentile(xs, [25, 50, 75]) if xs else [None] * 3
     return {"p25": None if q[0] is None else round(float(q[0]), 4), "p50": None if q[1] is None else round(float(q[1]), 4),
@@ -66,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", action="append", required=True, metavar="LABEL=GLOB",
                     help="a group of run directories (a glob; repeatable: one group each)")
     ap.add_argument("--min-move-m", type=float, default=0.015, help="smallest commanded xy move counted (default 0.015)")
+    ap.add_argument("--gripper", action="store_true",
+                    help="also the gripper's answer to open commands sent while the fingers held something: its "
+                         "closure's fall one and two ticks later, how long open was commanded, how often it let go")
     ap.add_argument("--out", default="benchmarks/results/arm_tracking.json", help="JSON written")
     args = ap.parse_args(argv)
     groups = {}
@@ -87,12 +114,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: {len(one)} moves in {len(dirs)} run dirs; along the move one tick later "
               f"{groups[label]['one_tick_later']['p50']}, two ticks later {groups[label]['two_ticks_later']['p50']}; "
               f"lag {groups[label]['lag_m']['p50']} m (medians)")
+        if args.gripper:
+            rel = [r for d in dirs for r in releases(Path(d) / "ticks.jsonl")]
+            let = [r[3] for r in rel]
+            groups[label]["gripper"] = {
+                "open_commands_while_holding": len(rel),
+                "closure_fall_one_tick_later": summary([r[0] for r in rel]),
+                "closure_fall_two_ticks_later": summary([r[1] for r in rel]),
+                "open_ticks": summary([float(r[2]) for r in rel]),
+                "let_go_fraction": round(float(np.mean(let)), 4) if let else None,
+                "one_tick_open_commands": sum(r[2] == 1 for r in rel),
+                "one_tick_open_commands_let_go": sum(r[2] == 1 and r[3] for r in rel),
+                "open_commands_per_run_dir": round(len(rel) / len(dirs), 3)}
+            gr = groups[label]["gripper"]
+            print(f"  gripper: {len(rel)} open commands while holding; closure fell "
+                  f"{gr['closure_fall_one_tick_later']['p50']} one tick later, {gr['closure_fall_two_ticks_later']['p50']} "
+                  f"two ticks later, open for {gr['open_ticks']['p50']} ticks (medians); {gr['let_go_fraction']} of them let go")
     git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     res = {"benchmark": "arm_tracking", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
-           "versions": package_versions(), "git": git, "min_move_m": args.min_move_m, "groups": groups,
+           "versions": package_versions(), "git": git, "min_move_m": args.min_move_m, "gripper": args.gripper,
+           "groups": groups,
            "what": "the measured TCP's xy displacement along each commanded move, as a fraction of the move, "
                    "one and two control ticks after the tick that sent it; lag_m: the distance from the TCP "
-                   "target (first measured TCP + the moves sent) to the TCP measured one tick after each move"}
+                   "target (first measured TCP + the moves sent) to the TCP measured one tick after each move; gripper: open "
+                   "commands (sent < 0.5 after >= 0.5) while the measured closure was > 0.3, let go = the closure "
+                   "under 0.2 before the open command's end + 2 ticks"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

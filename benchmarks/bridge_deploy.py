@@ -171,7 +171,8 @@ def bridge_episode(cfg, policy, env, seed: int, out: Path, driver: dict, factory
             "rig_overruns": trace["rig_overruns"], "rtt_p50_ms": _ms(res["link"].get("rtt_p50_s")),
             "rtt_p99_ms": _ms(res["link"].get("rtt_p99_s")), "interventions": summary.get("interventions_total"),
             "latency_p50_ms": summary.get("latency_p50_ms"), "latency_p99_ms": summary.get("latency_p99_ms"),
-            "workspace_clips": (res.get("driver_counts") or {}).get("workspace_clip", 0)}
+            "workspace_clips": (res.get("driver_counts") or {}).get("workspace_clip", 0),
+            "windup_resets": trace["counters"].get("windup_resets")}
 
 
 def _ms(s: float | None) -> float | None:

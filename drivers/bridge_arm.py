@@ -108,8 +108,9 @@ class BridgeArmConfig:
     gripper_width_max_m: float = cfg(0.08, "finger opening at gripper command 0 (open)", range=(0.001, 0.5))
     gripper_speed_m_s: float = cfg(
         1.2, "gripper channel speed limit sent in LIMITS_CONFIG: the fingers' own top speed (the simulated Panda "
-        "hand's, 1.2 m/s, which the shipped VLA learned with); a lower limit also delays each release, since the "
-        "MCU's reference runs on to the closed position while the fingers hold an object and must come back first",
+        "hand's, 1.2 m/s, which the shipped VLA learned with); a lower limit slows the fingers and, on firmware "
+        "without the anti-windup of PROTOCOL.md 5.4, delays each release further (the MCU's reference runs on to "
+        "the closed position while the fingers hold an object and must come back first)",
         range=(0.001, 4.0))
     current_max_a: float = cfg(10.0, "per-joint current limit sent in LIMITS_CONFIG", range=(0.01, 1000.0))
     max_tcp_lead_m: float = cfg(0.06, "ee_delta: keep the TCP target this close to the measured TCP",

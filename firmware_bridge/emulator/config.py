@@ -29,10 +29,10 @@ class McuConfig:
     default_current_max_a: float = 5.0
     kp_1_s: float = 30.0  # reference gain towards the commanded position
     track_accel_rad_s2: float = 50.0  # reference acceleration bound while ARMED
-    # Anti-windup: a channel whose reference ran more than this past the measured position (a stalled
-    # joint, fingers closed on an object) and whose command now lies beyond the measured position the
-    # other way restarts its reference from the measured position at rest, so the wound-up travel is
-    # not unwound first. 0 turns it off.
+    # Anti-windup: a channel held still (|qd| < standstill_rad_s) whose reference ran more than this past
+    # the measured position (a stalled joint, fingers closed on an object) and whose command now lies
+    # beyond the measured position the other way restarts its reference from the measured position at
+    # rest, so the wound-up travel is not unwound first. 0 turns it off.
     windup_reset_rad: float = 0.01
     # Deceleration of controlled stops (watchdog, e-stop, disarm)
     stop_decel_rad_s2: float = 20.0

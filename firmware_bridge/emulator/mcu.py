@@ -62,6 +62,7 @@ class McuCounters:
     estops: int = 0
     reboots: int = 0
     link: LinkStats = field(default_factory=LinkStats)
+    windup_resets: list[int] = field(default_factory=list)  # per joint: references restarted (anti-windup)
 
 
 class McuEmulator:
@@ -79,7 +80,7 @@ class McuEmulator:
         )
         if len(self.plant.measure().q_rad) != self.config.n_joints:
             raise ValueError("plant joint count differs from McuConfig.n_joints")
-        self.counters = McuCounters()
+        self.counters = McuCounters(windup_resets=[0] * self.config.n_joints)
         self.events: deque[tuple[float, str]] = deque(maxlen=256)
         self._rng = random.Random(self.config.seed)
         self.session_id = 0
@@ -391,7 +392,9 @@ class McuEmulator:
             ff_valid = _signed32(self._cmd_deadline_us - self.mcu_time_us(t_s)) >= 0
             qd_ff = self.qd_ff_rad_s if ff_valid else [0.0] * c.n_joints
             target = (self.q_cmd_rad, qd_ff)
-        reference_step(self.q_ref_rad, self.v_ref_rad_s, target, self.limits, c, self.sample.q_rad)
+        for i in reference_step(self.q_ref_rad, self.v_ref_rad_s, target, self.limits, c,
+                                (self.sample.q_rad, self.sample.qd_rad_s)):
+            self.counters.windup_resets[i] += 1
         self.sample = self.plant.step(
             tuple(self.q_ref_rad), tuple(self.v_ref_rad_s), c.tick_s
         )

@@ -74,12 +74,14 @@ def approach(value: float, target: float, max_step: float) -> float:
     return value + math.copysign(max_step, target - value)
 
 
-def windup_reset(q_ref: float, q_meas: float, q_cmd: float, threshold: float) -> bool:
-    """True when a channel's reference is wound up past its measured position (by more than
-    ``threshold``, > 0) and the command lies beyond the measured position the other way: the
-    reference then restarts from the measured position, a move toward both the measurement and the
-    command (the actuator's effort drops; nothing moves that the command did not ask for)."""
-    if threshold <= 0:
+def windup_reset(q_ref: float, q_meas: float, qd_meas: float, q_cmd: float, threshold: float,
+                 still: float) -> bool:
+    """True when a channel is wound up — held still (``|qd_meas| < still``) with its reference more
+    than ``threshold`` (> 0) past its measured position — and the command lies beyond the measured
+    position the other way: the reference then restarts from the measured position at rest. That
+    moves the reference toward both the measurement and the command, and the joint is still, so no
+    velocity jumps; a joint that moves (lagging its reference in a fast move) is never reset."""
+    if threshold <= 0 or abs(qd_meas) >= still:
         return False
     gap = q_ref - q_meas
     return abs(gap) > threshold and (q_cmd - q_meas) * gap < 0
@@ -91,8 +93,8 @@ def reference_step(
     target: tuple[list[float], list[float]] | None,
     lim: JointLimits,
     c: McuConfig,
-    q_meas_rad: Floats | None = None,
-) -> None:
+    measured: tuple[Floats, Floats] | None = None,
+) -> list[int]:
     """Advance the reference by one tick, in place.
 
     ``target`` = (q_cmd_rad, qd_ff_rad_s) while tracking (ARMED), ``None`` for a controlled stop:
@@ -100,17 +102,21 @@ def reference_step(
     velocity is bounded by ``qd_max`` and its change by ``track_accel_rad_s2``. The reference
     never leaves the position limits.
 
-    Anti-windup (``q_meas_rad`` given, ``windup_reset_rad`` > 0): while tracking, a channel whose
-    reference lies more than ``windup_reset_rad`` past the measured position, with the measured
-    position between the reference and the command, restarts from the measured position at rest
-    (:func:`windup_reset`) before it moves on.
+    Anti-windup (``measured`` = the measured positions and velocities, ``windup_reset_rad`` > 0):
+    while tracking, a channel held still (``|qd| < standstill_rad_s``) whose reference lies more than
+    ``windup_reset_rad`` past the measured position, with the measured position between the reference
+    and the command, restarts from the measured position at rest (:func:`windup_reset`) before it
+    moves on. Returns the channels so restarted.
     """
     dt = c.tick_s
+    reset: list[int] = []
     for i in range(len(q_ref_rad)):
         if target is not None:
             q_cmd, qd_ff = target[0][i], target[1][i]
-            if q_meas_rad is not None and windup_reset(q_ref_rad[i], q_meas_rad[i], q_cmd, c.windup_reset_rad):
-                q_ref_rad[i], v_ref_rad_s[i] = q_meas_rad[i], 0.0
+            if measured is not None and windup_reset(q_ref_rad[i], measured[0][i], measured[1][i], q_cmd,
+                                                     c.windup_reset_rad, c.standstill_rad_s):
+                q_ref_rad[i], v_ref_rad_s[i] = measured[0][i], 0.0
+                reset.append(i)
             v_des = qd_ff + c.kp_1_s * (q_cmd - q_ref_rad[i])
             v_des = max(-lim.qd_max_rad_s[i], min(lim.qd_max_rad_s[i], v_des))
             accel = c.track_accel_rad_s2
@@ -121,6 +127,7 @@ def reference_step(
         if not lim.q_min_rad[i] <= q <= lim.q_max_rad[i]:
             q, v = min(max(q, lim.q_min_rad[i]), lim.q_max_rad[i]), 0.0
         q_ref_rad[i], v_ref_rad_s[i] = q, v
+    return reset
 
 
 def detect_faults(

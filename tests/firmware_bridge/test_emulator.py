@@ -319,19 +319,36 @@ def test_servo_tracks_within_velocity_limit(rig_factory, commander):
     )
 
 
-@pytest.mark.parametrize("q_ref, q_meas, q_cmd, reset", [
-    (0.000, 0.043, 0.080, True),   # fingers closed on a 4.3 cm object, reference wound to 0; open
-    (0.000, 0.043, 0.000, False),  # ... still closing: keep squeezing
-    (0.000, 0.043, 0.020, False),  # ... a lighter squeeze: the command lies inside the wound-up travel
-    (0.000, 0.005, 0.080, False),  # a following lag under the threshold: ordinary tracking
-    (0.500, 0.300, 0.000, True),   # the other direction (a joint held back from moving up)
-    (0.500, 0.300, 0.400, False),
+@pytest.mark.parametrize("q_ref, q_meas, qd_meas, q_cmd, reset", [
+    (0.000, 0.043, 0.0, 0.080, True),    # fingers closed on a 4.3 cm object, reference wound to 0; open
+    (0.000, 0.043, 0.0, 0.000, False),   # ... still closing: keep squeezing
+    (0.000, 0.043, 0.0, 0.020, False),   # ... a lighter squeeze: the command lies inside the wound-up travel
+    (0.000, 0.043, -0.5, 0.080, False),  # fingers still closing (moving): a lag, not a wind-up
+    (0.000, 0.005, 0.0, 0.080, False),   # a gap under the threshold: ordinary tracking
+    (0.000, 0.010, 0.0, 0.080, False),   # exactly the threshold: not past it
+    (0.500, 0.300, 0.0, 0.000, True),    # the other direction (a joint held back from moving up)
+    (0.500, 0.300, 0.0, 0.400, False),
+    (0.500, 0.300, 0.8, 0.000, False),   # a joint moving fast behind its reference turns back: untouched
 ])
-def test_windup_reset_only_when_the_command_lies_beyond_the_measured_position(q_ref, q_meas, q_cmd, reset):
+def test_windup_reset_only_for_a_still_joint_whose_command_lies_beyond_it(q_ref, q_meas, qd_meas, q_cmd, reset):
     from firmware_bridge.emulator.motion import windup_reset
 
-    assert windup_reset(q_ref, q_meas, q_cmd, 0.01) is reset
-    assert windup_reset(q_ref, q_meas, q_cmd, 0.0) is False  # 0: off
+    assert windup_reset(q_ref, q_meas, qd_meas, q_cmd, 0.01, 0.02) is reset
+    assert windup_reset(q_ref, q_meas, qd_meas, q_cmd, 0.0, 0.02) is False  # 0: off
+
+
+def test_reference_step_resets_a_wound_up_joint_only_while_tracking():
+    from firmware_bridge.emulator.motion import JointLimits, reference_step
+
+    c = McuConfig(n_joints=2, windup_reset_rad=0.01)
+    lim = JointLimits.defaults(c)
+    measured = ((0.043, 0.300), (0.0, 0.8))  # joint 0 still and wound up, joint 1 moving
+    q_ref, v_ref = [0.0, 0.5], [0.0, 0.3]
+    assert reference_step(q_ref, v_ref, ([0.08, 0.0], [0.0, 0.0]), lim, c, measured) == [0]
+    assert q_ref[0] == pytest.approx(0.043 + c.track_accel_rad_s2 * c.tick_s ** 2, abs=1e-9)  # from rest
+    assert q_ref[1] < 0.5 + 0.3 * c.tick_s and v_ref[1] > 0.0  # the moving joint decelerates within its bound
+    q_ref, v_ref = [0.0, 0.5], [0.0, 0.3]
+    assert reference_step(q_ref, v_ref, None, lim, c, measured) == []  # a controlled stop never resets
 
 
 class _FingersOnObject:
@@ -339,13 +356,14 @@ class _FingersOnObject:
     close below a 4.3 cm object between the fingers."""
 
     def __init__(self) -> None:
-        self.q = 0.08
+        self.q, self.qd = 0.08, 0.0
 
     def measure(self) -> JointSample:
-        return JointSample((self.q,), (0.0,), (0.1,), (30.0,))
+        return JointSample((self.q,), (self.qd,), (0.1,), (30.0,))
 
     def step(self, q_ref_rad, qd_ref_rad_s, dt_s):
-        self.q = max(0.043, self.q + (q_ref_rad[0] - self.q) * dt_s / 0.05)
+        q = max(0.043, self.q + (q_ref_rad[0] - self.q) * dt_s / 0.05)
+        self.qd, self.q = (q - self.q) / dt_s, q
         return self.measure()
 
 
@@ -372,6 +390,7 @@ def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, 
         assert opened < 0.002  # still unwinding
     commander(clock, client, [0.08], 0.3)
     assert plant.q > 0.075 and rig.mcu.mode is Mode.ARMED  # open either way, no fault
+    assert rig.mcu.counters.windup_resets == [1 if windup else 0]
 
 
 def test_config_validation():
