@@ -58,8 +58,10 @@ def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[fl
 def releases(ticks_file: Path, holding: float = 0.3, let_go: float = 0.2) -> list[tuple[float, float, int, bool]]:
     """Every open command sent while the fingers held something, in one ticks.jsonl: (the gripper's
     measured closure fell by how much one tick later, two ticks later; for how many ticks open was
-    commanded; did the fingers let go, their closure under ``let_go`` before the command's end + 2 ticks).
-    The closure is the runtime's gripper reading: 0 open .. 1 closed (0.47 on the 4.3 cm cube)."""
+    commanded; did the fingers let go, their closure under ``let_go`` by the second tick after the open
+    command's last). The closure is the runtime's gripper reading: 0 open .. 1 closed (0.47 on the 4.3 cm
+    cube). Counted where the two ticks after the command's first are recorded (consecutive slots); a tick
+    with no command sent ends an open command."""
     by_ep: dict[int, list[dict]] = {}
     for line in ticks_file.read_text().splitlines():
         rec = json.loads(line)
@@ -67,15 +69,17 @@ def releases(ticks_file: Path, holding: float = 0.3, let_go: float = 0.2) -> lis
     out = []
     for ticks in by_ep.values():
         ticks.sort(key=lambda r: r["slot"])
-        g = [float(t["gripper"]) for t in ticks]
+        g = [float(t["gripper"]) if t.get("gripper") is not None else float("nan") for t in ticks]
         cmd = [float(t["sent"][-1]) if t.get("sent") else None for t in ticks]
         for i in range(1, len(ticks) - 2):
-            if cmd[i] is None or cmd[i - 1] is None or not (cmd[i] < 0.5 <= cmd[i - 1]) or g[i] <= holding:
+            if cmd[i] is None or cmd[i - 1] is None or not (cmd[i] < 0.5 <= cmd[i - 1]) or not g[i] > holding:
+                continue
+            if ticks[i + 2]["slot"] != ticks[i]["slot"] + 2 or any(np.isnan(g[i:i + 3])):
                 continue
             j = i
             while j < len(ticks) and cmd[j] is not None and cmd[j] < 0.5:
                 j += 1
-            out.append((g[i] - g[i + 1], g[i] - g[i + 2], j - i, min(g[i:j + 3]) < let_go))
+            out.append((g[i] - g[i + 1], g[i] - g[i + 2], j - i, bool(np.nanmin(g[i:j + 3]) < let_go)))
     return out
 
 
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                    "one and two control ticks after the tick that sent it; lag_m: the distance from the TCP "
                    "target (first measured TCP + the moves sent) to the TCP measured one tick after each move; gripper: open "
                    "commands (sent < 0.5 after >= 0.5) while the measured closure was > 0.3, let go = the closure "
-                   "under 0.2 before the open command's end + 2 ticks"}
+                   "under 0.2 by the second tick after the open command's last"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {args.out}")

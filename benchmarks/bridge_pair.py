@@ -29,10 +29,14 @@ RESAMPLES = 10_000
 
 
 def load(work: Path) -> dict[str, dict[int, dict]]:
-    """``{arm: {seed: record}}`` from a bridge_deploy work directory."""
+    """``{arm: {seed: record}}`` from a bridge_deploy work directory (a line cut by a kill is skipped, as
+    bridge_deploy.py skips it: that seed has not run)."""
     out: dict[str, dict[int, dict]] = {}
     for line in (work / "episodes.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
         out.setdefault(rec["arm"], {})[int(rec["seed"])] = rec
     return out
 
@@ -40,6 +44,8 @@ def load(work: Path) -> dict[str, dict[int, dict]]:
 def compare(a: dict[int, dict], b: dict[int, dict], rng: np.random.Generator) -> dict:
     """Arm A against arm B on their common seeds: successes and ticks to success (A over B)."""
     seeds = sorted(set(a) & set(b))
+    if not seeds:
+        raise ValueError("no scene seed in common")
     sa = np.array([bool(a[s]["success"]) for s in seeds])
     sb = np.array([bool(b[s]["success"]) for s in seeds])
     res = paired(sa.tolist(), sb.tolist())
@@ -71,25 +77,42 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if len(args.run) != 2:
         ap.error(f"--run: give exactly two runs (A and B), got {len(args.run)}")
-    runs = {}
-    for spec in args.run:
-        label, sep, work = spec.partition("=")
-        path = Path(work)
+    if args.seed < 0:
+        ap.error(f"--seed {args.seed}: must be >= 0")
+    specs = [spec.partition("=") for spec in args.run]
+    for spec, (label, sep, _work) in zip(args.run, specs):
         if not sep or not label:
             ap.error(f"--run {spec!r}: give LABEL=WORK, e.g. on=runs/bridge_windup_on")
+    if specs[0][0] == specs[1][0]:
+        ap.error(f"--run: the two labels must differ, both are {specs[0][0]!r}")
+    runs, settings = {}, {}
+    for spec, (label, _sep, work) in zip(args.run, specs):
+        path = Path(work)
         if not (path / "episodes.jsonl").is_file():
             ap.error(f"--run {spec!r}: {path / 'episodes.jsonl'} not found: give a bridge_deploy.py --work directory")
         runs[label] = load(path)
         if {"bridge", "sim"} - set(runs[label]):
             ap.error(f"--run {spec!r}: {path / 'episodes.jsonl'} lacks a bridge or a sim arm")
+        for arm, recs in runs[label].items():
+            bad = [s for s, r in recs.items() if r.get("success") and not r.get("ticks")]
+            if bad:
+                ap.error(f"--run {spec!r}: {arm} episodes of seeds {bad[:5]} succeeded with no ticks recorded")
+        if (path / "settings.json").is_file():
+            settings[label] = json.loads((path / "settings.json").read_text())
     (la, ra), (lb, rb) = runs.items()
-    if la == lb:
-        ap.error(f"--run: the two labels must differ, both are {la!r}")
+    differ = sorted(k for k in set(settings.get(la, {})) | set(settings.get(lb, {}))
+                    if settings.get(la, {}).get(k) != settings.get(lb, {}).get(k))
+    for label, r in runs.items():
+        print(f"{label}: {len(r['bridge'])} bridge and {len(r['sim'])} sim episodes")
+    print(f"settings that differ between the runs: {differ or 'none'}")
     rng = np.random.default_rng(args.seed)
-    comparisons = {f"{la}: bridge over sim": compare(ra["bridge"], ra["sim"], rng),
-                   f"{lb}: bridge over sim": compare(rb["bridge"], rb["sim"], rng),
-                   f"bridge: {la} over {lb}": compare(ra["bridge"], rb["bridge"], rng),
-                   f"sim: {la} over {lb}": compare(ra["sim"], rb["sim"], rng)}
+    try:
+        comparisons = {f"{la}: bridge over sim": compare(ra["bridge"], ra["sim"], rng),
+                       f"{lb}: bridge over sim": compare(rb["bridge"], rb["sim"], rng),
+                       f"bridge: {la} over {lb}": compare(ra["bridge"], rb["bridge"], rng),
+                       f"sim: {la} over {lb}": compare(ra["sim"], rb["sim"], rng)}
+    except ValueError as err:
+        ap.error(f"--run {args.run[0]!r} and {args.run[1]!r}: {err}: run them on the same --seed")
     for name, c in comparisons.items():
         t = c["ticks_to_success"]
         print(f"{name}: successes {c['successes_a']} vs {c['successes_b']} of {c['episodes']}, "
@@ -99,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     res = {"benchmark": "bridge_pair", "machine": machine_info(), "command": " ".join(["python", *sys.argv]),
            "versions": package_versions(), "git": git, "runs": {k: v for k, v in (s.split("=", 1) for s in args.run)},
-           "settings": {label: json.loads((Path(spec.split("=", 1)[1]) / "settings.json").read_text())
-                        for label, spec in zip(runs, args.run) if (Path(spec.split("=", 1)[1]) / "settings.json").is_file()},
+           "settings": settings, "settings_that_differ": differ,
            "comparisons": comparisons, "resamples": RESAMPLES,
            "what": "successes: A vs B on common seeds (difference A - B, 95 % bootstrap over scenes, exact McNemar); "
                    "ticks_to_success: on the scenes both solved, the median of the per-scene ratio A / B with a 95 % "

@@ -40,3 +40,37 @@ def test_writes_each_groups_medians_and_refuses_an_empty_group(tmp_path, capsys)
     with pytest.raises(SystemExit):
         at.main(["--runs", f"sim={tmp_path}/none*", "--out", str(out)])
     assert "no run directory with a ticks.jsonl" in capsys.readouterr().err
+
+
+def _grip(path, closure, sent, slots=None):
+    """A run whose gripper closure is ``closure[k]`` at tick k and whose gripper command is ``sent[k]``."""
+    with open(path, "a") as f:
+        for k, (g, s) in enumerate(zip(closure, sent)):
+            f.write(json.dumps({"ep": 0, "slot": k if slots is None else slots[k], "kind": "act",
+                                "ee_pos_m": [0.3, 0.0, 0.1], "gripper": g,
+                                "sent": None if s is None else [0.0, 0.0, 0.0, 0.0, s]}) + "\n")
+
+
+def test_releases_open_commands_while_holding(tmp_path):
+    f = tmp_path / "ticks.jsonl"
+    # holding at 0.47; a 1-tick open that does not let go, then a 3-tick open that does
+    _grip(f, [0.47, 0.47, 0.46, 0.47, 0.47, 0.47, 0.30, 0.10, 0.05, 0.05],
+          [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+    rel = at.releases(f)
+    assert [(round(a, 3), round(b, 3), n, go) for a, b, n, go in rel] == [(0.01, 0.0, 1, False), (0.17, 0.37, 3, True)]
+    g = tmp_path / "open"
+    _grip(g, [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0])  # open fingers: nothing held, nothing counted
+    assert at.releases(g) == []
+    h = tmp_path / "gap"
+    _grip(h, [0.47, 0.47, 0.40, 0.20], [1.0, 0.0, 0.0, 0.0], slots=[0, 1, 2, 5])  # ticks missing after it
+    assert at.releases(h) == []
+
+
+def test_gripper_block_in_the_json(tmp_path):
+    (tmp_path / "r").mkdir()
+    _grip(tmp_path / "r" / "ticks.jsonl", [0.47, 0.47, 0.30, 0.10, 0.05], [1.0, 0.0, 0.0, 0.0, 0.0])
+    out = tmp_path / "t.json"
+    assert at.main(["--gripper", "--runs", f"bridge={tmp_path}/r", "--out", str(out)]) == 0
+    gr = json.loads(out.read_text())["groups"]["bridge"]["gripper"]
+    assert gr["open_commands_while_holding"] == 1 and gr["let_go_fraction"] == 1.0
+    assert gr["closure_fall_one_tick_later"]["p50"] == pytest.approx(0.17)
