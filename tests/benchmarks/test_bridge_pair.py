@@ -33,6 +33,7 @@ def test_pairs_by_seed_and_reports_ratios(tmp_path):
     t = c["ticks_to_success"]
     assert t["scenes"] == 2 and t["ratio_p50"] == pytest.approx((110 / 140 + 120 / 150) / 2, abs=1e-4)
     assert t["ratio_p50_ci95"][1] < 1 and t["a_shorter"] == 2
+    assert t["a_minus_b_mean"] == pytest.approx(-30.0) and t["within_5_ticks"] == 0
     assert res["comparisons"]["on: bridge over sim"]["ticks_to_success"]["scenes"] == 2
     assert res["settings_that_differ"] == ["mcu"]
 
