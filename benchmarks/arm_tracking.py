@@ -27,15 +27,19 @@ import numpy as np
 from edge.telemetry import machine_info, package_versions
 
 
-def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[float], list[float]]:
-    """(one tick later, two ticks later) fractions of each move in one ticks.jsonl, and each move's lag (m)."""
+def episodes(ticks_file: Path) -> list[list[dict]]:
+    """One ticks.jsonl's records, grouped by episode, each in slot order."""
     by_ep: dict[int, list[dict]] = {}
     for line in ticks_file.read_text().splitlines():
         rec = json.loads(line)
         by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
+    return [sorted(ticks, key=lambda r: r["slot"]) for ticks in by_ep.values()]
+
+
+def fractions(ticks_file: Path, min_move_m: float) -> tuple[list[float], list[float], list[float]]:
+    """(one tick later, two ticks later) fractions of each move in one ticks.jsonl, and each move's lag (m)."""
     one, two, lag = [], [], []
-    for ticks in by_ep.values():
-        ticks.sort(key=lambda r: r["slot"])
+    for ticks in episodes(ticks_file):
         target = np.asarray(ticks[0]["ee_pos_m"][:3], float)
         for i in range(len(ticks) - 2):
             t = ticks[i]
@@ -62,13 +66,8 @@ def releases(ticks_file: Path, holding: float = 0.3, let_go: float = 0.2) -> lis
     command's last). The closure is the runtime's gripper reading: 0 open .. 1 closed (0.47 on the 4.3 cm
     cube). Counted where the two ticks after the command's first are recorded (consecutive slots); a tick
     with no command sent ends an open command."""
-    by_ep: dict[int, list[dict]] = {}
-    for line in ticks_file.read_text().splitlines():
-        rec = json.loads(line)
-        by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
     out = []
-    for ticks in by_ep.values():
-        ticks.sort(key=lambda r: r["slot"])
+    for ticks in episodes(ticks_file):
         g = [float(t["gripper"]) if t.get("gripper") is not None else float("nan") for t in ticks]
         cmd = [float(t["sent"][-1]) if t.get("sent") else None for t in ticks]
         for i in range(1, len(ticks) - 2):
