@@ -34,6 +34,10 @@ class McuConfig:
     # beyond the measured position the other way restarts its reference from the measured position at
     # rest, so the wound-up travel is not unwound first. 0 turns it off.
     windup_reset_rad: float = 0.01
+    # The last this many channels (a gripper with its own servo) take each accepted command as their
+    # reference at once: no speed, acceleration or gain shaping, the joint's own servo shapes the move. On
+    # a controlled stop they hold their last reference (fingers on an object keep their squeeze). 0: none.
+    step_channels: int = 0
     # Deceleration of controlled stops (watchdog, e-stop, disarm)
     stop_decel_rad_s2: float = 20.0
     standstill_rad_s: float = 0.02  # |qd| below this on every joint ...
@@ -78,6 +82,8 @@ class McuConfig:
                 )
         if not self.windup_reset_rad >= 0:
             raise ValueError(f"McuConfig.windup_reset_rad must be >= 0 (0: off), got {self.windup_reset_rad}")
+        if not 0 <= self.step_channels <= self.n_joints:
+            raise ValueError(f"McuConfig.step_channels={self.step_channels} must be in 0..n_joints={self.n_joints}")
         if self.default_qd_max_rad_s > self.hard_qd_max_rad_s:
             raise ValueError("McuConfig.default_qd_max_rad_s exceeds hard_qd_max_rad_s")
         if self.default_current_max_a > self.hard_current_max_a:

@@ -107,10 +107,19 @@ def reference_step(
     ``windup_reset_rad`` past the measured position, with the measured position between the reference
     and the command, restarts from the measured position at rest (:func:`windup_reset`) before it
     moves on. Returns the channels so restarted.
+
+    Step channels (the last ``step_channels``): while tracking the reference is the command itself
+    (within the position limits) at zero reference velocity; on a controlled stop it holds.
     """
     dt = c.tick_s
     reset: list[int] = []
+    first_step = len(q_ref_rad) - c.step_channels
     for i in range(len(q_ref_rad)):
+        if i >= first_step:
+            if target is not None:
+                q_ref_rad[i] = min(max(target[0][i], lim.q_min_rad[i]), lim.q_max_rad[i])
+            v_ref_rad_s[i] = 0.0
+            continue
         if target is not None:
             q_cmd, qd_ff = target[0][i], target[1][i]
             if measured is not None and windup_reset(q_ref_rad[i], measured[0][i], measured[1][i], q_cmd,

@@ -351,6 +351,25 @@ def test_reference_step_resets_a_wound_up_joint_only_while_tracking():
     assert reference_step(q_ref, v_ref, None, lim, c, measured) == []  # a controlled stop never resets
 
 
+def test_reference_step_gives_step_channels_the_command_at_once_and_holds_it_on_a_stop():
+    from firmware_bridge.emulator.motion import JointLimits, reference_step
+
+    c = McuConfig(n_joints=2, step_channels=1, hard_q_min_rad=0.0, hard_q_max_rad=0.08)
+    lim = JointLimits.defaults(c)
+    q_ref, v_ref = [0.0, 0.0], [0.0, 0.0]
+    reference_step(q_ref, v_ref, ([0.08, 0.08], [0.0, 0.0]), lim, c)
+    assert q_ref[1] == 0.08 and v_ref[1] == 0.0  # the step channel: the command, not the speed limit's 1 mm
+    assert q_ref[0] == pytest.approx(c.track_accel_rad_s2 * c.tick_s ** 2)  # the shaped one: from rest
+    lim.q_max_rad[1] = 0.05
+    reference_step(q_ref, v_ref, ([0.08, 0.08], [0.0, 0.0]), lim, c)
+    assert q_ref[1] == 0.05  # never outside the limits in force
+    q_ref[1] = 0.043
+    reference_step(q_ref, v_ref, None, lim, c)
+    assert q_ref[1] == 0.043 and v_ref[1] == 0.0  # a controlled stop holds it (a grasp keeps its squeeze)
+    with pytest.raises(ValueError, match="step_channels"):
+        McuConfig(n_joints=2, step_channels=3)
+
+
 class _FingersOnObject:
     """One gripper channel (opening in m) following its reference first order (50 ms) but unable to
     close below a 4.3 cm object between the fingers."""
@@ -367,15 +386,16 @@ class _FingersOnObject:
         return self.measure()
 
 
-@pytest.mark.parametrize("windup", [0.01, 0.0])
-def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, commander):
+@pytest.mark.parametrize("windup, step", [(0.01, 0), (0.0, 0), (0.0, 1)])
+def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, step, commander):
     """While fingers hold an object the reference runs on to the closed position; with the anti-windup
     an open command restarts it from the fingers' position, so they open at once (without it the
-    reference first travels back 4.3 cm at the channel's speed limit)."""
+    reference first travels back 4.3 cm at the channel's speed limit). As a step channel the fingers
+    get the open command as their reference at once: they open faster still, with no restart."""
     plant = _FingersOnObject()
     clock = VirtualClock()
     mcu_config = McuConfig(n_joints=1, seed=7, tick_s=0.002, hard_q_min_rad=0.0, hard_q_max_rad=0.08,
-                           default_qd_max_rad_s=1.2, windup_reset_rad=windup)
+                           default_qd_max_rad_s=1.2, windup_reset_rad=windup, step_channels=step)
     rig = VirtualRig(clock, mcu_config, plant=plant)
     client = FirmwareClient(rig.host_port, ClientConfig(), clock=clock, seed=3)
     client.handshake()
@@ -384,7 +404,9 @@ def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, 
     assert plant.q == pytest.approx(0.043) and rig.mcu.q_ref_rad[0] < 0.001
     commander(clock, client, [0.08], 0.05)  # open for one 50 ms control period
     opened = plant.q - 0.043
-    if windup:
+    if step:
+        assert opened > 0.02  # the plant's own first-order answer: 63 % of the 3.7 cm in its 50 ms
+    elif windup:
         assert opened > 0.008  # about 1 cm in the first 50 ms
     else:
         assert opened < 0.002  # still unwinding
