@@ -36,7 +36,8 @@ class McuConfig:
     windup_reset_rad: float = 0.01
     # The last this many channels (a gripper with its own servo) take each accepted command as their
     # reference at once: no speed, acceleration or gain shaping, the joint's own servo shapes the move. On
-    # a controlled stop they hold their last reference (fingers on an object keep their squeeze). 0: none.
+    # a controlled stop a moving one brakes where it is, a still one holds (fingers on an object keep their
+    # squeeze). 0: none.
     step_channels: int = 0
     # Deceleration of controlled stops (watchdog, e-stop, disarm)
     stop_decel_rad_s2: float = 20.0

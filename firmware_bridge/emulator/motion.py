@@ -109,7 +109,9 @@ def reference_step(
     moves on. Returns the channels so restarted.
 
     Step channels (the last ``step_channels``): while tracking the reference is the command itself
-    (within the position limits) at zero reference velocity; on a controlled stop it holds.
+    (within the position limits) at zero reference velocity. On a controlled stop a step channel that
+    still moves (``|qd| >= standstill_rad_s``) takes its measured position as its reference, so its
+    servo brakes where it is; a still one holds its reference (fingers on an object keep their squeeze).
     """
     dt = c.tick_s
     reset: list[int] = []
@@ -117,7 +119,10 @@ def reference_step(
     for i in range(len(q_ref_rad)):
         if i >= first_step:
             if target is not None:
-                q_ref_rad[i] = min(max(target[0][i], lim.q_min_rad[i]), lim.q_max_rad[i])
+                q_ref_rad[i] = target[0][i]
+            elif measured is not None and abs(measured[1][i]) >= c.standstill_rad_s:
+                q_ref_rad[i] = measured[0][i]
+            q_ref_rad[i] = min(max(q_ref_rad[i], lim.q_min_rad[i]), lim.q_max_rad[i])
             v_ref_rad_s[i] = 0.0
             continue
         if target is not None:

@@ -372,16 +372,16 @@ def test_reference_step_gives_step_channels_the_command_at_once_and_holds_it_on_
 
 class _FingersOnObject:
     """One gripper channel (opening in m) following its reference first order (50 ms) but unable to
-    close below a 4.3 cm object between the fingers."""
+    close below a 4.3 cm object between the fingers (``object_m``; 0: nothing between them)."""
 
-    def __init__(self) -> None:
-        self.q, self.qd = 0.08, 0.0
+    def __init__(self, object_m: float = 0.043) -> None:
+        self.q, self.qd, self.object_m = 0.08, 0.0, object_m
 
     def measure(self) -> JointSample:
         return JointSample((self.q,), (self.qd,), (0.1,), (30.0,))
 
     def step(self, q_ref_rad, qd_ref_rad_s, dt_s):
-        q = max(0.043, self.q + (q_ref_rad[0] - self.q) * dt_s / 0.05)
+        q = max(self.object_m, self.q + (q_ref_rad[0] - self.q) * dt_s / 0.05)
         self.qd, self.q = (q - self.q) / dt_s, q
         return self.measure()
 
@@ -413,6 +413,37 @@ def test_fingers_holding_an_object_open_without_unwinding_the_reference(windup, 
     commander(clock, client, [0.08], 0.3)
     assert plant.q > 0.075 and rig.mcu.mode is Mode.ARMED  # open either way, no fault
     assert rig.mcu.counters.windup_resets == [1 if windup else 0]
+
+
+def test_a_step_channel_brakes_where_it_is_on_a_controlled_stop_and_keeps_a_squeeze(commander):
+    """Disarmed mid-move, a step channel's servo stops where the fingers are (not at the last target);
+    stopped while squeezing an object, the squeeze stays (its reference holds); both reach DISARMED."""
+    for object_m in (0.0, 0.043):
+        plant = _FingersOnObject(object_m)
+        clock = VirtualClock()
+        rig = VirtualRig(clock, McuConfig(n_joints=1, seed=7, tick_s=0.002, hard_q_min_rad=0.0, hard_q_max_rad=0.08,
+                                          default_qd_max_rad_s=1.2, step_channels=1), plant=plant)
+        client = FirmwareClient(rig.host_port, ClientConfig(), clock=clock, seed=3)
+        client.handshake()
+        client.arm()
+        commander(clock, client, [0.0], 0.4)  # close (on the object, if any)
+        if object_m:
+            client.disarm()
+            end = clock.now() + 0.2
+            while clock.now() < end - 1e-9:
+                client.poll(end - clock.now())
+            assert rig.mcu.mode is Mode.DISARMED and rig.mcu.q_ref_rad[0] == 0.0  # still squeezing
+            assert plant.q == pytest.approx(0.043)
+            continue
+        commander(clock, client, [0.08], 0.02)  # open, and stop 20 ms into the move
+        mid = plant.q
+        assert 0.01 < mid < 0.06
+        client.disarm()
+        end = clock.now() + 0.3
+        while clock.now() < end - 1e-9:
+            client.poll(end - clock.now())
+        assert rig.mcu.mode is Mode.DISARMED
+        assert plant.q < mid + 0.01  # braked where it was, not carried on to the 8 cm target
 
 
 def test_config_validation():
