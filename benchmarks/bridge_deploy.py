@@ -39,8 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
+CHECKPOINT = "edge/vla/checkpoints/stack"
 SEED = 810000  # scene seeds never used for training or selection (the VLA's demonstrations: 0 ...)
 
 
@@ -97,13 +99,29 @@ def bench_mcu(seed: int, overrides: dict | None = None):
 
 
 def driver_overrides(args: argparse.Namespace) -> dict:
+    """``--driver KEY=VALUE`` as numbers (ValueError naming the flag on a malformed one)."""
     out = {}
     for text in args.driver:
         key, sep, value = text.partition("=")
         if not sep:
-            raise SystemExit(f"error: --driver {text!r}: give KEY=VALUE, e.g. gripper_speed_m_s=1")
-        out[key] = float(value)
+            raise ValueError(f"--driver {text!r}: give KEY=VALUE, e.g. gripper_speed_m_s=1")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ValueError(f"--driver {text!r}: {value!r} is not a number") from None
     return out
+
+
+def check_driver(args: argparse.Namespace) -> None:
+    """The ``--driver`` settings as the bridge arm's config would take them (ValueError naming the flag)."""
+    from drivers.bridge_arm import BridgeArmConfig
+    from edge.config import from_dict
+
+    overrides = driver_overrides(args)
+    try:
+        from_dict(BridgeArmConfig, {**overrides, "port": "/dev/null"})
+    except ValueError as err:  # ConfigError is one
+        raise ValueError(f"--driver {' '.join(args.driver)}: {err}") from None
 
 
 def runtime_config(args: argparse.Namespace):
@@ -182,18 +200,20 @@ def _ms(s: float | None) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=100, help="paired scenes (seeds --seed ...)")
-    ap.add_argument("--seed", type=int, default=SEED, help=f"first scene seed (default {SEED})")
+    ap.add_argument("--seed", type=whole(0), default=SEED, help=f"first scene seed (default {SEED})")
     ap.add_argument("--policy", choices=("vla", "comet"), default="vla",
                     help="vla: the VLA on stack; comet: the world-model planner on --task reach or push")
     ap.add_argument("--task", choices=("stack", "reach", "push"), default=None,
                     help="the scene (default: stack for the VLA, reach for the planner)")
-    ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack", help="the VLA")
+    ap.add_argument("--checkpoint", default=CHECKPOINT, help="the VLA")
     ap.add_argument("--world-model", default="", help="--policy comet: the world model (default: the shipped "
                                                       "model for --task)")
     ap.add_argument("--plan-simulations", type=int, default=0,
                     help="--policy comet: simulations per decision (default 0: the model's)")
-    ap.add_argument("--num-steps", type=int, default=10, help="denoising steps K (edge run's default 10)")
-    ap.add_argument("--execute", type=int, default=8, help="actions executed per chunk C (edge run's default 8)")
+    ap.add_argument("--num-steps", type=int, default=None,
+                    help="--policy vla: denoising steps K (default: edge run's 10)")
+    ap.add_argument("--execute", type=int, default=None,
+                    help="--policy vla: actions executed per chunk C (default: edge run's 8)")
     ap.add_argument("--driver", action="append", default=[], metavar="KEY=VALUE",
                     help="a drivers.bridge_arm.BridgeArmConfig setting for the bridge arm, e.g. gripper_speed_m_s=1 "
                          "(repeatable; default: none, the driver's defaults)")
@@ -218,6 +238,35 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--episodes {args.episodes}: must be in 1..10000")
     if args.policy == "vla" and not Path(args.checkpoint).exists():
         ap.error(f"--checkpoint {args.checkpoint}: not found")
+    if args.policy == "comet":
+        given = [f for f, v in (("--num-steps", args.num_steps), ("--execute", args.execute),
+                                ("--checkpoint", args.checkpoint != CHECKPOINT or None)) if v is not None]
+        if given:
+            ap.error(f"{' / '.join(given)}: for --policy vla only (the planner decides every tick)")
+    args.num_steps = 10 if args.num_steps is None else args.num_steps
+    args.execute = 8 if args.execute is None else args.execute
+    try:
+        check_driver(args)
+    except ValueError as err:
+        ap.error(str(err))
+    from edge.config import ConfigError
+
+    try:
+        runtime_config(args)
+    except ConfigError as err:
+        flags = ("--num-steps {0.num_steps} / --execute {0.execute}" if args.policy == "vla" else
+                 "--world-model {0.world_model!r} / --plan-simulations {0.plan_simulations}").format(args)
+        ap.error(f"{flags} / --seed {args.seed}: {err}")
+    if args.policy == "vla":
+        from edge.errors import EdgeError
+        from edge.runtime.session import checkpoint_spec
+
+        try:
+            chunk = int(checkpoint_spec(args.checkpoint).chunk_len)
+        except (EdgeError, OSError) as err:
+            ap.error(f"--checkpoint {args.checkpoint}: {err}")
+        if args.execute > chunk:
+            ap.error(f"--execute {args.execute}: at most the checkpoint's chunk of {chunk} actions")
     os.environ.setdefault("MUJOCO_GL", "egl")
     from tqdm import tqdm
 

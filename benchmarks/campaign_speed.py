@@ -24,6 +24,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from edge.argtypes import whole  # noqa: E402
+
 
 def run_arm(lazy: bool, episodes: int, seed: int, k: int, c: int) -> dict:
     from edge.runtime import RuntimeConfig, run_session
@@ -63,20 +65,33 @@ def main(argv: list[str] | None = None) -> int:
     from edge.telemetry import machine_info
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--episodes", type=int, default=20, help="episodes per arm and round (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=100000, help="first episode seed (default: %(default)s)")
+    ap.add_argument("--episodes", type=whole(1), default=20, help="episodes per arm and round (default: %(default)s)")
+    ap.add_argument("--rounds", type=whole(1), default=3, help="interleaved rounds (default: %(default)s)")
+    ap.add_argument("--seed", type=whole(0), default=100000, help="first episode seed (default: %(default)s)")
     ap.add_argument("--k", type=int, default=2, help="denoising steps K (default: %(default)s)")
     ap.add_argument("--c", type=int, default=8, help="executed actions C (default: %(default)s)")
-    ap.add_argument("--query-env-queries", type=int, default=0,
+    ap.add_argument("--query-env-queries", type=whole(0), default=0,
                     help="also QueryEnv queries/s both ways, this many queries per arm and round (default: 0 = skip)")
     ap.add_argument("--query-env-render-mesh-cell-m", type=float, default=0.0,
                     help="with --query-env-queries: also QueryEnv with lazy images and the robot's render meshes "
                          "simplified on this grid (scene.render_mesh_cell_m; 0 = not measured)")
     ap.add_argument("--out", default="benchmarks/results/campaign_speed.json", help="JSON written (default: %(default)s)")
     a = ap.parse_args(argv)
-    if a.episodes < 1 or a.rounds < 1:
-        sys.exit("--episodes and --rounds must be >= 1")
+    from edge.config import ConfigError
+    from edge.runtime import RuntimeConfig
+
+    try:
+        RuntimeConfig.of(num_steps=a.k, execute=a.c, seed=a.seed)
+    except ConfigError as err:
+        ap.error(f"--k {a.k} / --c {a.c}: {err}")
+    if a.query_env_render_mesh_cell_m:
+        if not a.query_env_queries:
+            ap.error(f"--query-env-render-mesh-cell-m {a.query_env_render_mesh_cell_m}: measured only with "
+                     "--query-env-queries N (N >= 1)")
+        try:
+            RuntimeConfig.of(**{"scene.render_mesh_cell_m": a.query_env_render_mesh_cell_m})
+        except (ConfigError, ValueError) as err:
+            ap.error(f"--query-env-render-mesh-cell-m {a.query_env_render_mesh_cell_m}: {err}")
     res = {"command": " ".join(["python", *sys.argv]), "machine": machine_info(), "load_avg_before": os.getloadavg(),
            "cell": {"K": a.k, "C": a.c}, "episodes": a.episodes, "seed": a.seed, "rounds": []}
     run_arm(True, 1, a.seed, a.k, a.c)  # warm-up: imports, the sentence encoder, caches (not counted)

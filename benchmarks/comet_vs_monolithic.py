@@ -45,7 +45,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
+from world_models.object_env import TASKS
 
 METHODS = ("comet", "comet_nofusion", "comet_nocausal", "flat_slots", "pixels", "pixels_ae", "oracle",
            "comet_nofusion@oracle", "comet_nocausal@oracle", "flat_slots@oracle")
@@ -179,7 +181,13 @@ def launch(args: argparse.Namespace) -> None:
         signal.signal(signal.SIGINT, old_int)
 
 
+def _last_line(path: Path) -> str:
+    lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()] if path.is_file() else []
+    return lines[-1].strip() if lines else "no output"
+
+
 def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict) -> None:
+    log_of: dict[str, Path] = {}
     while todo or running:
         while todo and len(running) < args.jobs:
             t, m, s = todo.pop(0)
@@ -188,6 +196,7 @@ def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict)
             with open(out / "train.log", "a") as log:  # the child keeps its own handle
                 p = subprocess.Popen(run_args(m, t, s, args, out), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             running.append((p, out.name, time.time()))
+            log_of[out.name] = out / "train.log"
             print(f"started {out.name}", file=sys.stderr)
         time.sleep(5)
         for item in list(running):
@@ -195,6 +204,8 @@ def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict)
             if p.poll() is not None:
                 running.remove(item)
                 print(f"{name}: exit {p.returncode} after {time.time() - t0:.0f} s", file=sys.stderr)
+                if p.returncode:
+                    print(f"{name}: failed, see {log_of[name]} ({_last_line(log_of[name])})", file=sys.stderr)
 
 
 def read_curve(out: Path) -> list[dict]:
@@ -402,13 +413,13 @@ def plot(task: str, rt: dict, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", nargs="+", default=["push3", "reach3"])
+    ap.add_argument("--tasks", nargs="+", default=["push3", "reach3"], choices=TASKS)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--env-steps", type=int, default=20000)
-    ap.add_argument("--eval-every", type=int, default=2000)
-    ap.add_argument("--eval-episodes", type=int, default=32)
-    ap.add_argument("--simulations", type=int, default=16, help="MCTS simulations per decision")
+    ap.add_argument("--seeds", nargs="+", type=whole(0), default=[0, 1, 2])
+    ap.add_argument("--env-steps", type=whole(1), default=20000)
+    ap.add_argument("--eval-every", type=whole(1), default=2000)
+    ap.add_argument("--eval-episodes", type=whole(1), default=32)
+    ap.add_argument("--simulations", type=whole(1), default=16, help="MCTS simulations per decision")
     ap.add_argument("--encoder", default="world_models/checkpoints/slots_push3_v2", help="the frozen slot encoder")
     ap.add_argument("--encoder-carry-iters", type=int, default=1,
                     help="slot methods: the encoder's tracking rounds per carried frame (0 = the encoder's own)")
@@ -417,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--monolithic", default=MONOLITHIC, choices=("pixels", "pixels_ae", "flat_slots"),
                     help="the method whose final score sets the level (80 %%) and the steps ratios")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra settings for every run")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one core each)")
+    ap.add_argument("--jobs", type=whole(1), default=2, help="runs at once (one core each)")
     ap.add_argument("--runs", default="runs/wm_bench", help="where the training runs live (resumable)")
     ap.add_argument("--out", default="benchmarks/results/comet_vs_monolithic")
     ap.add_argument("--report", action="store_true", help="only aggregate the runs that exist")
@@ -426,6 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.monolithic not in args.methods:  # allowed (a run that adds methods), but said
         print(f"note: --monolithic {args.monolithic} is not among --methods: this report has no level and no "
               "steps ratios", file=sys.stderr)
+    for text in args.set:
+        if "=" not in text or not text.partition("=")[0].strip():
+            ap.error(f"--set {text!r}: give KEY=VALUE, e.g. --set model.width=64")
+    if args.report and not Path(args.runs).is_dir():
+        ap.error(f"--runs {args.runs}: no such directory (nothing to report; run without --report first)")
     if not 0 <= args.encoder_carry_iters <= 10:
         ap.error(f"--encoder-carry-iters {args.encoder_carry_iters}: must be in 0..10 (0 = the encoder's own)")
     if not args.report:

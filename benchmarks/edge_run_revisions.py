@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if not run_args:
         ap.error("give the `edge run` arguments after `--` (e.g. -- --policy comet --task reach)")
     for bad in ("--episodes", "--seed", "--out", "--resume"):
-        if bad in run_args:
+        if any(a == bad or a.startswith(bad + "=") for a in run_args):
             ap.error(f"{bad} after `--`: the benchmark sets it for both arms; drop it")
     if args.episodes < 2 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: need >= 2 episodes and blocks >= 1")

@@ -24,19 +24,20 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
 
 
 def parse_arm(arm: str) -> dict:
-    """``fixed:KxC`` | ``dvac`` | ``eqrl`` | ``eqrl:DIR`` -> session overrides."""
+    """``fixed:KxC`` | ``dvac`` | ``eqrl`` | ``eqrl:DIR`` -> session overrides (ValueError naming --arms)."""
     kind, _, arg = arm.partition(":")
     if kind == "fixed":
         try:
             k, c = (int(v) for v in arg.lower().split("x"))
         except ValueError:
-            sys.exit(f"--arms: {arm!r}: write fixed:KxC, e.g. fixed:2x8")
+            raise ValueError(f"--arms: {arm!r}: write fixed:KxC, e.g. fixed:2x8") from None
         if not (1 <= k <= 100 and 1 <= c):
-            sys.exit(f"--arms: {arm!r}: K in [1, 100], C >= 1")
+            raise ValueError(f"--arms: {arm!r}: K in [1, 100], C >= 1")
         return {"scheduler": "fixed", "num_steps": k, "execute": c}
     if kind == "dvac":
         return {"scheduler": "dvac", "num_steps": 3}
@@ -47,7 +48,7 @@ def parse_arm(arm: str) -> dict:
         return {"scheduler": "eqrl", "adapter": arg}
     if kind == "eqrl-mean":  # the adapter's noise at its mode instead of sampled
         return {"scheduler": "eqrl", "adapter": arg, "adapter_noise": "mean"}
-    sys.exit(f"--arms: unknown arm {arm!r} (fixed:KxC, dvac, eqrl[:DIR[+noise:DIR]], eqrl-mean[:DIR])")
+    raise ValueError(f"--arms: unknown arm {arm!r} (fixed:KxC, dvac, eqrl[:DIR[+noise:DIR]], eqrl-mean[:DIR])")
 
 
 NEAR_M = 0.06  # "near" = the TCP within 6 cm of the block to grasp, or of its place on the base
@@ -92,19 +93,25 @@ class PhaseTap:
             self.inner.observe(result)
 
 
-def run_shard(job: dict) -> dict:
-    from edge.profiler.episodes import episode_rows
-    from edge.runtime.registry import SCHEDULERS
+def shard_config(job: dict):
+    """The shard's RuntimeConfig before its query mode (raises ConfigError / ValueError)."""
     from edge.runtime.config import RuntimeConfig
-    from edge.runtime.session import build_runtime
-    from edge.telemetry import read_run
 
-    cfg = RuntimeConfig.of(task="stack", sim=job.get("sim", "mujoco"), distribution=job.get("distribution", "train"),
+    return RuntimeConfig.of(task="stack", sim=job.get("sim", "mujoco"), distribution=job.get("distribution", "train"),
                         instructions=job.get("instructions", "train"),
                         checkpoint=job["checkpoint"], seam="replace", execution="sync",
                         latency="constant", latency_ms=job.get("latency_ms", 0.0), episodes=job["n"],
                         seed=job["seed0"], record_ticks=False, video_episodes=0,
                         noise_temperature=job["noise_temperature"], **parse_arm(job["arm"]))
+
+
+def run_shard(job: dict) -> dict:
+    from edge.profiler.episodes import episode_rows
+    from edge.runtime.registry import SCHEDULERS
+    from edge.runtime.session import build_runtime
+    from edge.telemetry import read_run
+
+    cfg = shard_config(job)
     mode = job.get("query_mode", "auto")
     if mode == "async" or (mode == "auto" and cfg.clock.latency_ms > 0):
         from edge.runtime.config import apply_settings
@@ -206,7 +213,7 @@ def plot(results: dict, grid_path: Path, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack", help="the frozen VLA")
     ap.add_argument("--adapter", default="", help="adapter dir for the 'eqrl' arm ('' = the shipped one)")
@@ -215,12 +222,12 @@ def main() -> None:
                          "DIR+noise:DIR2 = K, C from DIR, noise from DIR2), "
                          "eqrl-mean[:DIR] (the noise's mode)")
     ap.add_argument("--default-arm", default="fixed:10x8", help="the reference for relative NFE")
-    ap.add_argument("--episodes", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=40_000_000, help="first evaluation seed")
-    ap.add_argument("--workers", type=int, default=2, help="local worker processes")
+    ap.add_argument("--episodes", type=whole(1), default=300)
+    ap.add_argument("--seed", type=whole(0), default=40_000_000, help="first evaluation seed")
+    ap.add_argument("--workers", type=whole(1), default=2, help="local worker processes")
     ap.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="run the shards as Ray tasks (auto = an existing cluster; no address = a fresh local one)")
-    ap.add_argument("--shard", type=int, default=25)
+    ap.add_argument("--shard", type=whole(1), default=25)
     ap.add_argument("--noise-temperature", type=float, default=0.5)
     ap.add_argument("--latency-ms", type=float, default=0.0,
                     help="constant inference latency on the virtual clock (> 0 runs async)")
@@ -231,27 +238,37 @@ def main() -> None:
     ap.add_argument("--query-mode", default="auto", choices=("auto", "sync", "async"),
                     help="how episodes query the VLA: auto = sync at 0 ms latency, async above it")
     ap.add_argument("--out", default="benchmarks/results/eqrl_eval.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     arms = [s if not (s == "eqrl" and a.adapter) else f"eqrl:{a.adapter}" for s in a.arms.split(",")]
     from edge.runtime.session import checkpoint_spec
 
     if not Path(a.checkpoint).exists():
-        sys.exit(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
+        ap.error(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
     from edge.errors import EdgeError
 
     try:
         chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
     except (EdgeError, OSError) as err:
-        sys.exit(f"--checkpoint {a.checkpoint}: {err}")
+        ap.error(f"--checkpoint {a.checkpoint}: {err}")
     for arm in arms:
-        c = parse_arm(arm).get("execute")
+        try:
+            c = parse_arm(arm).get("execute")
+        except ValueError as err:
+            ap.error(str(err))
         if c is not None and c > chunk:  # the runtime would cut it to the chunk without a word
-            sys.exit(f"--arms: {arm!r}: C={c} is longer than the checkpoint's chunk of {chunk}")
-    if a.episodes < 1 or a.shard < 1 or a.workers < 1:
-        sys.exit(f"--episodes {a.episodes} / --shard {a.shard} / --workers {a.workers}: each must be >= 1")
+            ap.error(f"--arms: {arm!r}: C={c} is longer than the checkpoint's chunk of {chunk}")
+        try:
+            shard_config({"arm": arm, "seed0": a.seed, "n": 1, "checkpoint": a.checkpoint, "sim": a.sim,
+                          "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms,
+                          "distribution": a.distribution, "instructions": a.instructions})
+        except (EdgeError, ValueError) as err:
+            ap.error(f"--arms {arm!r} with --noise-temperature {a.noise_temperature}, --latency-ms {a.latency_ms}: {err}")
+    if a.default_arm not in arms:  # allowed (arms compared only with each other), but said
+        print(f"note: --default-arm {a.default_arm} is not among --arms {a.arms}: no arm is compared against it",
+              file=sys.stderr)
     out = Path(a.out)
     if out.is_dir():
-        sys.exit(f"--out {out}: a directory; give the result JSON's path")
+        ap.error(f"--out {out}: a directory; give the result JSON's path")
     results = json.loads(out.read_text()) if out.exists() else {}
     ident = {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "shard": a.shard,
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms}
@@ -265,7 +282,7 @@ def main() -> None:
         ident["physics_step_s"] = EnvConfig(sim=a.sim).physics_step_s
     if results and any(results.get(k) != v for k, v in ident.items()):
         diff = {k: (results.get(k), v) for k, v in ident.items() if results.get(k) != v}
-        sys.exit(f"{out} holds another evaluation's settings {diff} (its, this one's); choose another --out or delete it")
+        ap.error(f"--out {out}: holds another evaluation's settings {diff} (its, this one's); choose another --out or delete it")
     results.update(ident, command=" ".join(["python", *sys.argv]), machine=machine_info())
     shards = results.setdefault("shards", {})
     starts = range(a.seed, a.seed + a.episodes, a.shard)

@@ -64,15 +64,22 @@ def runtime_loop(task: str, sim_name: str, n_blocks: int, seeds: list[int], imag
     return out
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    from edge.argtypes import whole
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--episodes", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=1000, help="first seed (expert_success.py uses 1000)")
-    ap.add_argument("--cells", default="stack2")
-    ap.add_argument("--sim", default="mujoco")
-    ap.add_argument("--image-size", type=int, default=96)
+    ap.add_argument("--episodes", type=whole(1), default=20)
+    ap.add_argument("--seed", type=whole(0), default=1000, help="first seed (expert_success.py uses 1000)")
+    ap.add_argument("--cells", default="stack2", help=f"comma-separated, of {', '.join(CELLS)}")
+    ap.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
+    ap.add_argument("--image-size", type=whole(16, 512), default=96)
     ap.add_argument("--out", default="benchmarks/results/expert_runtime_agreement.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    unknown = [c for c in a.cells.split(",") if c not in CELLS]
+    if unknown:
+        ap.error(f"--cells {a.cells}: unknown cell {unknown[0]!r}; choose from {', '.join(CELLS)}")
+    if Path(a.out).is_dir():
+        ap.error(f"--out {a.out}: a directory; give the result JSON's path")
     seeds = list(range(a.seed, a.seed + a.episodes))
     out = Path(a.out)
     results = json.loads(out.read_text()) if out.exists() else {}
@@ -108,3 +115,7 @@ if __name__ == "__main__":
             print(f"  {r['seed']}: own {r['success_own']!s:>5} {r['steps_own']:>4}  runtime "
                   f"{r['success_runtime']!s:>5} {r['steps_runtime']:>4}  max|da| {r['max_action_diff']:.2e}  "
                   f"holds {r['runtime_holds']}  interventions {r['runtime_interventions']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

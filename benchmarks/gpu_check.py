@@ -281,8 +281,35 @@ def machine(device: str) -> dict[str, Any]:
     return info
 
 
+def bad_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, naming the flag and value (None: nothing). Exit code EXIT_SETUP."""
+    for flag, v in (("--queries", args.queries), ("--k-max", args.k_max), ("--observations", args.observations)):
+        if v < 1:
+            return f"{flag} {v}: must be >= 1"
+    if args.warmup < 0:
+        return f"--warmup {args.warmup}: must be >= 0"
+    if not args.budget_s > 0 or args.budget_s == float("inf"):
+        return f"--budget-s {args.budget_s}: must be a finite number of seconds > 0"
+    try:
+        ks = [int(k) for k in args.parity_k.split(",")]
+    except ValueError:
+        ks = []
+    if not ks or min(ks) < 1 or max(ks) > 100:
+        return f"--parity-k {args.parity_k!r}: give a comma-separated list of K in 1..100, e.g. 1,2,4,10"
+    dev = args.device
+    if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        return f"--device {dev}: give cuda, cuda:N or cpu"
+    if not Path(args.checkpoint).exists():
+        return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    bad = bad_args(args)
+    if bad:
+        print(f"gpu_check: {bad}", file=sys.stderr)
+        return EXIT_SETUP
     budget = Budget(args.budget_s)
     try:
         import torch
@@ -296,9 +323,6 @@ def main(argv: list[str] | None = None) -> int:
               "GPU (`edge doctor` says what is missing), or pass --device cpu for a dry run of the "
               "script itself.", file=sys.stderr)
         return EXIT_NO_GPU
-    if args.queries < 1 or args.k_max < 1 or args.observations < 1:
-        print("gpu_check: --queries, --k-max and --observations must be >= 1", file=sys.stderr)
-        return EXIT_SETUP
 
     from edge.backends.torch_cuda import TorchCudaBackend
     from edge.vla.checkpoint import load_model, resolve
@@ -308,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     base_model = load_model(ckpt)
     spec = base_model.spec
     mean, std = spec.action_stats()
-    parity_k = sorted({int(k) for k in args.parity_k.split(",") if k.strip()})
+    parity_k = sorted({int(k) for k in args.parity_k.split(",")})
     result: dict[str, Any] = {
         "benchmark": "gpu_check", "checkpoint": str(ckpt.relative_to(ROOT) if ckpt.is_relative_to(ROOT) else ckpt),
         "machine": machine(args.device), "settings": vars(args), "cosine_min_required": COSINE_MIN,

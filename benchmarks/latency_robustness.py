@@ -19,20 +19,29 @@ import tempfile
 import time
 from pathlib import Path
 
+from edge.argtypes import whole, whole_list
+from edge.config import ConfigError
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def run_cell(job: dict) -> dict:
+def cell_config(job: dict):
+    """The cell's RuntimeConfig (raises ConfigError / ValueError on a bad setting)."""
     from edge.runtime.config import RuntimeConfig
+
+    seam, _, soft = job["seam"].partition(":")  # "rtc:0" = rtc guiding only the frozen actions
+    return RuntimeConfig.of(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],
+                            execute=job["c"], seam=seam, rtc_soft_steps=int(soft) if soft else -1,
+                            noise_temperature=job["noise_temperature"], execution=job["execution"],
+                            latency="constant", latency_ms=float(job["latency_ms"]), episodes=job["episodes"],
+                            seed=job["seed"], video_episodes=0)
+
+
+def run_cell(job: dict) -> dict:
     from edge.runtime.session import run_session
     from edge.stats import wilson
 
-    seam, _, soft = job["seam"].partition(":")  # "rtc:0" = rtc guiding only the frozen actions
-    cfg = RuntimeConfig.of(checkpoint=job["checkpoint"], backend=job["backend"], num_steps=job["k"],
-                        execute=job["c"], seam=seam, rtc_soft_steps=int(soft) if soft else -1,
-                        noise_temperature=job["noise_temperature"], execution=job["execution"], latency="constant",
-                        latency_ms=float(job["latency_ms"]), episodes=job["episodes"], seed=job["seed"],
-                        video_episodes=0)
+    cfg = cell_config(job)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         res = run_session(cfg, tmp, progress=False)
@@ -44,30 +53,44 @@ def run_cell(job: dict) -> dict:
             "interventions_total": res.summary.get("interventions_total"), "wall_s": time.perf_counter() - t0}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from edge.cli import add_deprecated_alias
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
     ap.add_argument("--backend", default="onnxruntime")
-    ap.add_argument("--episodes", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=100000)
+    ap.add_argument("--episodes", type=whole(1), default=50)
+    ap.add_argument("--seed", type=whole(0), default=100000)
     k = ap.add_argument("--num-steps", dest="k", type=int, default=10, metavar="K",
                         help="denoising steps K per query (as edge run)")
     c = ap.add_argument("--execute", dest="c", type=int, default=8, metavar="C",
                         help="actions executed per chunk C (as edge run)")
     add_deprecated_alias(ap, "--k", k)
     add_deprecated_alias(ap, "--c", c)
-    ap.add_argument("--latencies-ms", default="0,50,100,200,400")
+    ap.add_argument("--latencies-ms", type=whole_list(0), default=[0, 50, 100, 200, 400],
+                    help="constant inference latencies to test, ms (default 0,50,100,200,400)")
     ap.add_argument("--seams", default="replace,weighted,rtc,rtc:0",
                     help="seam strategies; rtc:N = rtc guiding the frozen actions and N more "
                          "(rtc = the whole remaining previous chunk, as the RTC paper)")
     ap.add_argument("--with-sync", action="store_true", help="also run sync execution (waits on inference)")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=whole(1), default=2)
     ap.add_argument("--noise-temperature", type=float, default=0.5,
                     help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--out", default="benchmarks/results/latency_robustness.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if not Path(a.checkpoint).exists():
+        ap.error(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")
+    for seam in a.seams.split(","):
+        soft = seam.partition(":")[2]
+        try:
+            cell_config({"checkpoint": a.checkpoint, "backend": a.backend, "k": a.k, "c": a.c, "seam": seam,
+                         "noise_temperature": a.noise_temperature, "execution": "async", "latency_ms": 0,
+                         "episodes": a.episodes, "seed": a.seed})
+            if soft and int(soft) < 0:
+                raise ValueError("N must be >= 0")
+        except (ConfigError, ValueError) as err:
+            ap.error(f"--seams {a.seams} (--backend {a.backend}, --num-steps {a.k}, --execute {a.c}, "
+                     f"--noise-temperature {a.noise_temperature}): {seam}: {err}")
     from vla_grid import open_resumable  # same directory
     from edge.telemetry import machine_info
 
@@ -80,7 +103,7 @@ def main() -> None:
     jobs = [{"checkpoint": a.checkpoint, "backend": a.backend, "k": a.k, "c": a.c, "episodes": a.episodes,
              "seed": a.seed, "execution": ex, "seam": seam, "latency_ms": int(lat),
              "noise_temperature": a.noise_temperature}
-            for ex, seam in modes for lat in a.latencies_ms.split(",")
+            for ex, seam in modes for lat in a.latencies_ms
             if f"{ex}/{seam}/{lat}" not in results["cells"]]
     print(f"{len(jobs)} cells to run", flush=True)
     with mp.get_context("spawn").Pool(a.workers) as pool:

@@ -29,6 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from edge.argtypes import number, whole  # noqa: E402
+from firmware_bridge.wire_constants import MAX_JOINTS  # noqa: E402
+
 from firmware_bridge.client import ClientConfig, FirmwareClient  # noqa: E402
 from firmware_bridge.link_stats import percentile  # noqa: E402
 
@@ -191,9 +194,9 @@ def _drive(path: str, seconds: float, rate_hz: float, joints: int) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rate-hz", type=float, default=1000.0)
-    parser.add_argument("--joints", type=int, default=6)
+    parser.add_argument("--seconds", type=number(0, lo_open=True), default=10.0)
+    parser.add_argument("--rate-hz", type=number(0, lo_open=True), default=1000.0)
+    parser.add_argument("--joints", type=whole(1, MAX_JOINTS), default=6)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     result = {

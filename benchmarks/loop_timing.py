@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.action_queue import QueueConfig
+from edge.argtypes import number, whole
 from edge.cli import add_deprecated_alias
 from edge.clock import RealClock
 from edge.contracts import DriverState, Observation, RobotState
@@ -294,15 +295,15 @@ def run_case(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rates", type=float, nargs="+", default=[20.0, 100.0, 500.0])
-    ap.add_argument("--seconds", type=float, default=4.0,
+    ap.add_argument("--rates", type=number(0, lo_open=True), nargs="+", default=[20.0, 100.0, 500.0])
+    ap.add_argument("--seconds", type=number(0, lo_open=True), default=4.0,
                     help="measured time per case (at least 200 ticks, so a p99 is not the maximum)")
-    ap.add_argument("--warmup", type=float, default=0.5, help="seconds excluded at the start of each case")
-    ap.add_argument("--hidden", type=int, default=2048, help="MLP width (sets the inference cost)")
-    k = ap.add_argument("--num-steps", dest="steps", type=int, default=10, metavar="K",
+    ap.add_argument("--warmup", type=number(0), default=0.5, help="seconds excluded at the start of each case")
+    ap.add_argument("--hidden", type=whole(1), default=2048, help="MLP width (sets the inference cost)")
+    k = ap.add_argument("--num-steps", dest="steps", type=whole(1, 100), default=10, metavar="K",
                         help="denoising steps K per query (as edge run)")
     add_deprecated_alias(ap, "--steps", k)
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--threads", type=whole(1), default=1, help="torch intra-op threads")
     ap.add_argument("--executions", nargs="+", default=["async", "process", "sync"],
                     choices=("async", "process", "sync"),
                     help="async = worker thread, process = worker process, sync = inline (blocking)")
@@ -313,23 +314,23 @@ def main(argv: list[str] | None = None) -> int:
         choices=["default", "fifo"],
         help="OS scheduling of loop + worker threads (fifo = SCHED_FIFO, needs privileges)",
     )
-    ap.add_argument("--priority", type=int, default=10, help="SCHED_FIFO priority")
+    ap.add_argument("--priority", type=whole(1, 99), default=10, help="SCHED_FIFO priority (1..99)")
     ap.add_argument("--slack-work", nargs="+", default=["on", "off"], choices=("on", "off"),
                     help="LoopConfig.slack_work for async/process (on = merge arriving chunks and send "
                     "process queries between ticks; off = the baseline that does both on the tick)")
-    ap.add_argument("--spin-us", type=float, nargs="+", default=[0.0],
+    ap.add_argument("--spin-us", type=number(0), nargs="+", default=[0.0],
                     help="hybrid wait: sleep until this long before each deadline, then spin (0 = pure "
                          "sleep; one case per value; default: 0)")
     ap.add_argument("--affinity", nargs="+", default=["none"], choices=("none", "split"),
                     help="none = OS placement; split = loop thread on the first CPU, a worker process on "
                          "the others (loop.cpus / inference.process_cpus); one case per value (default: none)")
-    ap.add_argument("--timer-slack-ns", type=int, nargs="+", default=[LoopConfig().timer_slack_ns],
+    ap.add_argument("--timer-slack-ns", type=whole(0), nargs="+", default=[LoopConfig().timer_slack_ns],
                     help="loop.timer_slack_ns: the loop thread's timer slack (0 = the OS default, "
                          "50,000 ns for normal threads); one case per value (default: the config's)")
-    ap.add_argument("--slack-margin-ms", type=float, nargs="+", default=[LoopConfig().slack_margin_s * 1e3],
+    ap.add_argument("--slack-margin-ms", type=number(0), nargs="+", default=[LoopConfig().slack_margin_s * 1e3],
                     help="loop.slack_margin_s in ms: no merging in the slack later than this before a deadline; "
                          "one case per value (default: the config's)")
-    ap.add_argument("--slack-receive-margin-ms", type=float, nargs="+",
+    ap.add_argument("--slack-receive-margin-ms", type=number(0), nargs="+",
                     default=[LoopConfig().slack_receive_margin_s * 1e3],
                     help="loop.slack_receive_margin_s in ms: no receiving a worker answer in the slack later than "
                          "this before a deadline; one case per value (default: the config's)")

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
+from edge.argtypes import number  # noqa: E402
 from edge.telemetry import machine_info  # noqa: E402
 
 
@@ -90,13 +91,19 @@ def frame_costs(cell: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cell", type=float, default=0.01, help="render_mesh_cell_m compared (default: %(default)s)")
+    ap.add_argument("--cell", type=number(0, lo_open=True), default=0.01, help="render_mesh_cell_m compared (default: %(default)s)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="episode seeds (default: 0 1 2)")
     ap.add_argument("--steps", type=int, default=40, help="random-action steps per seed (default: %(default)s)")
     ap.add_argument("--out", default="benchmarks/results/render_meshes.json")
     a = ap.parse_args(argv)
-    if a.cell <= 0 or a.steps < 1:
-        sys.exit(f"--cell {a.cell} must be > 0 and --steps {a.steps} >= 1")
+    if a.steps < 1:
+        ap.error(f"--steps {a.steps}: must be >= 1")
+    from sim.env import EnvConfig
+
+    try:
+        EnvConfig(render_mesh_cell_m=a.cell)
+    except ValueError as err:
+        ap.error(f"--cell {a.cell}: {err}")
     res = {"command": " ".join(["python", *sys.argv]), "machine": machine_info(), "cell_m": a.cell,
            "seeds": a.seeds, "steps": a.steps, "pixels": compare_pixels(a.cell, a.seeds, a.steps),
            "front_frame_ms_96px": frame_costs(a.cell)}

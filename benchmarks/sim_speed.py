@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
+from edge.argtypes import fail  # noqa: E402
 from edge.telemetry import machine_info  # noqa: E402
 from sim.env import EnvConfig  # noqa: E402
 from sim.rollout import expert_episode  # noqa: E402
@@ -84,11 +85,11 @@ def parse_sim(spec: str) -> tuple[str, float]:
     except ValueError:
         step = -1.0
     if name not in ("mujoco", "pybullet") or not (math.isfinite(step) and step >= 0):
-        sys.exit(f"--sims {spec!r}: expected mujoco or pybullet, optionally with :PHYSICS_DT_S (e.g. pybullet:0.002)")
+        fail(f"--sims {spec!r}: expected mujoco or pybullet, optionally with :PHYSICS_DT_S (e.g. pybullet:0.002)")
     try:
         EnvConfig(sim=name, physics_dt_s=step)
     except ValueError as err:
-        sys.exit(f"--sims {spec!r}: {err}")
+        fail(f"--sims {spec!r}: {err}")
     return name, step
 
 
@@ -164,14 +165,14 @@ def _parse_peers(specs: list[str], anchors: Path) -> dict[str, tuple[str, Path]]
     for spec in specs:
         name, sep, python = spec.partition("=")
         if not sep or name not in PEER_SCRIPTS:
-            sys.exit(f"--peer {spec!r}: expected NAME=PYTHON with NAME one of {sorted(PEER_SCRIPTS)}")
+            fail(f"--peer {spec!r}: expected NAME=PYTHON with NAME one of {sorted(PEER_SCRIPTS)}")
         python = os.path.abspath(python)  # the peer runs from its script's directory
         if not Path(python).is_file():
-            sys.exit(f"--peer {spec!r}: {python} is not a file; create the peer's virtualenv (see "
+            fail(f"--peer {spec!r}: {python} is not a file; create the peer's virtualenv (see "
                      f"{anchors / 'README.md'})")
         script = anchors / PEER_SCRIPTS[name]
         if not script.is_file():
-            sys.exit(f"--peer {name}: {script} not found; pass --anchors DIR (the peer speed scripts)")
+            fail(f"--peer {name}: {script} not found; pass --anchors DIR (the peer speed scripts)")
         peers[name] = (python, script)
     return peers
 
@@ -212,16 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer steps per figure (a smoke run)")
     a = ap.parse_args(argv)
     if a.rounds < 1:
-        sys.exit(f"--rounds {a.rounds}: must be >= 1")
+        fail(f"--rounds {a.rounds}: must be >= 1")
     if a.episodes < 0:
-        sys.exit(f"--episodes {a.episodes}: must be >= 0 (0: no expert episodes)")
+        fail(f"--episodes {a.episodes}: must be >= 0 (0: no expert episodes)")
     from edge.commands._out import check_writable_file
     from edge.errors import EdgeError
 
     try:  # before the measurement, not after it
         check_writable_file(a.out)
     except EdgeError as err:
-        sys.exit(str(err))
+        fail(str(err))
     for spec in a.sims:
         parse_sim(spec)
     peers = _parse_peers(a.peer, a.anchors)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
 
 
@@ -81,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="tracking rounds to measure (each 1..10)")
     ap.add_argument("--carry-prior", type=float, nargs="+", default=[0.0],
                     help="tracking priors to measure (SlotEncoderConfig.carry_prior, each 0..10; 0 = off)")
-    ap.add_argument("--frames", type=int, default=1600, help="frames to collect (40 per episode)")
+    ap.add_argument("--frames", type=whole(40), default=1600, help="frames to collect (40 per episode)")
     ap.add_argument("--seed", type=int, nargs="+", default=[4242],
                     help="seeds of the held-out episodes (one set of --frames each; pooled with bootstrap intervals "
                          "over episodes)")
-    ap.add_argument("--episodes", type=int, default=40, help="episodes evaluated (at most frames / 40)")
+    ap.add_argument("--episodes", type=whole(1), default=40, help="episodes evaluated (at most frames / 40)")
     ap.add_argument("--pair-encoders", action="store_true",
                     help="also each encoder against every one listed before it: per-episode differences on the same "
                          "episodes, rounds and prior, 95 %% bootstrap intervals (`paired_encoders` in the JSON)")
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                          ("--carry-prior", [float(b) for b in args.carry_prior])):
         if len(set(values)) != len(values):
             ap.error(f"{flag} {values}: a value given twice would count its episodes twice")
+    if args.episodes > args.frames // 40:
+        ap.error(f"--episodes {args.episodes}: at most --frames / 40 = {args.frames // 40} (40 frames per episode)")
     for c in args.carry_iters:
         if not 1 <= c <= 10:
             ap.error(f"--carry-iters {c}: each value must be in 1..10")

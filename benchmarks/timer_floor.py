@@ -36,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edge.argtypes import number, whole
 from edge.clock import set_thread_timer_slack
 from edge.clock import thread_timer_slack as get_timer_slack
 from edge.telemetry import machine_info
@@ -143,19 +144,21 @@ def run_case(rate_hz: float, seconds: float, work_n: int, sched: str, slack_ns: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=float, default=1000.0, help="loop rate in Hz")
-    ap.add_argument("--seconds", type=float, default=60.0, help="measured time per case")
-    ap.add_argument("--work-us", type=float, default=40.0,
+    ap.add_argument("--rate", type=number(0, lo_open=True), default=1000.0, help="loop rate in Hz")
+    ap.add_argument("--seconds", type=number(0, lo_open=True), default=60.0, help="measured time per case")
+    ap.add_argument("--work-us", type=number(0, lo_open=True), default=40.0,
                     help="fixed work per tick, calibrated to take this many microseconds at the median "
                          "(default: about the runtime's p50 tick overhead at 1 kHz)")
     ap.add_argument("--load", nargs="+", default=["none", "process"], choices=("none", "process"))
     ap.add_argument("--sched", nargs="+", default=["default", "fifo"], choices=("default", "fifo"))
     ap.add_argument("--timer-slack-ns", nargs="+", default=["default", "1"],
                     help="loop thread timer slack per case: 'default' (unchanged) or nanoseconds")
-    ap.add_argument("--priority", type=int, default=10, help="SCHED_FIFO priority")
-    ap.add_argument("--hidden", type=int, default=2048, help="load: MLP width (as loop_timing.py)")
+    ap.add_argument("--priority", type=whole(1, 99), default=10, help="SCHED_FIFO priority (1..99)")
+    ap.add_argument("--hidden", type=whole(1), default=2048, help="load: MLP width (as loop_timing.py)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "timer_floor.json"))
     args = ap.parse_args(argv)
+    if args.seconds * args.rate < 10:
+        ap.error(f"--seconds {args.seconds} at --rate {args.rate}: under 10 ticks per case; measure longer")
     slacks = []
     for s in args.timer_slack_ns:
         if s != "default" and not (s.isdigit() and int(s) >= 1):

@@ -34,6 +34,8 @@ import numpy as np
 os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edge.argtypes import existing, number, whole  # noqa: E402
+
 
 def aux_denormaliser(data_dirs: list[str]):
     """(mean, std) of the auxiliary targets over the training data (not stored in checkpoints)."""
@@ -139,27 +141,30 @@ def episode(policy, model, env, seed: int, k: int, c: int, aux_stats, temperatur
             "aux_xy_error_m": None if aux_err is None else round(aux_err, 4)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from edge.cli import add_deprecated_alias
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
-    ap.add_argument("--episodes", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=1_000_000)
-    k = ap.add_argument("--num-steps", dest="k", type=int, default=10, metavar="K",
+    ap.add_argument("--checkpoint", type=existing("path"), default="edge/vla/checkpoints/stack")
+    ap.add_argument("--episodes", type=whole(1), default=20)
+    ap.add_argument("--seed", type=whole(0), default=1_000_000)
+    k = ap.add_argument("--num-steps", dest="k", type=whole(1, 100), default=10, metavar="K",
                         help="denoising steps K per query (as edge run)")
-    c = ap.add_argument("--execute", dest="c", type=int, default=8, metavar="C",
+    c = ap.add_argument("--execute", dest="c", type=whole(1), default=8, metavar="C",
                         help="actions executed per chunk C (as edge run)")
     add_deprecated_alias(ap, "--k", k)
     add_deprecated_alias(ap, "--c", c)
-    ap.add_argument("--noise-temperature", type=float, default=0.5,
+    ap.add_argument("--noise-temperature", type=number(0, 4), default=0.5,
                     help="scale of each query's initial noise (edge run's default)")
     ap.add_argument("--aux-data", nargs="*", default=None,
                     help="the checkpoint's training data dirs, to de-normalise the auxiliary head "
-                         "(default: from its manifest if present; skipped if missing)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (more oversubscribe a small CPU)")
+                         "(default: from its manifest if present, skipped if missing there; given ones must exist)")
+    ap.add_argument("--threads", type=whole(1), default=1, help="torch threads (more oversubscribe a small CPU)")
     ap.add_argument("--out", default="benchmarks/results/vla_grasp_diagnosis.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    for d in args.aux_data or ():
+        if not Path(d).is_dir():
+            ap.error(f"--aux-data {d}: no such directory")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -178,6 +183,8 @@ def main() -> None:
         d = manifest.get("data", {}).get("dir")
         dirs = [d] if isinstance(d, str) else list(d or [])
     policy = load_policy(args.checkpoint, "torch")
+    if args.c > policy.chunk_len:
+        ap.error(f"--execute {args.c}: at most the checkpoint's chunk of {policy.chunk_len} actions")
     model = load_model(args.checkpoint)
     if model.token_proj is not None:  # object-token models carry their aux de-normalisation
         aux_stats = (model.aux_mean.numpy(), model.aux_std.numpy())

@@ -136,18 +136,19 @@ def open_resumable(out: Path, identity: dict) -> dict:
     stored = {k: results.get(k, 0.0 if k == "render_mesh_cell_m" else None) for k in identity}
     if results and stored != identity:
         diff = {k: (stored[k], v) for k, v in identity.items() if stored[k] != v}
-        sys.exit(f"{out} was made with other settings or another model file (stored vs now: {diff}); "
-                 "choose another --out, or delete it to start over")
+        print(f"error: --out {out}: made with other settings or another model file (stored vs now: {diff}); "
+              "choose another --out, or delete it to start over", file=sys.stderr)
+        raise SystemExit(2)
     results.update(identity)
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", default="edge/vla/checkpoints/stack")
     ap.add_argument("--backend", default="onnxruntime")
-    ap.add_argument("--sim", default="mujoco")
-    ap.add_argument("--distribution", default="train")
+    ap.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
+    ap.add_argument("--distribution", default="train", choices=("train", "ood"))
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=100000)
     ap.add_argument("--ks", default="1,2,3,5,10")
@@ -161,7 +162,7 @@ def main() -> None:
     ap.add_argument("--render-mesh-cell-m", type=float, default=0.0,
                     help="MuJoCo: draw the robot with its meshes simplified on this grid (m); 0 = as they are")
     ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     out = Path(a.out)
     _check_args(ap, a)
     identity = {"checkpoint": a.checkpoint, "sim": a.sim, "distribution": a.distribution,
@@ -171,7 +172,7 @@ def main() -> None:
     try:  # a bad value or engine fails here, not in every shard
         env_cfg = EnvConfig(sim=a.sim, render_mesh_cell_m=a.render_mesh_cell_m)
     except ValueError as err:
-        sys.exit(f"--render-mesh-cell-m {a.render_mesh_cell_m}: {err}")
+        ap.error(f"--render-mesh-cell-m {a.render_mesh_cell_m} (--sim {a.sim}): {err}")
     if a.sim != "mujoco":  # PyBullet's default physics step changed (2 ms -> 1/300 s): runs never mix
         identity["physics_step_s"] = env_cfg.physics_step_s
     identity["render_mesh_cell_m"] = a.render_mesh_cell_m  # other pixels: runs never mix
@@ -238,6 +239,12 @@ def _check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         ap.error(f"--seed {a.seed}: must be >= 0")
     if Path(a.out).is_dir():
         ap.error(f"--out {a.out}: a directory; give the result JSON's path")
+    from edge.runtime.config import RuntimeConfig
+
+    try:
+        RuntimeConfig.of(backend=a.backend, noise_temperature=a.noise_temperature)
+    except EdgeError as err:
+        ap.error(f"--backend {a.backend} / --noise-temperature {a.noise_temperature}: {err}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from edge.argtypes import existing, whole, whole_list  # noqa: E402
+
 
 def random_default_checkpoint(directory: Path) -> tuple[Path, str]:
     """A default-architecture model with random weights (zero-initialised gates perturbed too)."""
@@ -130,19 +132,19 @@ def query_env_throughput(queries: int, backend: str) -> dict[str, object]:
             "cores": 1}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", help="trained checkpoint (default: random-init default model)")
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--k-max", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=1, help="threads for the per-query table")
-    ap.add_argument("--ratio-threads", default="1,2", help="thread counts for the step ratio")
-    ap.add_argument("--ratio-pairs", type=int, default=300)
-    ap.add_argument("--query-env-queries", type=int, default=300,
+    ap.add_argument("--checkpoint", type=existing("path"), help="trained checkpoint (default: random-init default model)")
+    ap.add_argument("--queries", type=whole(1), default=200)
+    ap.add_argument("--warmup", type=whole(0), default=20)
+    ap.add_argument("--k-max", type=whole(2, 100), default=10, help="the table covers K = 1..k-max (2..100)")
+    ap.add_argument("--threads", type=whole(1), default=1, help="threads for the per-query table")
+    ap.add_argument("--ratio-threads", type=whole_list(1), default=[1, 2], help="thread counts for the step ratio (default 1,2)")
+    ap.add_argument("--ratio-pairs", type=whole(1), default=300)
+    ap.add_argument("--query-env-queries", type=whole(0), default=300,
                     help="QueryEnv throughput: queries timed per backend (0 = skip)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/vla_latency.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import onnxruntime
     import torch
@@ -189,7 +191,7 @@ def main() -> int:
 
     ratios = {}
     if "torch" in backends and "onnxruntime" in backends:
-        for n in [int(x) for x in args.ratio_threads.split(",") if x]:
+        for n in args.ratio_threads:
             torch.set_num_threads(n)
             tb, ob = build("torch", n), build("onnxruntime", n)
             tb.warmup()

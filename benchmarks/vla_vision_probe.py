@@ -27,6 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edge.argtypes import existing, number, whole  # noqa: E402
+
 
 def load_frames(data_dir: str, stride: int, camera: str):
     from edge.training.vla.data import object_roles
@@ -43,23 +45,27 @@ def load_frames(data_dir: str, stride: int, camera: str):
         instr += [ep["instruction"]] * len(t)
         ep_id.append(np.full(len(t), i))
         steps.append(t)
+    if not imgs:
+        return np.zeros((0,)), np.zeros((0, 2), np.float32), [], np.zeros(0, int), np.zeros(0, int)
     return (np.concatenate(imgs), np.concatenate(xy).astype(np.float32), instr, np.concatenate(ep_id),
             np.concatenate(steps))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="data/stack_mj")
-    ap.add_argument("--camera", default="front")
-    ap.add_argument("--stride", type=int, default=4)
-    ap.add_argument("--holdout", type=float, default=0.2, help="fraction of episodes held out")
-    ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data", type=existing("dir"), default="data/stack_mj", help="recorded demonstrations (edge data record)")
+    ap.add_argument("--camera", default="front", choices=("front", "wrist"))
+    ap.add_argument("--stride", type=whole(1), default=4)
+    ap.add_argument("--holdout", type=number(0, 1, lo_open=True), default=0.2, help="fraction of episodes held out, below 1")
+    ap.add_argument("--steps", type=whole(1), default=1500)
+    ap.add_argument("--batch", type=whole(1), default=64)
+    ap.add_argument("--lr", type=number(0, lo_open=True), default=1e-3)
+    ap.add_argument("--seed", type=whole(0), default=0)
+    ap.add_argument("--threads", type=whole(1), default=1)
     ap.add_argument("--out", default="benchmarks/results/vla_vision_probe.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.holdout >= 1:
+        ap.error(f"--holdout {args.holdout}: must be below 1 (some episodes must train)")
 
     import torch
     from tqdm import tqdm
@@ -73,12 +79,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     imgs, xy, instr, ep_id, t_step = load_frames(args.data, args.stride, args.camera)
+    if not len(imgs):
+        ap.error(f"--data {args.data}: no successful episodes there (record some with `edge data record`)")
     texts = sorted(set(instr))
     emb = torch.tensor(np.asarray(make_encoder("auto").encode(texts)), dtype=torch.float32)
     lang = torch.tensor([texts.index(s) for s in instr])
     rng = np.random.default_rng(args.seed)
     eps = np.unique(ep_id)
     held = set(rng.choice(eps, int(len(eps) * args.holdout), replace=False).tolist())
+    if not held or len(held) == len(eps):
+        ap.error(f"--holdout {args.holdout}: holds out {len(held)} of the {len(eps)} episodes in --data {args.data}; "
+                 "both parts need at least one")
     test = np.isin(ep_id, list(held))
     tr_idx, te_idx = np.flatnonzero(~test), np.flatnonzero(test)
     mean, std = xy[tr_idx].mean(0), xy[tr_idx].std(0)

@@ -20,6 +20,7 @@ what the reconstruction-trained features do not keep.
 from __future__ import annotations
 
 import argparse
+import math
 import copy
 import importlib.util
 import json
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--trunks {' '.join(args.trunks)}: each trunk once")
     if not 0.0 <= args.eps <= 1.0:
         ap.error(f"--eps {args.eps}: need 0 <= eps <= 1")
+    if not (math.isfinite(args.play_segment) and args.play_segment >= 1.0):
+        ap.error(f"--play-segment {args.play_segment}: need a finite number of steps >= 1")
     if abs(args.train_seed - args.test_seed) < max(args.train_episodes, args.test_episodes):
         ap.error(f"--train-seed {args.train_seed} and --test-seed {args.test_seed}: the episode ranges overlap")
     if not Path(args.encoder).is_dir():

@@ -232,6 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--first-moves {args.first_moves} / --max-episodes {args.max_episodes}: must be >= 0 (0: all)")
     if args.train_env < 0 or (args.train_env == 0 and not args.runs and not args.reach_sweep):
         ap.error(f"--train-env {args.train_env}: must be >= 0, and > 0 without --runs or --reach-sweep")
+    if args.simulations < 0:
+        ap.error(f"--simulations {args.simulations}: must be >= 0 (0: the model's own)")
+    if args.world_model:
+        from edge.errors import EdgeError
+        from world_models.policy import load_world_model
+
+        try:
+            load_world_model(args.world_model)
+        except (EdgeError, OSError, ValueError) as err:
+            ap.error(f"--world-model {args.world_model}: {err}")
     if args.reach_sweep < 0:
         ap.error(f"--reach-sweep {args.reach_sweep}: must be >= 0 (0: none)")
     bins = tuple(args.reach_bins)

@@ -39,11 +39,17 @@ def side_outcomes(items: list[str], flag: str) -> tuple[list[int], list[bool]]:
         if path not in cache:
             if not Path(path).is_file():
                 raise EdgeError(f"{flag} {item!r}: no such file {path}")
-            cache[path] = {a["name"]: a for a in json.loads(Path(path).read_text())["arms"]}
+            try:
+                cache[path] = {a["name"]: a for a in json.loads(Path(path).read_text())["arms"]}
+            except (ValueError, KeyError, TypeError) as e:
+                raise EdgeError(f"{flag} {item!r}: {path} is not a wm_sim_search.py output (no readable 'arms' "
+                                f"list: {type(e).__name__} {e})") from None
         arms = cache[path]
         if arm not in arms:
             raise EdgeError(f"{flag} {item!r}: {path} has no arm {arm!r}; it has {sorted(arms)}")
         a = arms[arm]
+        if not isinstance(a, dict) or any(k not in a for k in ("per_episode_seed", "per_episode_success")):
+            raise EdgeError(f"{flag} {item!r}: arm {arm!r} in {path} has no per-episode seeds and successes")
         seeds += [int(s) for s in a["per_episode_seed"]]
         wins += [bool(w) for w in a["per_episode_success"]]
     return seeds, wins

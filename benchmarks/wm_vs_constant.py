@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             final = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             raise EdgeError(f"--final {item!r}: cannot read {path} ({e})") from None
+        if not isinstance(final, dict) or not isinstance(final.get("methods"), dict):
+            raise EdgeError(f"--final {item!r}: {path} is not a wm_final_eval.py output (no 'methods')")
         if final.get("settings", {}).get("task", args.task) != args.task:
             raise EdgeError(f"--final {item!r}: task {final['settings']['task']!r}, not --task {args.task!r}")
         res["comparisons"][label] = compare(final, const, label)

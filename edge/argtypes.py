@@ -1,0 +1,126 @@
+"""argparse ``type=`` checkers for the project's scripts and benchmarks.
+
+A bad value ends in argparse's one-line error naming the flag and the value, with exit status 2,
+before anything runs::
+
+    ap.add_argument("--episodes", type=whole(1), default=100)
+    # --episodes 0  ->  error: argument --episodes: 0: must be a whole number >= 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+
+class BadArgument(SystemExit):
+    """A bad command-line value found after parsing: exit status 2 (argparse's); ``str()`` is the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def fail(message: str) -> NoReturn:
+    """End a script on a bad argument found after parsing: ``error: MESSAGE`` on stderr, exit status 2.
+    The message names the flag and the value, and what to do."""
+    print(f"error: {message}", file=sys.stderr)
+    raise BadArgument(message)
+
+
+def _bounds(lo: float | None, hi: float | None, lo_open: bool = False) -> str:
+    if lo is not None and hi is not None:
+        return f"in {'(' if lo_open else '['}{lo}, {hi}]"
+    if lo is not None:
+        return f"{'>' if lo_open else '>='} {lo}"
+    return f"<= {hi}"
+
+
+def _check(value: float, text: str, kind: str, lo: float | None, hi: float | None, lo_open: bool) -> None:
+    low = lo is not None and (value <= lo if lo_open else value < lo)
+    if low or (hi is not None and value > hi):
+        raise argparse.ArgumentTypeError(f"{text}: must be {kind} {_bounds(lo, hi, lo_open)}")
+
+
+def whole(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """A whole number within ``[lo, hi]`` (either bound may be None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text}: not a whole number") from None
+        _check(value, text, "a whole number", lo, hi, False)
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:
+    """A finite number within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``; either bound may be None)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text}: not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text}: must be finite")
+        _check(value, text, "a number", lo, hi, lo_open)
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def whole_list(lo: int | None = None, hi: int | None = None) -> Callable[[str], list[int]]:
+    """A comma-separated, non-empty list of whole numbers, each within ``[lo, hi]``."""
+    one = whole(lo, hi)
+
+    def parse(text: str) -> list[int]:
+        parts = [p.strip() for p in text.split(",")]
+        if not text.strip() or any(not p for p in parts):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of whole numbers, e.g. 1,2,4")
+        return [one(p) for p in parts]
+
+    parse.__name__ = "list of whole numbers"
+    return parse
+
+
+def number_list(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], list[float]]:
+    """A comma-separated, non-empty list of finite numbers, each within the bounds of :func:`number`."""
+    one = number(lo, hi, lo_open=lo_open)
+
+    def parse(text: str) -> list[float]:
+        parts = [p.strip() for p in text.split(",")]
+        if not text.strip() or any(not p for p in parts):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of numbers, e.g. 0,20,50")
+        return [one(p) for p in parts]
+
+    parse.__name__ = "list of numbers"
+    return parse
+
+
+def existing(kind: str = "path") -> Callable[[str], str]:
+    """A path that exists: ``kind`` "file", "dir" or "path" (either)."""
+    if kind not in ("file", "dir", "path"):
+        raise ValueError(f"existing(kind={kind!r}): give 'file', 'dir' or 'path'")
+
+    def parse(text: str) -> str:
+        p = Path(text)
+        ok = p.is_file() if kind == "file" else p.is_dir() if kind == "dir" else p.exists()
+        if not ok:
+            what = {"file": "no such file", "dir": "no such directory", "path": "no such file or directory"}[kind]
+            raise argparse.ArgumentTypeError(f"{text}: {what}")
+        return text
+
+    parse.__name__ = kind
+    return parse

@@ -1,0 +1,92 @@
+"""Every benchmark script ends a bad argument with one line naming the flag and the value, exit status 2,
+before it measures anything (no traceback, no hang, nothing clipped)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks._load import load_benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+NOWHERE = "/nonexistent/edge-bench"
+
+CASES = [
+    ("comet_vs_monolithic", ["--jobs", "0"], "argument --jobs: 0: must be a whole number >= 1"),
+    ("comet_vs_monolithic", ["--eval-episodes", "0"], "argument --eval-episodes: 0: must be"),
+    ("comet_vs_monolithic", ["--tasks", "push9"], "argument --tasks: invalid choice: 'push9'"),
+    ("comet_vs_monolithic", ["--set", "width"], "--set 'width': give KEY=VALUE"),
+    ("comet_vs_monolithic", ["--report", "--runs", NOWHERE], f"--runs {NOWHERE}: no such directory"),
+    ("latency_robustness", ["--latencies-ms", "12.5"], "argument --latencies-ms: 12.5: not a whole number"),
+    ("latency_robustness", ["--workers", "0"], "argument --workers: 0: must be"),
+    ("latency_robustness", ["--seams", "rtc:x"], "--seams rtc:x"),
+    ("latency_robustness", ["--noise-temperature", "5"], "--noise-temperature 5.0"),
+    ("latency_robustness", ["--checkpoint", NOWHERE], f"--checkpoint {NOWHERE}: no VLA checkpoint there"),
+    ("expert_runtime_agreement", ["--cells", "stak2"], "--cells stak2: unknown cell 'stak2'"),
+    ("expert_runtime_agreement", ["--episodes", "0"], "argument --episodes: 0: must be"),
+    ("campaign_speed", ["--k", "0"], "--k 0 / --c 8"),
+    ("campaign_speed", ["--query-env-render-mesh-cell-m", "0.01"], "measured only with --query-env-queries"),
+    ("vla_grasp_diagnosis", ["--execute", "0"], "argument --execute: 0: must be a whole number >= 1"),
+    ("vla_grasp_diagnosis", ["--aux-data", NOWHERE], f"--aux-data {NOWHERE}: no such directory"),
+    ("device_calibration", ["--reps", "1"], "argument --reps: 1: must be a whole number >= 2"),
+    ("link_throughput", ["--rate-hz", "0"], "argument --rate-hz: 0: must be a number > 0"),
+    ("link_throughput", ["--joints", "0"], "argument --joints: 0: must be"),
+    ("loop_timing", ["--rates", "0"], "argument --rates: 0: must be a number > 0"),
+    ("loop_timing", ["--priority", "0"], "argument --priority: 0: must be a whole number in [1, 99]"),
+    ("timer_floor", ["--rate", "0"], "argument --rate: 0: must be a number > 0"),
+    ("timer_floor", ["--seconds", "0.001"], "under 10 ticks per case"),
+    ("vla_latency", ["--k-max", "1"], "argument --k-max: 1: must be a whole number in [2, 100]"),
+    ("vla_latency", ["--ratio-threads", "1,x"], "argument --ratio-threads: x: not a whole number"),
+    ("vla_vision_probe", ["--data", NOWHERE], f"argument --data: {NOWHERE}: no such directory"),
+    ("vla_vision_probe", ["--holdout", "0"], "argument --holdout: 0: must be a number in (0, 1]"),
+    ("eqrl_eval", ["--arms", "fixed:2y8"], "--arms: 'fixed:2y8': write fixed:KxC"),
+    ("eqrl_eval", ["--noise-temperature", "5"], "--noise-temperature 5.0"),
+    ("eqrl_eval", ["--shard", "0"], "argument --shard: 0: must be"),
+    ("vla_grid", ["--sim", "bullet"], "argument --sim: invalid choice: 'bullet'"),
+    ("vla_grid", ["--backend", "tensorrtx"], "--backend tensorrtx"),
+    ("codec_fuzz", ["--frames", "0"], "argument --frames: 0: must be"),
+    ("render_meshes", ["--cell", "0.1"], "--cell 0.1"),
+    ("render_meshes", ["--cell", "0"], "argument --cell: 0: must be a number > 0"),
+    ("bridge_deploy", ["--work", NOWHERE, "--policy", "comet", "--plan-simulations", "20000"], "--plan-simulations 20000"),
+    ("sim_speed", ["--sims", "bullet"], "--sims 'bullet'"),
+    ("wm_motion_gap", ["--simulations", "-1"], "--simulations -1: must be >= 0"),
+    ("wm_motion_gap", ["--world-model", NOWHERE], f"--world-model {NOWHERE}"),
+    ("wm_feature_probe", ["--play-segment", "0.5"], "--play-segment 0.5: need a finite number of steps >= 1"),
+    ("edge_run_revisions", ["--before", "HEAD", "--", "--policy", "comet", "--episodes=5"], "--episodes after `--`"),
+    ("bridge_deploy", ["--work", NOWHERE, "--driver", "gripper_speed_m_s=abc"],
+     "--driver 'gripper_speed_m_s=abc': 'abc' is not a number"),
+    ("bridge_deploy", ["--work", NOWHERE, "--driver", "gripper_sped_m_s=1"], "--driver gripper_sped_m_s=1:"),
+    ("bridge_deploy", ["--work", NOWHERE, "--num-steps", "0"], "--num-steps 0 / --execute 8"),
+    ("bridge_deploy", ["--work", NOWHERE, "--execute", "40"], "--execute 40: at most the checkpoint's chunk"),
+    ("bridge_deploy", ["--work", NOWHERE, "--policy", "comet", "--num-steps", "4"], "--num-steps: for --policy vla only"),
+    ("bridge_deploy", ["--work", NOWHERE, "--seed", "-1"], "argument --seed: -1: must be a whole number >= 0"),
+]
+
+
+@pytest.mark.parametrize("script, argv, said", CASES, ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
+def test_a_bad_argument_ends_in_one_line_naming_it(script, argv, said, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out.json"
+    with pytest.raises(SystemExit) as exit_:
+        load_benchmark(script).main(["--out", str(out), *argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert said in err and "Traceback" not in err
+    assert not out.exists()  # nothing measured, nothing written
+
+
+def test_gpu_check_names_the_flag_with_its_own_setup_exit_code(capsys):
+    gpu_check = load_benchmark("gpu_check")
+    for argv, said in ((["--parity-k", "1,x"], "--parity-k '1,x'"), (["--parity-k", ""], "--parity-k ''"),
+                       (["--budget-s", "0"], "--budget-s 0.0"), (["--device", "gpu"], "--device gpu"),
+                       (["--checkpoint", NOWHERE], f"--checkpoint {NOWHERE}")):
+        cpu = [] if "--device" in argv else ["--device", "cpu"]
+        assert gpu_check.main([*argv, *cpu]) == gpu_check.EXIT_SETUP
+        assert said in capsys.readouterr().err
+
+
+def test_wm_pairs_names_a_file_that_is_not_a_search_output(tmp_path, capsys):
+    f = tmp_path / "other.json"
+    f.write_text(json.dumps({"methods": {}}))
+    assert load_benchmark("wm_pairs").main(["--a", f"{f}:x", "--b", f"{f}:x"]) == 2
+    assert "is not a wm_sim_search.py output" in capsys.readouterr().err
