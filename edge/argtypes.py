@@ -81,32 +81,25 @@ def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
     return parse
 
 
-def whole_list(lo: int | None = None, hi: int | None = None) -> Callable[[str], list[int]]:
-    """A comma-separated, non-empty list of whole numbers, each within ``[lo, hi]``."""
-    one = whole(lo, hi)
-
-    def parse(text: str) -> list[int]:
+def _listed(one: Callable[[str], float], what: str, example: str) -> Callable[[str], list]:
+    def parse(text: str) -> list:
         parts = [p.strip() for p in text.split(",")]
         if not text.strip() or any(not p for p in parts):
-            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of whole numbers, e.g. 1,2,4")
+            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {what}, e.g. {example}")
         return [one(p) for p in parts]
 
-    parse.__name__ = "list of whole numbers"
+    parse.__name__ = f"list of {what}"
     return parse
+
+
+def whole_list(lo: int | None = None, hi: int | None = None) -> Callable[[str], list[int]]:
+    """A comma-separated, non-empty list of whole numbers, each within ``[lo, hi]``."""
+    return _listed(whole(lo, hi), "whole numbers", "1,2,4")
 
 
 def number_list(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], list[float]]:
     """A comma-separated, non-empty list of finite numbers, each within the bounds of :func:`number`."""
-    one = number(lo, hi, lo_open=lo_open)
-
-    def parse(text: str) -> list[float]:
-        parts = [p.strip() for p in text.split(",")]
-        if not text.strip() or any(not p for p in parts):
-            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of numbers, e.g. 0,20,50")
-        return [one(p) for p in parts]
-
-    parse.__name__ = "list of numbers"
-    return parse
+    return _listed(number(lo, hi, lo_open=lo_open), "numbers", "0,20,50")
 
 
 def existing(kind: str = "path") -> Callable[[str], str]:
