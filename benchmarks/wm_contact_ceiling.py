@@ -39,6 +39,7 @@ mean step given its inputs) and the slope of the predicted on the real one.
 from __future__ import annotations
 
 import argparse
+import math
 import hashlib
 import json
 import os
@@ -358,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--eps-min {args.eps_min} / --eps-max {args.eps_max}: need 0 <= min <= max <= 1")
     if not 0.0 <= args.hold < 1.0:
         ap.error(f"--hold {args.hold}: need 0 <= hold < 1")
+    if not (math.isfinite(args.near_cm) and args.near_cm > 0):
+        ap.error(f"--near-cm {args.near_cm}: need a finite distance > 0 (cm)")
     if args.play_segment < 1.0:
         ap.error(f"--play-segment {args.play_segment}: must be >= 1 step")
     if args.explorer == "sticky" and (args.eps_min, args.eps_max) != (0.0, 0.5):

@@ -51,6 +51,7 @@ CASES = [
     ("sim_speed", ["--sims", "bullet"], "--sims 'bullet'"),
     ("wm_motion_gap", ["--simulations", "-1"], "--simulations -1: must be >= 0"),
     ("wm_motion_gap", ["--world-model", NOWHERE], f"--world-model {NOWHERE}"),
+    ("wm_contact_ceiling", ["--near-cm", "0"], "--near-cm 0.0: need a finite distance > 0"),
     ("wm_feature_probe", ["--play-segment", "0.5"], "--play-segment 0.5: need a finite number of steps >= 1"),
     ("edge_run_revisions", ["--before", "HEAD", "--", "--policy", "comet", "--episodes=5"], "--episodes after `--`"),
     ("bridge_deploy", ["--work", NOWHERE, "--driver", "gripper_speed_m_s=abc"],
