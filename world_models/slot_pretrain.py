@@ -318,10 +318,13 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     ``latent_weight``, the first conv's stride
     (``first_stride``: the same weights, a finer feature map) and the decoder's resolutions
     (``decoder_res``, ``broadcast_res``: allowed while every weight keeps its shape, i.e. the same
-    number of upsampling layers) may differ; and ``num_slots`` may grow: the learned initialisation
+    number of upsampling layers) may differ; ``num_slots`` may grow: the learned initialisation
     of the slots there is kept for the first slots, the new ones start from the new run's own
-    initialisation (:func:`load_into`; every other weight is shared by all slots). Returns
-    (state_dict, provenance); any other file is refused by name (ValueError)."""
+    initialisation (:func:`load_into`; every other weight is shared by all slots); and an RGB encoder
+    (``in_channels=3``) may start an RGB-D one (4): the depth channel's input weights and its
+    reconstruction row start at zero, so the grown encoder computes the same slots and masks as its
+    source until training changes them (:func:`load_into`). Returns (state_dict, provenance); any
+    other file is refused by name (ValueError)."""
     import torch
 
     from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig, sha256_file
@@ -354,6 +357,9 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
     if there_slots < config.num_slots:  # more slots: allowed (load_into); only the other keys must match
         diff.pop("num_slots")
         info["grown_slots"] = [there_slots, config.num_slots]
+    if diff.get("in_channels") == (3, 4):  # an RGB encoder grown to RGB-D (load_into): a depth input and output
+        diff.pop("in_channels")
+        info["grown_channels"] = [3, 4]
     if diff:
         raise ValueError(f"--init-from {str(path)!r} has another architecture (there, here): {diff}")
     try:
@@ -366,14 +372,25 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
 def load_into(model, weights: dict) -> None:
     """``model.load_state_dict(weights)``, where ``weights`` may come from an encoder with fewer slots
     (:func:`load_init_weights`): its learned slot initialisation fills the first rows, the model keeps
-    its own for the rest."""
+    its own for the rest; or from an RGB encoder into an RGB-D one: the first convolution's depth
+    input weights are zero, and the decoder's last convolution gets a depth row of zero weights and
+    bias between its colour rows and its mask row (so the depth reconstruction starts at 0)."""
     key = "slot_attention.init_slots"
-    own = model.state_dict()[key]
-    if key in weights and weights[key].ndim == 2 and weights[key].shape[0] < own.shape[0] \
-            and weights[key].shape[1:] == own.shape[1:]:
-        grown = own.detach().clone()
+    own = model.state_dict()
+    if key in weights and weights[key].ndim == 2 and weights[key].shape[0] < own[key].shape[0] \
+            and weights[key].shape[1:] == own[key].shape[1:]:
+        grown = own[key].detach().clone()
         grown[:weights[key].shape[0]] = weights[key].to(grown.device)
         weights = {**weights, key: grown}
+    conv_in, last = "cnn.0.weight", f"decoder.{len(model.decoder) - 1}"
+    if conv_in in weights and weights[conv_in].shape[1] == 3 and own[conv_in].shape[1] == 4:
+        w_in = own[conv_in].new_zeros(own[conv_in].shape)
+        w_in[:, :3] = weights[conv_in]
+        w_out = own[f"{last}.weight"].new_zeros(own[f"{last}.weight"].shape)  # rows R, G, B, depth, mask
+        b_out = own[f"{last}.bias"].new_zeros(own[f"{last}.bias"].shape)
+        w_out[:3], w_out[4] = weights[f"{last}.weight"][:3], weights[f"{last}.weight"][3]
+        b_out[:3], b_out[4] = weights[f"{last}.bias"][:3], weights[f"{last}.bias"][3]
+        weights = {**weights, conv_in: w_in, f"{last}.weight": w_out, f"{last}.bias": b_out}
     model.load_state_dict(weights)  # copies under no_grad itself
 
 

@@ -120,7 +120,9 @@ def register(subparsers) -> None:
   edge train slot-encoder --out runs/slots_play --policy play --init-from world_models/checkpoints/slots_push3_v2 \
       --steps 2000 --lr 2e-4 --warmup-steps 100    # v2 fine-tuned on object-play frames
   edge train slot-encoder --out runs/slots_k7 --init-from world_models/checkpoints/slots_push3_v2 \
-      --set num_slots=7 --steps 2000 --lr 2e-4 --warmup-steps 100    # one more slot than v2""")
+      --set num_slots=7 --steps 2000 --lr 2e-4 --warmup-steps 100    # one more slot than v2
+  edge train slot-encoder --out runs/slots_v2d --init-from world_models/checkpoints/slots_push3_v2 \
+      --set in_channels=4 --steps 2000 --lr 2e-4 --warmup-steps 100  # v2 given a depth channel (RGB-D frames)""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "log.jsonl, data_train.npz, data_eval.npz, train_state.pt")
     _add_frame_args(se)
@@ -142,7 +144,8 @@ def register(subparsers) -> None:
     se.add_argument("--init-from", default=None, metavar="PATH",
                     help="start from another encoder run's weights (its directory, train_state.pt or "
                     "manifest.json; same architecture, except that tracking rounds and loss weights may differ "
-                    "and --set num_slots may add slots); default: random init")
+                    "and --set num_slots may add slots, --set in_channels=4 a depth channel to an RGB encoder); "
+                    "default: random init")
     se.set_defaults(func=_train_slot_encoder)
     pe = add_subparser(models, "pixel-encoder", "pretrain the pixel world model's CNN as an autoencoder on "
                        "frames collected as for the slot encoder (resumable)", """

@@ -951,3 +951,36 @@ def test_init_from_refuses_a_source_with_other_input_channels(tmp_path):
         load_init_weights(tmp_path / "rgb" / "manifest.json", SlotEncoderConfig.tiny(in_channels=4))
     with pytest.raises(ValueError, match=r"'in_channels': \(4, 3\)"):
         load_init_weights(tmp_path / "rgbd" / "manifest.json", SlotEncoderConfig.tiny())
+
+
+def test_an_rgb_encoder_starts_an_rgbd_one_that_computes_its_slots_and_masks(tmp_path):
+    from world_models.slot_pretrain import collect_frames, load_init_weights, load_into
+
+    tiny_dataset(tmp_path / "train.npz")
+    kw = {"warmup_steps": 2, "log_every": 1, "log": lambda s: None, "batch_size": 4}
+    src = tmp_path / "src"
+    train_slot_encoder(CFG, tmp_path / "train.npz", src, 2, seed=0, **kw)
+    rgbd = SlotEncoderConfig.tiny(in_channels=4)
+    weights, info = load_init_weights(src, rgbd)
+    assert info["grown_channels"] == [3, 4] and "grown_slots" not in info
+    source = SlotAutoencoder(CFG).eval()
+    source.load_state_dict(torch.load(src / "train_state.pt", weights_only=True)["model"])
+    grown = SlotAutoencoder(rgbd).eval()
+    load_into(grown, weights)
+    x = np.random.default_rng(3).integers(0, 256, (3, CFG.image_size, CFG.image_size, 4), dtype=np.uint8)
+    with torch.no_grad():
+        s3, m3 = source.encode_first_masks(x[..., :3])
+        s4, m4 = grown.encode_first_masks(x)  # whatever the depth: it is not read yet
+        r3, _, d3 = source.decode(s3)
+        r4, _, d4 = grown.decode(s4)
+    assert torch.allclose(s3, s4, atol=1e-5) and torch.allclose(m3, m4, atol=1e-6)
+    assert torch.allclose(d3, d4, atol=1e-6) and torch.allclose(r3, r4[:, :3], atol=1e-6)
+    assert torch.equal(r4[:, 3], torch.zeros_like(r4[:, 3]))  # the depth reconstruction starts at 0
+    # a run grown from it trains on RGB-D frames, records where it came from, and learns to read the depth
+    collect_frames(16, 5, tmp_path / "rgbd.npz", episode_len=4, image_size=CFG.image_size, progress=False, depth=True)
+    ft = tmp_path / "ft"
+    train_slot_encoder(rgbd, tmp_path / "rgbd.npz", ft, 2, seed=0, init_from=src, **kw)
+    assert json.loads((ft / "manifest.json").read_text())["init_from"]["grown_channels"] == [3, 4]
+    assert torch.load(ft / "train_state.pt", weights_only=True)["model"]["cnn.0.weight"][:, 3].abs().sum() > 0
+    with pytest.raises(ValueError, match=r"another architecture.*in_channels"):  # RGB-D to RGB: refused
+        load_init_weights(ft, CFG)
