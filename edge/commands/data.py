@@ -74,7 +74,7 @@ def register(sub) -> None:
                        "objects' positions (training data of the scene locator, model.scene_memory).", """
   edge data scenes --task stack --episodes 20000 --seed 7000000 --out data/stack_scenes""")
     add_env_args(sc, episodes=20000)
-    sc.add_argument("--out", required=True, help="scene directory (created; overwritten)")
+    sc.add_argument("--out", required=True, help="scene directory (new or empty; created)")
     sc.set_defaults(func=scenes)
     i = add_subparser(dsub, "info", "Summarise a dataset directory.", "  edge data info data/stack_mj")
     i.add_argument("path", help="dataset directory (edge data record --out)")
