@@ -1,6 +1,7 @@
 """benchmarks/wm_real_clock.py: the planner on the real clock against the virtual clock, paired seeds."""
 
 import json
+import warnings
 
 import pytest
 
@@ -38,9 +39,12 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
                        "--query-mode", "async", "--plan-simulations", "3", "--runs-dir", str(tmp_path / "a"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     real = res["arms"]["real"]
-    assert res["query_mode"] == "async" and 0 < real["moves_per_tick"] <= 1
-    if real["decision_ms"]["p99"] < 40:  # decisions inside the 50 ms tick (a machine loaded by other work
-        assert real["moves_per_tick"] > 0.5  # stretches them past it: then a move comes every few ticks)
+    assert res["query_mode"] == "async" and real["moves_per_tick"] > 0
+    if real["decision_ms"]["p50"] < 40:  # decisions inside the 50 ms tick
+        assert real["moves_per_tick"] > 0.5
+    else:  # a machine loaded by other work stretches them past it: then a move comes every few ticks
+        warnings.warn(f"async real-clock decisions took {real['decision_ms']['p50']} ms p50 (> 40 ms): the "
+                      "'a move on more than every other tick' check was not made")
     assert res["plan_simulations"] == 3
     for name, inference in (("virtual", "auto"), ("real", "inline")):
         meta = json.loads((tmp_path / "a" / name / "meta.json").read_text())

@@ -942,15 +942,16 @@ def test_collect_with_depth_keeps_the_rgb_frames_and_training_checks_the_channel
     assert load_encoder(tmp_path / "o")[0].cfg.in_channels == 4
 
 
-def test_init_from_refuses_a_source_with_other_input_channels(tmp_path):
+def test_init_from_refuses_an_rgbd_source_for_an_rgb_encoder(tmp_path):
     from world_models.slot_pretrain import load_init_weights
 
     save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny()), tmp_path / "rgb")
     save_encoder(SlotAutoencoder(SlotEncoderConfig.tiny(in_channels=4)), tmp_path / "rgbd")
-    with pytest.raises(ValueError, match=r"'in_channels': \(3, 4\)"):
-        load_init_weights(tmp_path / "rgb" / "manifest.json", SlotEncoderConfig.tiny(in_channels=4))
     with pytest.raises(ValueError, match=r"'in_channels': \(4, 3\)"):
         load_init_weights(tmp_path / "rgbd" / "manifest.json", SlotEncoderConfig.tiny())
+    # an RGB source for an RGB-D encoder grows it (test_an_rgb_encoder_starts_an_rgbd_one_...), also with more slots
+    _, info = load_init_weights(tmp_path / "rgb" / "manifest.json", SlotEncoderConfig.tiny(in_channels=4, num_slots=5))
+    assert info["grown_channels"] == [3, 4] and info["grown_slots"] == [4, 5]
 
 
 def test_an_rgb_encoder_starts_an_rgbd_one_that_computes_its_slots_and_masks(tmp_path):
