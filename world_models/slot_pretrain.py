@@ -394,6 +394,31 @@ def load_into(model, weights: dict) -> None:
     model.load_state_dict(weights)  # copies under no_grad itself
 
 
+def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, command: str = "") -> dict:
+    """An encoder with only ``slots`` (indices into the learned initialisation) of the encoder at
+    ``encoder``: every other weight is shared by all slots, so the result is the same network run with
+    fewer slots. Written as a verified encoder directory whose manifest names its source (path, sha256)
+    and the slots kept; returns the manifest. ValueError for an index out of range, twice, or fewer
+    than 2 slots kept."""
+    import torch
+
+    from world_models.slot_encoder import SlotAutoencoder, load_encoder, save_encoder
+
+    model, manifest = load_encoder(encoder)
+    k = model.cfg.num_slots
+    if len(slots) < 2 or len(set(slots)) != len(slots) or not all(0 <= s < k for s in slots):
+        raise ValueError(f"--slots {','.join(map(str, slots))}: give 2..{k} distinct slot indices in 0..{k - 1} "
+                         f"(the encoder has {k} slots)")
+    smaller = SlotAutoencoder(dataclasses.replace(model.cfg, num_slots=len(slots))).eval()
+    key = "slot_attention.init_slots"
+    weights = model.state_dict()
+    smaller.load_state_dict({**weights, key: weights[key][torch.as_tensor(slots)]})
+    save_encoder(smaller, out_dir, command=command, seed=manifest.get("seed"), data_hash=manifest.get("data_hash"),
+                 extra={"kept_slots": {"source": str(encoder), "source_sha256": manifest["sha256"],
+                                       "slots": list(slots), "source_num_slots": k}})
+    return json.loads((Path(out_dir) / "manifest.json").read_text())
+
+
 def random_episodes(episodes: int, steps: int, seed: int, task: str = "push3", image_size: int = 64,
                     progress: bool = False) -> tuple[np.ndarray, str]:
     """(E, T, S, S, 3) frames of ``episodes`` uniform-random-policy episodes of ``steps`` frames in
@@ -727,8 +752,24 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--data", required=True, help="the run's training .npz (its data_hash is checked)")
     x.add_argument("--eval-data", default=None, help="held-out .npz for the manifest's metrics (default: none)")
     x.add_argument("--out", required=True, help="output directory (encoder.pt, manifest.json, metrics.json)")
+    ks = sub.add_parser("keep-slots", help="an encoder with fewer slots: the same weights, some rows of its "
+                        "learned slot initialisation")
+    ks.add_argument("--encoder", required=True, help="encoder directory (its manifest is verified)")
+    ks.add_argument("--slots", required=True, help="the slots to keep, comma-separated indices, e.g. 0,2,3,4,5")
+    ks.add_argument("--out", required=True, help="output directory (encoder.pt, manifest.json)")
     args = parser.parse_args(argv)
     try:
+        if args.cmd == "keep-slots":
+            try:
+                slots = [int(x) for x in args.slots.split(",")]
+            except ValueError:
+                raise ValueError(f"--slots {args.slots!r}: comma-separated slot indices, e.g. 0,2,3,4,5") from None
+            if Path(args.out).exists():
+                raise ValueError(f"--out {args.out!r} exists; choose a new directory")
+            man = keep_slots(args.encoder, slots, args.out, command=" ".join(["python -m world_models.slot_pretrain",
+                                                                              *(argv or sys.argv[1:])]))
+            print(json.dumps({"out": args.out, "sha256": man["sha256"], **man["kept_slots"]}))
+            return 0
         if args.cmd == "collect":
             out = Path(args.out)
             if out.suffix != ".npz" or out.is_dir():

@@ -985,3 +985,32 @@ def test_an_rgb_encoder_starts_an_rgbd_one_that_computes_its_slots_and_masks(tmp
     assert torch.load(ft / "train_state.pt", weights_only=True)["model"]["cnn.0.weight"][:, 3].abs().sum() > 0
     with pytest.raises(ValueError, match=r"another architecture.*in_channels"):  # RGB-D to RGB: refused
         load_init_weights(ft, CFG)
+
+
+def test_keep_slots_makes_the_same_network_with_fewer_slots(tmp_path, capsys):
+    from world_models.slot_pretrain import keep_slots, main
+
+    torch.manual_seed(0)
+    src = SlotAutoencoder(CFG).eval()
+    save_encoder(src, tmp_path / "src")
+    x = frames(2)
+    man = keep_slots(tmp_path / "src", list(range(CFG.num_slots)), tmp_path / "all")
+    same, _ = load_encoder(tmp_path / "all")
+    with torch.no_grad():  # every slot kept, in order: the source itself
+        assert torch.equal(same.encode_first(x), src.encode_first(x))
+    assert man["kept_slots"]["slots"] == [0, 1, 2, 3] and man["kept_slots"]["source_num_slots"] == 4
+    keep_slots(tmp_path / "src", [0, 2, 3], tmp_path / "three")
+    three, manifest = load_encoder(tmp_path / "three")
+    key = "slot_attention.init_slots"
+    assert three.cfg.num_slots == 3 and torch.equal(three.state_dict()[key], src.state_dict()[key][[0, 2, 3]])
+    assert all(torch.equal(v, src.state_dict()[k]) for k, v in three.state_dict().items() if k != key)
+    assert manifest["kept_slots"]["source_sha256"] == load_encoder(tmp_path / "src")[1]["sha256"]
+    with torch.no_grad():
+        slots, masks = three.encode_first_masks(x)
+    assert slots.shape == (2, 3, CFG.slot_dim) and masks.shape[1] == 3
+    for bad, said in ((["--slots", "0,4"], "2..4 distinct slot indices in 0..3"), (["--slots", "1,1"], "distinct"),
+                      (["--slots", "0"], "2..4"), (["--slots", "a,b"], "comma-separated")):
+        assert main(["keep-slots", "--encoder", str(tmp_path / "src"), *bad, "--out", str(tmp_path / "n")]) == 2
+        assert said in capsys.readouterr().err and not (tmp_path / "n").exists()
+    assert main(["keep-slots", "--encoder", str(tmp_path / "src"), "--slots", "0,1", "--out", str(tmp_path / "three")]) == 2
+    assert "exists" in capsys.readouterr().err
