@@ -394,12 +394,15 @@ def load_into(model, weights: dict) -> None:
     model.load_state_dict(weights)  # copies under no_grad itself
 
 
-def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, command: str = "") -> dict:
+def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, command: str = "",
+               metrics_file: str | Path | None = None) -> dict:
     """An encoder with only ``slots`` (indices into the learned initialisation) of the encoder at
     ``encoder``: every other weight is shared by all slots, so the result is the same network run with
     fewer slots. Written as a verified encoder directory whose manifest names its source (path, sha256)
-    and the slots kept; returns the manifest. ValueError for an index out of range, twice, or fewer
-    than 2 slots kept."""
+    and the slots kept; returns the manifest. ``metrics_file``: a ``benchmarks/slot_pool_judgements.py``
+    result measured on this very encoder (its ``encoder_sha256`` must be the new weights'), whose pooled
+    means become the manifest's metrics. ValueError for an index out of range, twice, fewer than 2
+    slots kept, or metrics of another encoder (nothing is left written then)."""
     import torch
 
     from world_models.slot_encoder import SlotAutoencoder, load_encoder, save_encoder
@@ -413,10 +416,31 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
     key = "slot_attention.init_slots"
     weights = model.state_dict()
     smaller.load_state_dict({**weights, key: weights[key][torch.as_tensor(slots)]})
-    save_encoder(smaller, out_dir, command=command, seed=manifest.get("seed"), data_hash=manifest.get("data_hash"),
-                 extra={"kept_slots": {"source": str(encoder), "source_sha256": manifest["sha256"],
-                                       "slots": list(slots), "source_num_slots": k}})
-    return json.loads((Path(out_dir) / "manifest.json").read_text())
+    pooled = None
+    if metrics_file is not None:
+        try:
+            pooled = json.loads(Path(metrics_file).read_text())
+            want_sha, stats = pooled["encoder_sha256"], pooled["pooled"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"--metrics {metrics_file}: not a slot_pool_judgements.py result ({err})") from None
+    out = Path(out_dir)
+    path = save_encoder(smaller, out, command=command, seed=manifest.get("seed"), data_hash=manifest.get("data_hash"),
+                        extra={"kept_slots": {"source": str(encoder), "source_sha256": manifest["sha256"],
+                                              "slots": list(slots), "source_num_slots": k}})
+    made = json.loads(path.read_text())
+    if pooled is not None:
+        if want_sha != made["sha256"]:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+            raise ValueError(f"--metrics {metrics_file}: measured encoder sha256 {want_sha[:12]}…, not this one "
+                             f"({made['sha256'][:12]}…); pool the judgements of the encoder these slots make")
+        made["metrics"] = {**{key: v["mean"] for key, v in stats.items()},
+                           "episodes": max(v["episodes"] for v in stats.values()),
+                           "carry_iters": pooled.get("carry_iters"), "measured_in": str(metrics_file),
+                           "heldout_seeds": [s for r in pooled.get("runs", []) for s in r.get("seeds", [])]}
+        path.write_text(json.dumps(made, indent=2) + "\n")
+    return made
 
 
 def random_episodes(episodes: int, steps: int, seed: int, task: str = "push3", image_size: int = 64,
@@ -757,6 +781,9 @@ def main(argv: list[str] | None = None) -> int:
     ks.add_argument("--encoder", required=True, help="encoder directory (its manifest is verified)")
     ks.add_argument("--slots", required=True, help="the slots to keep, comma-separated indices, e.g. 0,2,3,4,5")
     ks.add_argument("--out", required=True, help="output directory (encoder.pt, manifest.json)")
+    ks.add_argument("--metrics", default=None, metavar="FILE",
+                    help="a benchmarks/slot_pool_judgements.py result measured on the encoder these slots make: its "
+                         "pooled means become the manifest's metrics (default: none)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "keep-slots":
@@ -766,8 +793,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--slots {args.slots!r}: comma-separated slot indices, e.g. 0,2,3,4,5") from None
             if Path(args.out).exists():
                 raise ValueError(f"--out {args.out!r} exists; choose a new directory")
-            man = keep_slots(args.encoder, slots, args.out, command=" ".join(["python -m world_models.slot_pretrain",
-                                                                              *(argv or sys.argv[1:])]))
+            man = keep_slots(args.encoder, slots, args.out, metrics_file=args.metrics,
+                             command=" ".join(["python -m world_models.slot_pretrain", *(argv or sys.argv[1:])]))
             print(json.dumps({"out": args.out, "sha256": man["sha256"], **man["kept_slots"]}))
             return 0
         if args.cmd == "collect":

@@ -1014,3 +1014,23 @@ def test_keep_slots_makes_the_same_network_with_fewer_slots(tmp_path, capsys):
         assert said in capsys.readouterr().err and not (tmp_path / "n").exists()
     assert main(["keep-slots", "--encoder", str(tmp_path / "src"), "--slots", "0,1", "--out", str(tmp_path / "three")]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_keep_slots_records_metrics_measured_on_the_encoder_it_makes(tmp_path):
+    from world_models.slot_pretrain import keep_slots
+
+    torch.manual_seed(0)
+    save_encoder(SlotAutoencoder(CFG).eval(), tmp_path / "src")
+    sha = keep_slots(tmp_path / "src", [0, 1, 3], tmp_path / "a")["sha256"]
+    assert keep_slots(tmp_path / "src", [0, 1, 3], tmp_path / "b")["sha256"] == sha  # the same bytes again
+    stat = lambda m: {"mean": m, "ci95": [m - 0.01, m + 0.01], "episodes": 80}  # noqa: E731
+    pooled = {"encoder_sha256": sha, "carry_iters": 1, "runs": [{"seeds": [5, 6]}],
+              "pooled": {"fg_ari_attn": stat(0.86), "identity_rate_attn": stat(0.97)}}
+    (tmp_path / "pool.json").write_text(json.dumps(pooled))
+    man = keep_slots(tmp_path / "src", [0, 1, 3], tmp_path / "c", metrics_file=tmp_path / "pool.json")
+    assert man["metrics"] == {"fg_ari_attn": 0.86, "identity_rate_attn": 0.97, "episodes": 80, "carry_iters": 1,
+                              "measured_in": str(tmp_path / "pool.json"), "heldout_seeds": [5, 6]}
+    assert load_encoder(tmp_path / "c")[1]["metrics"]["identity_rate_attn"] == 0.97  # still verifies
+    with pytest.raises(ValueError, match="not this one"):  # measured on another encoder: nothing left
+        keep_slots(tmp_path / "src", [0, 1, 2], tmp_path / "d", metrics_file=tmp_path / "pool.json")
+    assert not (tmp_path / "d").exists()
