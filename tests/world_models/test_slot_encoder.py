@@ -1034,3 +1034,15 @@ def test_keep_slots_records_metrics_measured_on_the_encoder_it_makes(tmp_path):
     with pytest.raises(ValueError, match="not this one"):  # measured on another encoder: nothing left
         keep_slots(tmp_path / "src", [0, 1, 2], tmp_path / "d", metrics_file=tmp_path / "pool.json")
     assert not (tmp_path / "d").exists()
+
+
+def test_the_shipped_five_slot_encoder_is_v2_without_slot_2_and_remakes_byte_for_byte(tmp_path):
+    from world_models.slot_pretrain import keep_slots
+
+    ckpt = Path(__file__).resolve().parents[2] / "world_models" / "checkpoints"
+    k5, manifest = load_encoder(ckpt / "slots_push3_v2_k5")  # verifies its sha256
+    v2, v2_manifest = load_encoder(ckpt / "slots_push3_v2")
+    assert k5.cfg.num_slots == 5 and manifest["kept_slots"]["slots"] == [0, 1, 3, 4, 5]
+    assert manifest["kept_slots"]["source_sha256"] == v2_manifest["sha256"]
+    assert manifest["metrics"]["identity_rate_attn"] >= 0.95 and manifest["metrics"]["fg_ari_attn"] >= 0.8
+    assert keep_slots(ckpt / "slots_push3_v2", [0, 1, 3, 4, 5], tmp_path / "k5")["sha256"] == manifest["sha256"]
