@@ -402,9 +402,14 @@ def _train_world_model(args: argparse.Namespace) -> int:
         from world_models.slot_encoder import load_verified
 
         try:
-            load_verified(config.encoder, "slot encoder")
+            enc_slots = load_verified(config.encoder, "slot encoder")[0]["config"]["num_slots"]
         except (OSError, ValueError, KeyError) as e:
             raise EdgeError(f"--encoder {config.encoder}: {e}") from None
+        if config.model.num_slots != enc_slots:  # one token per slot of the encoder
+            if "model.num_slots" in given:
+                raise EdgeError(f"--set model.num_slots={config.model.num_slots}: the encoder {config.encoder} has "
+                                f"{enc_slots} slots; set model.num_slots={enc_slots} or leave it out")
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model, num_slots=enc_slots))
     out = Path(args.out)
     from edge.commands._out import check_writable_dir
 

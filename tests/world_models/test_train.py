@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,6 +155,22 @@ def test_default_preset_finds_the_shipped_encoder_from_any_directory(tmp_path, m
     err = capsys.readouterr().err
     assert "configuration (encoder_carry_iters=1 (now 3)); it was started by: edge " in err, err
     assert "--set encoder_carry_iters=1" in err
+
+
+def test_a_slot_run_takes_its_token_count_from_the_encoders_slots(tmp_path, capsys):
+    import json
+
+    from edge.cli import main
+
+    k5 = Path(__file__).resolve().parents[2] / "world_models" / "checkpoints" / "slots_push3_v2_k5"
+    out = tmp_path / "wm"
+    base = ["train", "world-model", "--out", str(out), "--encoder", str(k5), "--set", "eval_episodes=1",
+            "--set", "eval_every=8", "--set", "planner.num_simulations=2", "--no-progress", "--env-steps", "8"]
+    assert main(base) == 0  # the preset's six slots become the five-slot encoder's five
+    assert json.loads((out / "manifest.json").read_text())["config"]["model"]["num_slots"] == 5
+    capsys.readouterr()
+    assert main([*base[:3], str(tmp_path / "wm6"), *base[4:], "--set", "model.num_slots=6"]) == 2
+    assert "--set model.num_slots=6: the encoder" in capsys.readouterr().err and not (tmp_path / "wm6").exists()
 
 
 def test_evaluation_outcomes_are_in_seed_order_however_episodes_are_batched(tmp_path):
