@@ -402,7 +402,8 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
     and the slots kept; returns the manifest. ``metrics_file``: a ``benchmarks/slot_pool_judgements.py``
     result measured on this very encoder (its ``encoder_sha256`` must be the new weights'), whose pooled
     means become the manifest's metrics. ValueError for an index out of range, twice, fewer than 2
-    slots kept, or metrics of another encoder (nothing is left written then)."""
+    slots kept, an ``out_dir`` that exists, or metrics that are not such a result or were measured on
+    another encoder (nothing is left written then)."""
     import torch
 
     from world_models.slot_encoder import SlotAutoencoder, load_encoder, save_encoder
@@ -416,14 +417,20 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
     key = "slot_attention.init_slots"
     weights = model.state_dict()
     smaller.load_state_dict({**weights, key: weights[key][torch.as_tensor(slots)]})
+    out = Path(out_dir)
+    if out.exists():
+        raise ValueError(f"--out {out}: exists; choose a new directory")
     pooled = None
     if metrics_file is not None:
         try:
             pooled = json.loads(Path(metrics_file).read_text())
-            want_sha, stats = pooled["encoder_sha256"], pooled["pooled"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"--metrics {metrics_file}: not a slot_pool_judgements.py result ({err})") from None
-    out = Path(out_dir)
+            want_sha, stats = str(pooled["encoder_sha256"]), pooled["pooled"]
+            metrics = {key: float(v["mean"]) for key, v in stats.items()}
+            metrics["episodes"] = max(int(v["episodes"]) for v in stats.values())
+            seeds = [s for r in pooled.get("runs", []) for s in r.get("seeds", [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"--metrics {metrics_file}: not a slot_pool_judgements.py result "
+                             f"({type(err).__name__}: {err})") from None
     path = save_encoder(smaller, out, command=command, seed=manifest.get("seed"), data_hash=manifest.get("data_hash"),
                         extra={"kept_slots": {"source": str(encoder), "source_sha256": manifest["sha256"],
                                               "slots": list(slots), "source_num_slots": k}})
@@ -435,10 +442,8 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
             shutil.rmtree(out, ignore_errors=True)
             raise ValueError(f"--metrics {metrics_file}: measured encoder sha256 {want_sha[:12]}…, not this one "
                              f"({made['sha256'][:12]}…); pool the judgements of the encoder these slots make")
-        made["metrics"] = {**{key: v["mean"] for key, v in stats.items()},
-                           "episodes": max(v["episodes"] for v in stats.values()),
-                           "carry_iters": pooled.get("carry_iters"), "measured_in": str(metrics_file),
-                           "heldout_seeds": [s for r in pooled.get("runs", []) for s in r.get("seeds", [])]}
+        made["metrics"] = {**metrics, "carry_iters": pooled.get("carry_iters"), "measured_in": str(metrics_file),
+                           "heldout_seeds": seeds}
         path.write_text(json.dumps(made, indent=2) + "\n")
     return made
 

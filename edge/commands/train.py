@@ -409,6 +409,9 @@ def _train_world_model(args: argparse.Namespace) -> int:
             if "model.num_slots" in given:
                 raise EdgeError(f"--set model.num_slots={config.model.num_slots}: the encoder {config.encoder} has "
                                 f"{enc_slots} slots; set model.num_slots={enc_slots} or leave it out")
+            if args.config:
+                print(f"note: --config {args.config}: model.num_slots={config.model.num_slots} set to {enc_slots} "
+                      "(one token per slot of the encoder)", file=sys.stderr)
             config = dataclasses.replace(config, model=dataclasses.replace(config.model, num_slots=enc_slots))
     out = Path(args.out)
     from edge.commands._out import check_writable_dir

@@ -1005,6 +1005,10 @@ def test_keep_slots_makes_the_same_network_with_fewer_slots(tmp_path, capsys):
     assert three.cfg.num_slots == 3 and torch.equal(three.state_dict()[key], src.state_dict()[key][[0, 2, 3]])
     assert all(torch.equal(v, src.state_dict()[k]) for k, v in three.state_dict().items() if k != key)
     assert manifest["kept_slots"]["source_sha256"] == load_encoder(tmp_path / "src")[1]["sha256"]
+    keep_slots(tmp_path / "src", [3, 0], tmp_path / "swapped")  # in the order given
+    assert torch.equal(load_encoder(tmp_path / "swapped")[0].state_dict()[key], src.state_dict()[key][[3, 0]])
+    with pytest.raises(ValueError, match="exists"):  # never over another directory
+        keep_slots(tmp_path / "src", [0, 1], tmp_path / "three")
     with torch.no_grad():
         slots, masks = three.encode_first_masks(x)
     assert slots.shape == (2, 3, CFG.slot_dim) and masks.shape[1] == 3
@@ -1033,6 +1037,10 @@ def test_keep_slots_records_metrics_measured_on_the_encoder_it_makes(tmp_path):
     assert load_encoder(tmp_path / "c")[1]["metrics"]["identity_rate_attn"] == 0.97  # still verifies
     with pytest.raises(ValueError, match="not this one"):  # measured on another encoder: nothing left
         keep_slots(tmp_path / "src", [0, 1, 2], tmp_path / "d", metrics_file=tmp_path / "pool.json")
+    del pooled["pooled"]["fg_ari_attn"]["episodes"]
+    (tmp_path / "bad.json").write_text(json.dumps(pooled))
+    with pytest.raises(ValueError, match="not a slot_pool_judgements.py result"):  # checked before writing
+        keep_slots(tmp_path / "src", [0, 1, 3], tmp_path / "d", metrics_file=tmp_path / "bad.json")
     assert not (tmp_path / "d").exists()
 
 
