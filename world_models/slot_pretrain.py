@@ -425,7 +425,7 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
         try:
             pooled = json.loads(Path(metrics_file).read_text())
             want_sha, stats = str(pooled["encoder_sha256"]), pooled["pooled"]
-            metrics = {key: float(v["mean"]) for key, v in stats.items()}
+            metrics = {name: float(v["mean"]) for name, v in stats.items()}
             metrics["episodes"] = max(int(v["episodes"]) for v in stats.values())
             seeds = [s for r in pooled.get("runs", []) for s in r.get("seeds", [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
