@@ -159,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                  "per_seed": {s: r["success"] for s, r in runs[m].items()}, "runs": runs[m]}
         if m != args.reference:
             p = paired(pooled, ref)
-            entry["vs_reference"] = {"only_this": p["only_a"], "only_reference": p["only_b"], "mcnemar_p": p["mcnemar_p"]}
+            from edge.profiler.episodes import bootstrap_difference  # this - reference, 95 % bootstrap
+
+            entry["vs_reference"] = {"only_this": p["only_a"], "only_reference": p["only_b"], "mcnemar_p": p["mcnemar_p"],
+                                     **bootstrap_difference([c == "1" for c in pooled], [c == "1" for c in ref])}
         res["methods"][m] = entry
     res["pairs"] = {}
     for i, a in enumerate(args.methods):  # every pair, on the same episodes
@@ -172,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for m, e in res["methods"].items():
         vs = e.get("vs_reference")
         print(f"{m}: {e['successes']}/{e['episodes']} = {e['success']:.3f} [{e['ci95'][0]:.3f}, {e['ci95'][1]:.3f}]"
-              + (f"; vs {args.reference}: +{vs['only_this']} / -{vs['only_reference']}, McNemar p {vs['mcnemar_p']:.3g}"
+              + (f"; vs {args.reference}: +{vs['only_this']} / -{vs['only_reference']}, McNemar p {vs['mcnemar_p']:.3g}, "
+                 f"difference {vs['difference']:+.3f} [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]"
                  if vs else ""))
     return 0
 

@@ -25,7 +25,8 @@ def test_pooled_and_paired_on_the_same_fresh_seeds(tmp_path):
     a, b = res["comet"], res["pixels"]
     assert a["episodes"] == b["episodes"] == 3 and len(a["runs"]["0"]["per_episode"]) == 3
     assert a["runs"]["0"]["per_episode"] == b["runs"]["0"]["per_episode"]
-    assert a["vs_reference"] == {"only_this": 0, "only_reference": 0, "mcnemar_p": 1.0}
+    assert a["vs_reference"] == {"only_this": 0, "only_reference": 0, "mcnemar_p": 1.0, "difference": 0.0,
+                                 "ci95": [0.0, 0.0]}
     assert a["ci95"][0] <= a["success"] <= a["ci95"][1]
 
 
