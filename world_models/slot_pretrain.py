@@ -408,6 +408,9 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
 
     from world_models.slot_encoder import SlotAutoencoder, load_encoder, save_encoder
 
+    out = Path(out_dir)
+    if out.exists():
+        raise ValueError(f"--out {out}: exists; choose a new directory")
     model, manifest = load_encoder(encoder)
     k = model.cfg.num_slots
     if len(slots) < 2 or len(set(slots)) != len(slots) or not all(0 <= s < k for s in slots):
@@ -417,9 +420,6 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
     key = "slot_attention.init_slots"
     weights = model.state_dict()
     smaller.load_state_dict({**weights, key: weights[key][torch.as_tensor(slots)]})
-    out = Path(out_dir)
-    if out.exists():
-        raise ValueError(f"--out {out}: exists; choose a new directory")
     pooled = None
     if metrics_file is not None:
         try:
@@ -796,8 +796,6 @@ def main(argv: list[str] | None = None) -> int:
                 slots = [int(x) for x in args.slots.split(",")]
             except ValueError:
                 raise ValueError(f"--slots {args.slots!r}: comma-separated slot indices, e.g. 0,2,3,4,5") from None
-            if Path(args.out).exists():
-                raise ValueError(f"--out {args.out!r} exists; choose a new directory")
             man = keep_slots(args.encoder, slots, args.out, metrics_file=args.metrics,
                              command=" ".join(["python -m world_models.slot_pretrain", *(argv or sys.argv[1:])]))
             print(json.dumps({"out": args.out, "sha256": man["sha256"], **man["kept_slots"]}))
