@@ -243,19 +243,27 @@ def steps_to(curve_steps: np.ndarray, mean: np.ndarray, level: float) -> int | N
     return int(curve_steps[hit[0]]) if len(hit) else None
 
 
+def level_above(mono_final: float, floor: float = 0.0) -> float | None:
+    """80 % of the monolithic model's final gain over ``floor`` (a reference policy's score on the
+    same evaluation seeds; 0 gives the issue's level, 80 % of the final score). None when the
+    monolithic model ends at or below the floor: it sets no level then."""
+    return floor + 0.8 * (mono_final - floor) if mono_final > floor else None
+
+
 def ratio_bootstrap(method: tuple[np.ndarray, np.ndarray], mono: tuple[np.ndarray, np.ndarray],
-                    rng: np.random.Generator, n: int = 2000) -> dict:
-    """The steps ratio (method / monolithic, each to 80 % of the monolithic final) over seed
-    resamples of both methods: its 2.5/50/97.5 percentiles (a method that never reaches the level
-    counts as infinite, written as null) and the share of resamples at or below 1/3 and 1/4. Resamples whose level
-    the monolithic model already meets at step 0 have no ratio and are left out (counted)."""
+                    rng: np.random.Generator, n: int = 2000, floor: float = 0.0) -> dict:
+    """The steps ratio (method / monolithic, each to the level ``level_above(monolithic final,
+    floor)``) over seed resamples of both methods: its 2.5/50/97.5 percentiles (a method that never
+    reaches the level counts as infinite, written as null) and the share of resamples at or below
+    1/3 and 1/4. Resamples with no level, or whose level the monolithic model already meets at step
+    0, have no ratio and are left out (counted)."""
     (sx, smat), (mx, mmat) = method, mono
     ratios, undefined = [], 0
     for _ in range(n):
         m = mmat[rng.integers(len(mmat), size=len(mmat))]
         c = smat[rng.integers(len(smat), size=len(smat))]
-        level = 0.8 * m[:, -1].mean()
-        ms = steps_to(mx, m.mean(0), level) if level > 0 else None
+        level = level_above(float(m[:, -1].mean()), floor)
+        ms = steps_to(mx, m.mean(0), level) if level is not None else None
         if not ms:
             undefined += 1
             continue
