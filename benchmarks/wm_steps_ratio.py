@@ -74,8 +74,8 @@ def ratios(res: dict, task: str, method: str, mono: str, floor: float, rng: np.r
 
 
 def reading(row: dict) -> str:
-    """The declared reading: met robustly (point ≤ 1/3 and ≥ 95 % of resamples), on the point
-    estimate only, or missed."""
+    """The declared reading: met robustly (point ≤ 1/3 and ≥ 95 % of all resamples ≤ 1/3), on the
+    point estimate only, or missed."""
     if row.get("level") is None:
         return "no level"
     r, b = row.get("ratio"), row.get("bootstrap") or {}
@@ -83,7 +83,14 @@ def reading(row: dict) -> str:
         return "missed (the monolithic model is at the level from step 0: no ratio)"
     if r is None or r > 1 / 3 + 1e-9:
         return "missed"
-    return "met robustly" if b.get("share_le_1_3", 0.0) >= 0.95 else "met on the point estimate only"
+    return "met robustly" if share_all(b) >= 0.95 else "met on the point estimate only"
+
+
+def share_all(b: dict) -> float:
+    """The share of all resamples whose ratio is ≤ 1/3: a resample with no ratio (no level, or the
+    monolithic model at it from step 0) counts as not meeting the goal."""
+    n = b.get("resamples", 0)
+    return b.get("share_le_1_3", 0.0) * (n - b.get("undefined", 0)) / n if n else 0.0
 
 
 def _fmt_row(label: str, row: dict) -> str:
@@ -94,7 +101,7 @@ def _fmt_row(label: str, row: dict) -> str:
     ratio = "–" if row["ratio"] is None else f"{row['ratio']:.2f}"
     return (f"| {label} | {row['floor']:.3f} | {row['level']:.3f} | {row['monolithic_final']:.3f} | "
             f"{row['method_steps'] if row['method_steps'] is not None else 'never'} / {row['monolithic_steps']} | "
-            f"{ratio} | {pct} | {b.get('share_le_1_3', 0.0):.2f} ({b.get('undefined', 0)} left out) | {reading(row)} |")
+            f"{ratio} | {pct} | {share_all(b):.2f} ({b.get('undefined', 0)} with no ratio) | {reading(row)} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
     print(f"| results | floor | level | monolithic final | steps to level: {args.method} / {args.monolithic} | ratio | "
-          "resamples p2.5 / p50 / p97.5 | share ≤ 1/3 | reading |")
+          "resamples with a ratio: p2.5 / p50 / p97.5 | share of all resamples ≤ 1/3 | reading |")
     print("|---|---|---|---|---|---|---|---|---|")
     for e in rows:
-        name = Path(e["results"]).parent.name
+        name = "/".join(Path(e["results"]).parts[-3:-1])
         print(_fmt_row(f"{name}, issue's level", e["issue_level"]))
         print(_fmt_row(f"{name}, above the floor", e["floor_level"]))
     print(f"wrote {args.out}")

@@ -72,6 +72,10 @@ def test_readings_point_only_missed_and_no_level():
     assert wsr.reading({"level": 0.3, "ratio": 0.5, "bootstrap": {"share_le_1_3": 1.0}}) == "missed"
     assert wsr.reading({"level": 0.3, "ratio": None, "bootstrap": boot}) == "missed"
     assert wsr.reading({"level": None}) == "no level"
+    # resamples with no ratio count against the goal: 96 % of those with one, but 10 of 100 have none
+    part = {"resamples": 100, "undefined": 10, "share_le_1_3": 0.96}
+    assert wsr.share_all(part) == pytest.approx(0.864)
+    assert wsr.reading({"level": 0.3, "ratio": 0.25, "bootstrap": part}) == "met on the point estimate only"
 
 
 def test_a_monolithic_model_below_the_floor_sets_no_level(tmp_path):
