@@ -120,11 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resamples", type=int, default=2000, help="seed resamples for the ratio's spread")
     ap.add_argument("--out", type=Path, required=True, help="where to write the JSON")
     args = ap.parse_args(argv)
+    try:
+        return run(args)
+    except EdgeError as e:  # a bad flag, file or value: one line naming it, exit 2
+        ap.error(str(e))
+
+
+def run(args: argparse.Namespace) -> int:
     if args.resamples < 1:
         raise EdgeError(f"--resamples={args.resamples} must be at least 1")
     for p in args.results + ([args.floor_from] if args.floor_from else []):
         if not p.is_file():
-            raise EdgeError(f"{p}: no such file")
+            raise EdgeError(f"--results / --floor-from {p}: no such file")
     if args.floor_from is not None:
         ref = json.loads(args.floor_from.read_text())
         ca = (ref.get("tasks", {}).get(args.task) or {}).get("constant_action")
@@ -173,8 +180,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except EdgeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main())

@@ -61,6 +61,8 @@ CASES = [
     ("bridge_deploy", ["--work", NOWHERE, "--execute", "40"], "--execute 40: at most the checkpoint's chunk"),
     ("bridge_deploy", ["--work", NOWHERE, "--policy", "comet", "--num-steps", "4"], "--num-steps: for --policy vla only"),
     ("bridge_deploy", ["--work", NOWHERE, "--seed", "-1"], "argument --seed: -1: must be a whole number >= 0"),
+    ("wm_steps_ratio", ["--results", NOWHERE, "--floor", "0"], f"--results / --floor-from {NOWHERE}: no such file"),
+    ("wm_steps_ratio", ["--results", NOWHERE, "--floor", "0", "--resamples", "0"], "--resamples=0 must be at least 1"),
 ]
 
 

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from edge.errors import EdgeError
 from tests.benchmarks._load import load_benchmark
 
 wsr = load_benchmark("wm_steps_ratio")
@@ -92,7 +91,7 @@ def test_a_monolithic_model_below_the_floor_sets_no_level(tmp_path):
     ("method", "not in this results file"),
     ("floor", "--floor=1.5"),
 ])
-def test_bad_inputs_are_named(tmp_path, case, message):
+def test_bad_inputs_are_named(tmp_path, case, message, capsys):
     res = _results(tmp_path, comet=[[0.0] * 5], pixels=[[0.1] * 5])
     argv = ["--results", str(res), "--out", str(tmp_path / "o.json")]
     if case == "seed0":
@@ -103,5 +102,8 @@ def test_bad_inputs_are_named(tmp_path, case, message):
         argv += ["--floor", "0.0", "--method", "flat_slots"]
     else:
         argv += ["--floor", "1.5"]
-    with pytest.raises(EdgeError, match=message):
+    with pytest.raises(SystemExit) as exit_:
         wsr.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "o.json").exists()
