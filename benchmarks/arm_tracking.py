@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import number
 from edge.telemetry import machine_info, package_versions
 
 
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", action="append", required=True, metavar="LABEL=GLOB",
                     help="a group of run directories (a glob; repeatable: one group each)")
-    ap.add_argument("--min-move-m", type=float, default=0.015, help="smallest commanded xy move counted (default 0.015)")
+    ap.add_argument("--min-move-m", type=number(0, lo_open=True), default=0.015, help="smallest commanded xy move counted (default 0.015)")
     ap.add_argument("--gripper", action="store_true",
                     help="also the gripper's answer to open commands sent while the fingers held something: its "
                          "closure's fall one and two ticks later, how long open was commanded, how often it let go")

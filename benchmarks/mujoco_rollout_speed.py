@@ -23,19 +23,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--envs", type=int, default=8, help="vector size N")
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="rollout thread counts to measure")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians reported)")
-    ap.add_argument("--steps", type=int, default=200, help="control steps per measurement")
+    ap.add_argument("--envs", type=whole(1), default=8, help="vector size N")
+    ap.add_argument("--threads", type=whole(1), nargs="+", default=[1, 2], help="rollout thread counts to measure")
+    ap.add_argument("--rounds", type=whole(1), default=5, help="interleaved rounds (medians reported)")
+    ap.add_argument("--steps", type=whole(1), default=200, help="control steps per measurement")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "mujoco_rollout_speed.json"))
     a = ap.parse_args(argv)
-    if a.envs < 1 or a.rounds < 1 or a.steps < 1 or any(t < 1 for t in a.threads):
-        ap.error("--envs, --rounds, --steps and every --threads value must be >= 1")
     if any(t > a.envs for t in a.threads):
         ap.error(f"--threads {max(a.threads)}: at most --envs {a.envs} threads (one env per thread at least)")
     os.environ.setdefault("MUJOCO_GL", "egl")

@@ -39,6 +39,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.errors import EdgeError
 from edge.stats import wilson
 from edge.telemetry import machine_info
@@ -92,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="+", default=["push3", "reach3"], choices=["push3", "reach3"])
     ap.add_argument("--episodes", type=int, default=100)
-    ap.add_argument("--seed0", type=int, default=610_000_000, help="first episode seed")
+    ap.add_argument("--seed0", type=whole(0), default=610_000_000, help="first episode seed")
     ap.add_argument("--back", type=float, default=0.06, help="push3: metres behind the cube to line up at")
     ap.add_argument("--side-tol", type=float, default=0.02, help="push3: metres off the cube–goal line allowed")
     ap.add_argument("--clear", type=float, default=0.065, help="push3: metres to keep from the cube going around")
     ap.add_argument("--constant-select-episodes", type=int, default=50,
                     help="episodes per action to pick the best constant action on (0: skip that reference)")
-    ap.add_argument("--select-seed0", type=int, default=611_000_000,
+    ap.add_argument("--select-seed0", type=whole(0), default=611_000_000,
                     help="first seed of the constant actions' selection episodes")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/object_task_scripted.json"))
     args = ap.parse_args(argv)

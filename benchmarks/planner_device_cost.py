@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulations", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="search budgets per decision")
     ap.add_argument("--episodes", type=int, default=4, help="episodes of --steps frames each")
     ap.add_argument("--steps", type=int, default=30, help="decisions per episode")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the frames' episodes and the searches")
+    ap.add_argument("--seed", type=whole(0), default=0, help="seeds the frames' episodes and the searches")
     ap.add_argument("--backend", default="onnxruntime", choices=("torch", "onnxruntime"), help="what runs the search's passes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads and onnxruntime intra-op threads")
     ap.add_argument("--lookahead", action="store_true", help="search from after the previous move (async's extra pass)")

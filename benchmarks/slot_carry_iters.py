@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--carry-prior", type=float, nargs="+", default=[0.0],
                     help="tracking priors to measure (SlotEncoderConfig.carry_prior, each 0..10; 0 = off)")
     ap.add_argument("--frames", type=whole(40), default=1600, help="frames to collect (40 per episode)")
-    ap.add_argument("--seed", type=int, nargs="+", default=[4242],
+    ap.add_argument("--seed", type=whole(0), nargs="+", default=[4242],
                     help="seeds of the held-out episodes (one set of --frames each; pooled with bootstrap intervals "
                          "over episodes)")
     ap.add_argument("--episodes", type=whole(1), default=40, help="episodes evaluated (at most frames / 40)")
@@ -114,7 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results, pooled, heldout = [], [], []
     per_ep: dict[tuple[str, int], dict[str, list]] = {}
-    loaded = {enc: load_any(enc) for enc in args.encoders}
+    loaded = {}
+    for enc in args.encoders:
+        try:
+            loaded[enc] = load_any(enc)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:  # a path that is not a slot encoder
+            ap.error(f"--encoders {enc}: not a slot encoder ({e}); give an exported encoder directory "
+                     "or a training run's train_state.pt")
     # RGB-D encoders (in_channels 4) need depth; RGB encoders read the same frames' colour channels,
     # which are those of a collection without depth (same seed, same episodes): pairs stay paired
     depth = any(m.cfg.in_channels == 4 for m, _ in loaded.values())

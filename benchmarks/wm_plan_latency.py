@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulations", type=int, nargs="+", default=[16, 64], help="search budgets per decision")
     ap.add_argument("--episodes", type=int, default=4, help="push3 episodes of --steps frames each")
     ap.add_argument("--steps", type=int, default=40, help="decisions per episode")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the frames' episodes and the searches")
+    ap.add_argument("--seed", type=whole(0), default=0, help="seeds the frames' episodes and the searches")
     ap.add_argument("--threads", type=int, default=1, help="torch threads and onnxruntime intra-op threads")
     ap.add_argument("--torch-tree", action="store_true",
                     help="a third arm: the ONNX pass with the tree's per-node work (state windows, support "

@@ -172,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
 
     res = {"command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
            "machine": machine_info(), "git_revision": git_revision(), "runs": {}}
+    for run in args.runs:  # every run checked before the first is analysed
+        if not (Path(run) / STATE_FILE).is_file():
+            ap.error(f"--runs {run}: no {STATE_FILE} there (an `edge train world-model` directory)")
     for run in args.runs:
         p = Path(run)
-        if not (p / STATE_FILE).is_file():
-            ap.error(f"--runs {run}: no {STATE_FILE} there (an `edge train world-model` directory)")
         blob = torch.load(p / STATE_FILE, weights_only=False)
         cfg = blob["config"]
         if cfg.get("obs") != "oracle" or cfg["env"]["task"] != "push3":

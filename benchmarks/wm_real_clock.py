@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 ARMS = {"virtual": [], "real": ["--clock", "real"]}
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world-model", default="", metavar="DIR", help="a world-model directory (default: the task's shipped one)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
     ap.add_argument("--seed", type=int, default=460000, help="first episode seed")
-    ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own): loop ticks, and on the real "
+    ap.add_argument("--max-steps", type=whole(0, 100_000), default=0, help="simulated periods per episode (0 = the task's own): loop ticks, and on the real "
                          "clock the deadlines a late tick skipped, which the sim steps through")
     ap.add_argument("--query-mode", default="sync", choices=("sync", "async"),
                     help="the planner's mode in both arms (async on the real clock decides inline)")
@@ -83,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--block {args.block}: must be >= 1")
     if args.plan_simulations < 0:
         ap.error(f"--plan-simulations {args.plan_simulations}: must be >= 1 (or 0 = the model's own)")
-    if args.max_steps < 0:
-        ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     if args.real_inference is not None and args.query_mode == "async":
         ap.error(f"--real-inference {args.real_inference}: async on the real clock decides inline (the frame is read "
                  "before the tick's command); use --query-mode sync")

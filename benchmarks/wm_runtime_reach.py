@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 CONSTANT_ACTION = 7  # object_task_scripted.py's selection on reach3 (+x, -y)
@@ -78,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="a reach3 world-model directory from `edge train world-model` (default: the shipped comet_reach3)")
     ap.add_argument("--simulations", type=int, default=0, help="search simulations per decision (0 = the model's own)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
-    ap.add_argument("--seed", type=int, default=430000, help="first episode seed")
-    ap.add_argument("--async-ticks", type=int, default=31,
+    ap.add_argument("--seed", type=whole(0), default=430000, help="first episode seed")
+    ap.add_argument("--async-ticks", type=whole(1, 100_000), default=31,
                     help="ticks per async episode (a move on every tick after the first)")
-    ap.add_argument("--sync-ticks", type=int, default=60, help="ticks per sync episode (a move every other tick)")
+    ap.add_argument("--sync-ticks", type=whole(1, 100_000), default=60, help="ticks per sync episode (a move every other tick)")
     ap.add_argument("--runs-dir", default="/tmp/wm_runtime_reach_runs",
                     help="where the runtime arms' run directories go (must not exist)")
     ap.add_argument("--latency-ms", type=float, default=None,

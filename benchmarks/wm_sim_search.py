@@ -51,6 +51,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.errors import EdgeError
 from edge.stats import paired, percentiles, wilson
 from edge.telemetry import machine_info
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", nargs="+", default=None, metavar="CELL",
                     help="the agent arms to play (default: all of world_models.sim_search.CELLS)")
     ap.add_argument("--episodes", type=int, default=100, help="episodes per arm unless the arm names its own")
-    ap.add_argument("--seed0", type=int, default=800_000_000, help="first episode seed (every arm plays the same)")
+    ap.add_argument("--seed0", type=whole(0), default=800_000_000, help="first episode seed (every arm plays the same)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (episodes run in parallel)")
     ap.add_argument("--pool", nargs="*", default=[], metavar="A1+A2:B1+B2",
                     help="also pair arms pooled over seeds, e.g. push3:x_s0:agent+push3:x_s1:agent:push3:c_s0:agent+...")

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 
@@ -93,19 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world-model", default="", metavar="DIR", help="a world-model directory (default: the task's shipped one)")
     ap.add_argument("--simulations", type=int, default=64, help="tree-search simulations per decision")
     ap.add_argument("--episodes", type=int, default=50, help="episodes per arm (seeds SEED .. SEED+N-1)")
-    ap.add_argument("--seed", type=int, default=480000, help="first episode seed")
-    ap.add_argument("--max-steps", type=int, default=0, help="simulated periods per episode (0 = the task's own)")
+    ap.add_argument("--seed", type=whole(0), default=480000, help="first episode seed")
+    ap.add_argument("--max-steps", type=whole(0, 100_000), default=0, help="simulated periods per episode (0 = the task's own)")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--arms", default="", help=f"comma-separated arms to run, of {', '.join(ARM_NAMES)} (default: "
                     "all this machine can run; real_pinned needs two CPUs); virtual always runs: the ratios are to it")
-    ap.add_argument("--loop-cpu", type=int, default=0, help="real_pinned: the CPU of the loop thread (the worker gets the others)")
+    ap.add_argument("--loop-cpu", type=whole(0), default=None,
+                    help="real_pinned: the CPU of the loop thread (the worker gets the others; default 0)")
     ap.add_argument("--runs-dir", default="/tmp/wm_thread_cost_runs", help="where the arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/wm_thread_cost.json", help="JSON written")
     args = ap.parse_args(argv)
     if args.simulations < 1:
         ap.error(f"--simulations {args.simulations}: must be >= 1")
-    if args.max_steps < 0:
-        ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     if args.episodes < 1 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: must be >= 1")
     wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -127,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         base += ["--set", f"max_steps={args.max_steps}"]
     from benchmarks.wm_real_clock import run_blocks
 
+    given_cpu, args.loop_cpu = args.loop_cpu is not None, 0 if args.loop_cpu is None else args.loop_cpu
     available = arms(args.loop_cpu)
+    if given_cpu and "real_pinned" not in available:  # named, so its arm must run: not dropped silently
+        ap.error(f"--loop-cpu {args.loop_cpu}: not one of this process's CPUs with another beside it "
+                 f"({sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()})")
     if "real_pinned" in wanted and "real_pinned" not in available:
         ap.error(f"--arms real_pinned: needs --loop-cpu {args.loop_cpu} among this process's CPUs and another beside it")
     arm_flags = {name: flags for name, flags in available.items() if name == "virtual" or not wanted or name in wanted}

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 
@@ -86,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "torch"),
                     help="what runs the search's model passes (as edge run --plan-backend)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
-    ap.add_argument("--seed", type=int, default=410000, help="first episode seed")
+    ap.add_argument("--seed", type=whole(0), default=410000, help="first episode seed")
     ap.add_argument("--runs-dir", default="/tmp/wm_workspace_mask_runs",
                     help="where the two arms' run directories go (must not exist)")
-    ap.add_argument("--max-steps", type=int, default=0, help="ticks per episode (0 = the task's own)")
+    ap.add_argument("--max-steps", type=whole(0, 100_000), default=0, help="ticks per episode (0 = the task's own)")
     ap.add_argument("--latency-ms", type=float, default=None,
                     help="charge this constant decision time instead of the measured one (e.g. for tests)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
@@ -98,8 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
         ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")
-    if args.max_steps < 0:
-        ap.error(f"--max-steps {args.max_steps}: must be >= 0 (0 = the task's own)")
     if args.episodes < 2:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
     if args.block < 1:

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 MODES = ("process", "thread")
@@ -32,6 +33,9 @@ def run_once(policy: str, task: str, mode: str, max_steps: int, out: Path) -> fl
     cmd = [sys.executable, "-m", "edge.cli", "run", "--policy", policy, "--task", task, "--clock", "real",
            "--inference", mode, "--episodes", "1", "--set", f"max_steps={max_steps}", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode == 2:  # edge run refused an argument: its own one-line error names it
+        lines = [x.partition("error: ")[2] for x in done.stderr.strip().splitlines() if "error: " in x]
+        raise ValueError(lines[-1] if lines else done.stderr.strip()[-300:])
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     starts = json.loads((out / "summary.json").read_text())["worker_start_s"]
@@ -45,14 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="comet", help="edge run --policy (default comet)")
     ap.add_argument("--task", default="reach", help="edge run --task (default reach)")
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="worker modes, in order")
-    ap.add_argument("--repeats", type=int, default=5, help="runs per mode (default 5)")
-    ap.add_argument("--max-steps", type=int, default=20, help="periods of each run's one episode (default 20)")
+    ap.add_argument("--repeats", type=whole(1), default=5, help="runs per mode (default 5)")
+    ap.add_argument("--max-steps", type=whole(1, 100_000), default=20,
+                    help="periods of each run's one episode (default 20)")
     ap.add_argument("--out", default="benchmarks/results/worker_startup.json")
     args = ap.parse_args(argv)
-    if args.repeats < 1:
-        ap.error(f"--repeats {args.repeats}: must be >= 1")
-    if args.max_steps < 1:
-        ap.error(f"--max-steps {args.max_steps}: must be >= 1")
     if len(set(args.modes)) != len(args.modes):
         ap.error(f"--modes {args.modes}: a mode given twice")
     starts: dict[str, list[float]] = {m: [] for m in args.modes}
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     starts[m].append(round(run_once(args.policy, args.task, m, args.max_steps,
                                                     Path(tmp) / f"{m}_{i}"), 4))
+                except ValueError as err:  # --policy / --task as edge run reads them
+                    ap.error(f"--policy {args.policy} / --task {args.task}: edge run says: {err}")
                 except RuntimeError as err:
                     print(f"error: {err}", file=sys.stderr)
                     return 1

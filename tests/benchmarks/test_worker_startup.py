@@ -30,7 +30,7 @@ def test_a_real_thread_run_records_one_start(tmp_path):
     assert 0.0 <= start < 1.0  # a thread starts at once: the policy is built before it
 
 
-@pytest.mark.parametrize("bad,said", [(["--repeats", "0"], "--repeats 0"), (["--max-steps", "0"], "--max-steps 0"),
+@pytest.mark.parametrize("bad,said", [(["--repeats", "0"], "--repeats: 0"), (["--max-steps", "0"], "--max-steps: 0"),
                                       (["--modes", "thread", "thread"], "a mode given twice")])
 def test_bad_input_is_refused_by_name(bad, said, capsys):
     with pytest.raises(SystemExit) as e:
