@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--after", default=None, metavar="REV",
                     help="the git revision of the 'after' arm (default: this checkout as it is, uncommitted changes included)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
-    ap.add_argument("--seed", type=int, default=600000, help="first episode seed")
+    ap.add_argument("--seed", type=whole(0), default=600000, help="first episode seed")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/edge_run_revisions", help="where the two arms' run directories go (must not exist)")
     ap.add_argument("--out", default="benchmarks/results/edge_run_revisions.json", help="JSON written")

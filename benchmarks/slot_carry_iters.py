@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             loaded[enc] = load_any(enc)
         except (OSError, ValueError, KeyError, RuntimeError) as e:  # a path that is not a slot encoder
-            ap.error(f"--encoders {enc}: not a slot encoder ({e}); give an exported encoder directory "
-                     "or a training run's train_state.pt")
+            ap.error(f"--encoders {enc}: no slot encoder could be loaded from it ({e}); give an exported "
+                     "encoder directory or a training run's train_state.pt")
     # RGB-D encoders (in_channels 4) need depth; RGB encoders read the same frames' colour channels,
     # which are those of a collection without depth (same seed, same episodes): pairs stay paired
     depth = any(m.cfg.in_channels == 4 for m, _ in loaded.values())

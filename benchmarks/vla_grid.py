@@ -27,6 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
 
 
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
     ap.add_argument("--distribution", default="train", choices=("train", "ood"))
     ap.add_argument("--episodes", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=100000)
+    ap.add_argument("--seed", type=whole(0), default=100000)
     ap.add_argument("--ks", default="1,2,3,5,10")
     ap.add_argument("--cs", default="1,2,4,8,16")
     ap.add_argument("--workers", type=int, default=2, help="processes; shards of all cells are spread over them")

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
 
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eps", type=float, default=0.2, help="object play: probability of a uniform random action")
     ap.add_argument("--play-segment", type=float, default=20.0, help="object play: mean steps per cube and aim")
     ap.add_argument("--updates", type=int, default=3000, help="probe updates")
-    ap.add_argument("--seed", type=int, default=0, help="the probe's torch and sampling seed")
+    ap.add_argument("--seed", type=whole(0), default=0, help="the probe's torch and sampling seed")
     ap.add_argument("--trunks", nargs="+", default=["frozen"], choices=TRUNKS,
                     help="frozen: read the encoder's feature map as it is; finetune: train a copy of the "
                          "encoder's trunk with the probe (each fitted on the same episodes)")

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import whole
 from edge.telemetry import machine_info, package_versions
 
 CLASSES = ("clean", "accel_cap", "workspace_clip", "sim_clip")
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="edges (m, increasing) of the TCP's distance from the base axis for the by_reach split")
     ap.add_argument("--reach-sweep", type=int, default=0, metavar="N",
                     help="training env: N equal moves outward along +x, +45 and -45 degrees from the start pose (0: none)")
-    ap.add_argument("--seed", type=int, default=400000, help="first training-env episode seed")
+    ap.add_argument("--seed", type=whole(0), default=400000, help="first training-env episode seed")
     ap.add_argument("--simulations", type=int, default=0, help="the planner's simulations (0 = the model's own)")
     ap.add_argument("--world-model", default="", metavar="DIR", help="default: the shipped comet_push3")
     ap.add_argument("--no-progress", action="store_true")

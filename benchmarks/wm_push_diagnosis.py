@@ -175,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     for run in args.runs:  # every run checked before the first is analysed
         if not (Path(run) / STATE_FILE).is_file():
             ap.error(f"--runs {run}: no {STATE_FILE} there (an `edge train world-model` directory)")
+        man = Path(run) / "manifest.json"  # a finished run's settings, read without loading its state
+        cfg = json.loads(man.read_text()).get("config", {}) if man.is_file() else {}
+        if cfg and (cfg.get("obs") != "oracle" or cfg.get("env", {}).get("task") != "push3"):
+            ap.error(f"--runs {run}: obs={cfg.get('obs')}, task={cfg.get('env', {}).get('task')}; "
+                     "this needs an oracle push3 run")
     for run in args.runs:
         p = Path(run)
         blob = torch.load(p / STATE_FILE, weights_only=False)

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", default="reach", choices=("reach", "push"), help="the runtime task (its shipped model)")
     ap.add_argument("--world-model", default="", metavar="DIR", help="a world-model directory (default: the task's shipped one)")
     ap.add_argument("--episodes", type=int, default=30, help="episodes per arm (seeds SEED .. SEED+N-1, paired)")
-    ap.add_argument("--seed", type=int, default=460000, help="first episode seed")
+    ap.add_argument("--seed", type=whole(0), default=460000, help="first episode seed")
     ap.add_argument("--max-steps", type=whole(0, 100_000), default=0, help="simulated periods per episode (0 = the task's own): loop ticks, and on the real "
                          "clock the deadlines a late tick skipped, which the sim steps through")
     ap.add_argument("--query-mode", default="sync", choices=("sync", "async"),

@@ -98,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--world-model {model}: no model.pt there (a directory from `edge train world-model --task reach3`)")
     if args.episodes < 2:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")
-    for flag in ("async_ticks", "sync_ticks", "block"):
-        if getattr(args, flag) < 1:
-            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be >= 1")
+    if args.block < 1:
+        ap.error(f"--block {args.block}: must be >= 1")
     if not 0 <= args.simulations <= 10000:
         ap.error(f"--simulations {args.simulations}: must be in 0..10000 (0 = the model's own)")
     if args.latency_ms is not None and not 0.0 <= args.latency_ms <= 10000.0:

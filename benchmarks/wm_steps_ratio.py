@@ -49,9 +49,10 @@ def curves(entry: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.array(entry["env_steps"]), np.array([entry["per_seed"][str(s)] for s in entry["seeds"]], float)
 
 
-def ratios(res: dict, task: str, method: str, mono: str, floor: float, rng: np.random.Generator,
-           resamples: int) -> dict:
-    """Level, steps to it and steps ratio (point and over seed resamples) for one results file."""
+def ratios(res: dict, task: str, method: str, mono: str, floor: float, resamples: int) -> dict:
+    """Level, steps to it and steps ratio (point and over seed resamples) for one results file. Each
+    call resamples with its own generator (seed 0), so a file's figures do not depend on the others
+    given or their order."""
     rt = res["tasks"].get(task)
     if rt is None:
         raise EdgeError(f"--task {task}: not in this results file (it has {sorted(res['tasks'])})")
@@ -69,13 +70,14 @@ def ratios(res: dict, task: str, method: str, mono: str, floor: float, rng: np.r
     ms, cs = steps_to(mx, mmat.mean(0), level), steps_to(sx, smat.mean(0), level)
     row.update(monolithic_steps=ms, method_steps=cs,
                ratio=(cs / ms) if cs is not None and ms else None,
-               bootstrap=ratio_bootstrap((sx, smat), (mx, mmat), rng, n=resamples, floor=floor))
+               bootstrap=ratio_bootstrap((sx, smat), (mx, mmat), np.random.default_rng(0), n=resamples, floor=floor))
     return row
 
 
 def reading(row: dict) -> str:
     """The declared reading: met robustly (point ≤ 1/3 and ≥ 95 % of all resamples ≤ 1/3), on the
-    point estimate only, or missed."""
+    point estimate only, or missed. As in the benchmark, a method at the level from step 0 has ratio
+    0; a monolithic model at the level from step 0 leaves no ratio (missed)."""
     if row.get("level") is None:
         return "no level"
     r, b = row.get("ratio"), row.get("bootstrap") or {}
@@ -97,7 +99,7 @@ def _fmt_row(label: str, row: dict) -> str:
     if row.get("level") is None:
         return f"| {label} | {row['floor']:.3f} | – | {row['monolithic_final']:.3f} | – | – | – | – | no level |"
     b = row["bootstrap"]
-    pct = " / ".join("∞" if v is None else f"{v:.2f}" for v in b.get("p2.5_50_97.5", [None] * 3))
+    pct = " / ".join("∞" if v is None else f"{v:.2f}" for v in b["p2.5_50_97.5"]) if "p2.5_50_97.5" in b else "–"
     ratio = "–" if row["ratio"] is None else f"{row['ratio']:.2f}"
     return (f"| {label} | {row['floor']:.3f} | {row['level']:.3f} | {row['monolithic_final']:.3f} | "
             f"{row['method_steps'] if row['method_steps'] is not None else 'never'} / {row['monolithic_steps']} | "
@@ -150,16 +152,20 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= c < 1:
             raise EdgeError(f"--floor={c} must be a success rate in [0, 1)")
         floor_src = {"value": c}
-    rng = np.random.default_rng(0)
     rows = []
     for p in args.results:
-        res = json.loads(p.read_text())
+        try:
+            res = json.loads(p.read_text())
+            if "tasks" not in res or "eval_episodes" not in res["settings"]:
+                raise KeyError("'tasks' or 'settings.eval_episodes'")
+        except (ValueError, KeyError, TypeError) as e:
+            raise EdgeError(f"--results {p}: not a comet_vs_monolithic.py output ({e.__class__.__name__}: {e})") from None
         if args.floor_from is not None and res["settings"]["eval_episodes"] != floor_src["episodes"]:
             raise EdgeError(f"--results {p}: its curves use {res['settings']['eval_episodes']} evaluation episodes, "
                             f"the floor {floor_src['episodes']}; play the constant action on the same episodes")
         entry = {"results": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
-                 "issue_level": ratios(res, args.task, args.method, args.monolithic, 0.0, rng, args.resamples),
-                 "floor_level": ratios(res, args.task, args.method, args.monolithic, c, rng, args.resamples)}
+                 "issue_level": ratios(res, args.task, args.method, args.monolithic, 0.0, args.resamples),
+                 "floor_level": ratios(res, args.task, args.method, args.monolithic, c, args.resamples)}
         entry["issue_level"]["reading"] = reading(entry["issue_level"])
         entry["floor_level"]["reading"] = reading(entry["floor_level"])
         rows.append(entry)

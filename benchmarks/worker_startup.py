@@ -28,14 +28,18 @@ from edge.telemetry import machine_info, package_versions
 MODES = ("process", "thread")
 
 
+class Refused(Exception):
+    """``edge run``'s argument parser refused a value this script passed on."""
+
+
 def run_once(policy: str, task: str, mode: str, max_steps: int, out: Path) -> float:
     """One ``edge run`` with worker ``mode``; its recorded start-up seconds."""
     cmd = [sys.executable, "-m", "edge.cli", "run", "--policy", policy, "--task", task, "--clock", "real",
            "--inference", mode, "--episodes", "1", "--set", f"max_steps={max_steps}", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode == 2:  # edge run refused an argument: its own one-line error names it
-        lines = [x.partition("error: ")[2] for x in done.stderr.strip().splitlines() if "error: " in x]
-        raise ValueError(lines[-1] if lines else done.stderr.strip()[-300:])
+    lines = [x.partition("error: ")[2] for x in done.stderr.strip().splitlines() if "error: " in x]
+    if done.returncode == 2 and lines and lines[-1].startswith("argument "):
+        raise Refused(lines[-1])  # edge run's parser refused --policy / --task: its one line names it
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     starts = json.loads((out / "summary.json").read_text())["worker_start_s"]
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     starts[m].append(round(run_once(args.policy, args.task, m, args.max_steps,
                                                     Path(tmp) / f"{m}_{i}"), 4))
-                except ValueError as err:  # --policy / --task as edge run reads them
+                except Refused as err:  # --policy / --task as edge run reads them
                     ap.error(f"--policy {args.policy} / --task {args.task}: edge run says: {err}")
                 except RuntimeError as err:
                     print(f"error: {err}", file=sys.stderr)

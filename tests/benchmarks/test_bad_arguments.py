@@ -75,7 +75,7 @@ CASES = [
     ("wm_value_probe", ["--seed0", "-1"], "argument --seed0: -1: must be a whole number >= 0"),
     ("wm_thread_cost", ["--seed", "-1"], "argument --seed: -1: must be a whole number >= 0"),
     # an existing path that is not a slot encoder
-    ("slot_carry_iters", ["--encoders", "docs"], "--encoders docs: not a slot encoder"),
+    ("slot_carry_iters", ["--encoders", "docs"], "--encoders docs: no slot encoder could be loaded from it"),
     # above edge run's limit (it was a traceback, in wm_runtime_reach after two arms had played)
     ("wm_runtime_reach", ["--sync-ticks", "200000"], "argument --sync-ticks: 200000: must be a whole number in [1, 100000]"),
     ("wm_lookahead", ["--max-steps", "200000"], "argument --max-steps: 200000: must be a whole number in [0, 100000]"),
@@ -85,7 +85,7 @@ CASES = [
      "--policy comet / --task rech: edge run says: argument --task: invalid choice: 'rech'"),
     ("worker_startup", ["--max-steps", "200000"], "argument --max-steps: 200000: must be a whole number in [1, 100000]"),
     # a CPU named for the pinned arm that this process cannot use (the arm was dropped silently)
-    ("wm_thread_cost", ["--loop-cpu", "4096"], "--loop-cpu 4096: not one of this process's CPUs"),
+    ("wm_thread_cost", ["--loop-cpu", "4096", "--runs-dir", f"{NOWHERE}/runs"], "--loop-cpu 4096: not one of this process's CPUs"),
     ("arm_tracking", ["--min-move-m", "0"], "argument --min-move-m: 0: must be a number > 0"),
     ("arm_tracking", ["--min-move-m", "nan"], "argument --min-move-m: nan: must be finite"),
     ("mujoco_rollout_speed", ["--threads", "1", "0"], "argument --threads: 0: must be a whole number >= 1"),

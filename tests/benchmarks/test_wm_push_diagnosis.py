@@ -149,3 +149,20 @@ def test_model_checks_on_a_model_that_knows_the_pushes(monkeypatch):
     assert m["reward_corr_at_contact"] == pytest.approx(1.0, abs=1e-3)
     assert m["reward_abs_error_at_contact"] == pytest.approx(0.0, abs=1e-4)
     assert m["goal_distance_spread_across_actions_cm_median"]["contact"] > 1.0  # the action decides where it goes
+
+
+def test_every_run_is_checked_before_the_first_is_analysed(tmp_path, capsys):
+    from world_models.train import STATE_FILE
+
+    runs = []
+    for name, obs, task in (("good", "oracle", "push3"), ("bad", "slots", "reach3")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / STATE_FILE).write_bytes(b"")  # never loaded: the bad run is refused first
+        (d / "manifest.json").write_text(json.dumps({"config": {"obs": obs, "env": {"task": task}}}))
+        runs.append(str(d))
+    with pytest.raises(SystemExit) as e:
+        diag.main(["--runs", *runs, "--out", str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"--runs {runs[1]}: obs=slots, task=reach3" in err and "Traceback" not in err
+    assert not (tmp_path / "out.json").exists()

@@ -41,7 +41,7 @@ def test_every_arm_plays_the_same_seeds(reach_model, tmp_path, monkeypatch, caps
     from world_models.policy import SHIPPED
 
     for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--runs-dir", str(tmp_path / "runs")], "exists"),
-                      (["--async-ticks", "0"], "--async-ticks 0"), (["--world-model", str(SHIPPED)], "a push3 model")):
+                      (["--async-ticks", "0"], "argument --async-ticks: 0: must be"), (["--world-model", str(SHIPPED)], "a push3 model")):
         with pytest.raises(SystemExit) as e:
             bench.main(["--world-model", str(reach_model), *bad, "--out", str(out),
                         *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])

@@ -77,6 +77,34 @@ def test_readings_point_only_missed_and_no_level():
     assert wsr.reading({"level": 0.3, "ratio": 0.25, "bootstrap": part}) == "met on the point estimate only"
 
 
+def test_reading_boundaries():
+    at = {"resamples": 100, "undefined": 0}
+    assert wsr.reading({"level": 0.3, "ratio": 1 / 3, "bootstrap": {**at, "share_le_1_3": 0.95}}) == "met robustly"
+    assert wsr.reading({"level": 0.3, "ratio": 1 / 3, "bootstrap": {**at, "share_le_1_3": 0.94}}) \
+        == "met on the point estimate only"
+    assert wsr.reading({"level": 0.3, "ratio": 0.34, "bootstrap": {**at, "share_le_1_3": 1.0}}) == "missed"
+
+
+def test_a_files_figures_do_not_depend_on_the_others_or_their_order(tmp_path):
+    a = _results(tmp_path, comet=[[0.2, 0.3, 0.4, 0.5, 0.5], [0.1, 0.1, 0.3, 0.3, 0.4]],
+                 pixels=[[0.25, 0.2, 0.2, 0.25, 0.3], [0.1, 0.2, 0.1, 0.3, 0.35]], name="a.json")
+    b = _results(tmp_path, comet=[[0.0, 0.1, 0.5, 0.5, 0.6]] * 2, pixels=[[0.1, 0.1, 0.2, 0.2, 0.4]] * 2, name="b.json")
+    rows = {}
+    for order in ((a, b), (b, a), (a,)):
+        out = tmp_path / "o.json"
+        assert wsr.main(["--results", *map(str, order), "--floor", "0.1", "--out", str(out), "--resamples", "200"]) == 0
+        rows[order] = {r["results"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows[(a, b)][str(a)] == rows[(b, a)][str(a)] == rows[(a,)][str(a)]
+
+
+def test_a_file_that_is_not_a_results_file_is_named(tmp_path, capsys):
+    f = tmp_path / "notes.json"
+    f.write_text("not json")
+    with pytest.raises(SystemExit) as e:
+        wsr.main(["--results", str(f), "--floor", "0.1", "--out", str(tmp_path / "o.json")])
+    assert e.value.code == 2 and f"--results {f}: not a comet_vs_monolithic.py output" in capsys.readouterr().err
+
+
 def test_a_monolithic_model_below_the_floor_sets_no_level(tmp_path):
     res = _results(tmp_path, comet=[[0.2, 0.3, 0.4, 0.5, 0.5]], pixels=[[0.1, 0.1, 0.1, 0.1, 0.15]])
     out = tmp_path / "out.json"
