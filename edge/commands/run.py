@@ -103,12 +103,12 @@ def register(sub) -> None:
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
     p.add_argument("--num-steps", type=int, default=10, action=_Given,
-                   help="denoising steps K per query (--policy expert/comet: always 1; the expert "
-                        "refuses another value)")
+                   help="denoising steps K per query (--policy expert: always 1, it refuses another value; "
+                        "--policy comet has none and refuses the flag)")
     p.add_argument("--execute", type=int, default=8, action=_Given,
                    help="actions executed per chunk C (dvac: the longest prefix it may execute; "
                         "--policy expert: always 1, it refuses another value; --policy comet: set by "
-                        "--query-mode)")
+                        "--query-mode, it refuses the flag)")
     p.add_argument("--seam", default="replace", choices=SEAMS,
                    help="how a new chunk joins what is left of the previous one: replace (the new "
                         "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
@@ -391,6 +391,7 @@ def run(args: argparse.Namespace) -> int:
     _check_eqrl_flags(args)
     if planner:
         _check_planner_scheduler(args)
+        _check_planner_chunk_flags(args)
     if not planner and (args.config or args.set):  # before the VLA's checks, which would name its task
         from edge.runtime.config import load_runtime_config
 
@@ -615,6 +616,12 @@ def _check_planner_on_arm(args: argparse.Namespace) -> None:
         raise EdgeError("--query-mode async: --policy comet searches from after the move queued for the frame's "
                         "tick, which needs the frame before that tick's command (inline inference, which a real arm "
                         "cannot wait for); on --arm bridge it decides in sync: drop --query-mode")
+    _check_planner_chunk_flags(args)
+
+
+def _check_planner_chunk_flags(args: argparse.Namespace) -> None:
+    """--num-steps / --execute configure the VLA's denoising steps and chunk: --policy comet has neither
+    (one move per decision; its moves per query follow --query-mode), so a value given would be ignored."""
     given = getattr(args, "given", set())
     for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
         if key in given:
