@@ -211,16 +211,30 @@ def merge(files: list[Path], pools: list[str], out: Path, command: str) -> int:
     seed0 = {r["settings"]["seed0"] for r in runs}
     if len(seed0) != 1:
         raise EdgeError(f"--merge: the runs start at different seeds {sorted(seed0)}; their arms do not pair")
-    arms = [a for r in runs for a in r["arms"]]
-    names = [a["name"] for a in arms]
-    if len(set(names)) != len(names):
-        raise EdgeError(f"--merge: an arm appears twice: {names}")
+    arms, reproduced = [], []
+    for f, r in zip(files, runs):
+        for a in r["arms"]:
+            first = next((x for x in arms if x["name"] == a["name"]), None)
+            if first is None:
+                arms.append(a)
+                continue
+            # the same arm in two files (a deterministic arm rerun as a control): kept once, if it
+            # played the same seeds with the same outcome in each
+            n = min(first["episodes"], a["episodes"])
+            same = (first["per_episode_seed"][:n] == a["per_episode_seed"][:n]
+                    and first["per_episode_success"][:n] == a["per_episode_success"][:n])
+            if not same:
+                raise EdgeError(f"--merge: arm {a['name']} in {f} differs from the same arm in an earlier file "
+                                "(seeds or outcomes); give only one of them")
+            reproduced.append({"arm": a["name"], "file": str(f), "episodes": n})
     res = {"machine": machine_info(), "git": git_revision(), "command": command,
            "merged_from": {str(f): {"git": r["git"], "command": r["command"], "wall_s": r["wall_s"]}
                            for f, r in zip(files, runs)},
-           "arms": arms, "pairs": pair_arms(arms), "pools": pool_pairs(arms, pools)}
+           "arms": arms, "reproduced": reproduced, "pairs": pair_arms(arms), "pools": pool_pairs(arms, pools)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))
+    for x in reproduced:
+        print(f"{x['arm']} in {x['file']}: the same {x['episodes']} episodes as before (kept once)")
     for p in res["pools"]:
         print(f"pooled {p['a']} vs {p['b']}: {p['successes_a']} vs {p['successes_b']} of {p['episodes']} "
               f"({p['only_a']} / {p['only_b']} discordant, McNemar p = {p['mcnemar_p']:.2g})")
@@ -242,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", nargs="*", default=[], metavar="A1+A2:B1+B2",
                     help="also pair arms pooled over seeds, e.g. push3:x_s0:agent+push3:x_s1:agent:push3:c_s0:agent+...")
     ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
-                    help="instead of playing: put the arms of earlier runs (same --seed0) in one file with their pairs")
+                    help="instead of playing: put the arms of earlier runs (same --seed0) in one file with their pairs "
+                         "(an arm in several files is kept once if it played the same episodes alike)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/wm_sim_search.json"))
     args = ap.parse_args(argv)
     if args.merge:

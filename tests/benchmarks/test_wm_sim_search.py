@@ -98,6 +98,18 @@ def test_pools_pair_two_seeds_against_two_and_runs_merge(tmp_path):
     m = json.loads(out.read_text())
     assert len(m["arms"]) == 4 and len(m["pairs"]) == 6 and m["pools"][0]["only_a"] == 3
     assert set(m["merged_from"]) == {str(f) for f in files}
+    # an arm in two files (a deterministic control rerun): kept once if it played alike, refused otherwise
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps({"settings": {"seed0": 1}, "git": {}, "command": "c", "wall_s": 1.0,
+                                 "arms": [arms[0], _arm("push3:n_s0:agent", s, [True] * 4)]}))
+    assert wss.main(["--merge", *map(str, files), str(again), "--out", str(out)]) == 0
+    m = json.loads(out.read_text())
+    assert [a["name"] for a in m["arms"]][-1] == "push3:n_s0:agent" and len(m["arms"]) == 5
+    assert m["reproduced"] == [{"arm": "push3:m_s0:agent", "file": str(again), "episodes": 4}]
+    again.write_text(json.dumps({"settings": {"seed0": 1}, "git": {}, "command": "c", "wall_s": 1.0,
+                                 "arms": [_arm("push3:m_s0:agent", s, [False] * 4)]}))
+    with pytest.raises(EdgeError, match="push3:m_s0:agent in .* differs"):
+        wss.main(["--merge", *map(str, files), str(again), "--out", str(out)])
     other = tmp_path / "o.json"
     other.write_text(json.dumps({"settings": {"seed0": 2}, "git": {}, "command": "c", "wall_s": 1.0, "arms": []}))
     with pytest.raises(EdgeError, match="different seeds"):
