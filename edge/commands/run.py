@@ -42,6 +42,8 @@ from edge.runtime.session import DEFAULT_CHECKPOINT
 PLANNER_DEADLINE_MS = 40.0
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from edge.runtime.config import RuntimeConfig
 
 
@@ -98,7 +100,8 @@ def register(sub) -> None:
                         "(default: none)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting after --config by dotted path or short name, e.g. "
-                        "--set scheduler.dvac.kappa=2 or --set adapter_noise=mean (repeatable; default: none)")
+                        "--set max_steps=50, or with --scheduler dvac --set scheduler.dvac.kappa=2; a setting "
+                        "this run would not read is refused (repeatable; default: none)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.add_argument("--no-verify", action="store_true",
                    help="load the checkpoint even if its files do not match its manifest's sha256")
@@ -110,12 +113,14 @@ def register(sub) -> None:
                         "--policy expert: always 1, it refuses another value; --policy comet: set by "
                         "--query-mode, it refuses the flag)")
     p.add_argument("--seam", default="replace", choices=SEAMS,
-                   help="how a new chunk joins what is left of the previous one: replace (the new "
+                   help="async queries: how a new chunk joins what is left of the previous one: replace (the new "
                         "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
-                        "actions due while the query ran, guide the new chunk toward them)")
+                        "actions due while the query ran, guide the new chunk toward them); in sync the queue is "
+                        "empty when a chunk arrives, so only replace applies")
     p.add_argument("--noise-temperature", type=float, default=0.5,
-                   help="scale of each query's initial noise (1 = as trained, 0 = deterministic; "
-                        "default 0.5)")
+                   help="the VLA's flow-matching noise: scale of each query's initial noise (1 = as trained, "
+                        "0 = deterministic; default 0.5); --scheduler eqrl's adapter, --policy expert and comet "
+                        "draw none and refuse it")
     p.add_argument("--rtc-soft-steps", type=int, default=-1,
                    help="rtc: queued actions after the frozen ones that are softly guided "
                         "(-1 = all, as the RTC paper; 0 = only the frozen ones)")
@@ -129,7 +134,7 @@ def register(sub) -> None:
     p.add_argument("--world-model", default="", metavar="DIR",
                    help="--policy comet: the world-model checkpoint (default: the shipped model for --task: push3 or reach3)")
     p.add_argument("--plan-simulations", type=int, default=0,
-                   help="--policy comet: tree-search simulations per decision, at most 10000 (default 0 = the "
+                   help="--policy comet: tree-search simulations per decision, at most 1000 (default 0 = the "
                         "model's own)")
     p.add_argument("--plan-deadline-ms", type=float, default=None,
                    help="--policy comet: a decision's wall-clock limit in ms (at most 60000): once it has run this "
@@ -347,10 +352,14 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
     source = _config_source(args)
     before, after = flags.dotted(), cfg.dotted()
     overridden = []
-    for name in sorted(getattr(args, "non_default", set()) & set(SHORTCUTS) - {"policy", "task"}):
-        path = shortcut_path(name, cfg.scheduler.kind)
+    as_short = {"query_mode": "execution", "no_verify": "verify"}  # flags whose dest is not their short name
+    for dest in sorted(getattr(args, "non_default", set()) & (set(SHORTCUTS) | set(as_short)) - {"policy", "task"}):
+        path = shortcut_path(as_short.get(dest, dest), cfg.scheduler.kind)
+        if dest in as_short and getattr(args, dest) in (None, False):  # not given (None: --query-mode's default)
+            continue
         if path in before and before[path] != after.get(path):
-            overridden.append(f"{flag_of(path)} {getattr(args, name)} -> {path}={after.get(path)}")
+            given = "--no-verify" if dest == "no_verify" else f"{flag_of(path)} {getattr(args, dest)}"
+            overridden.append(f"{given} -> {path}={after.get(path)}")
     if overridden:
         print(f"note: {source} (applied on top of the flags) overrides {'; '.join(overridden)}", file=sys.stderr)
     given = getattr(args, "given", set())
@@ -391,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
     _check_eqrl_flags(args)
     if planner:
         _check_planner_scheduler(args)
-        _check_planner_chunk_flags(args)
+        _check_planner_vla_flags(args)
     if not planner and (args.config or args.set):  # before the VLA's checks, which would name its task
         from edge.runtime.config import load_runtime_config
 
@@ -542,11 +551,61 @@ def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner:
     if cfg.worker.rtc_soft_steps != -1 and cfg.queue.seam != "rtc":
         raise EdgeError(f"{named('worker.rtc_soft_steps', cfg.worker.rtc_soft_steps)}: sets the rtc seam's guidance; "
                         f"this run's seam is {cfg.queue.seam}; add --seam rtc (or drop it)")
+    _check_settings_are_read(cfg, named)
     if (not planner and not args.resume and cfg.worker.mode == "thread" and cfg.clock.kind == "virtual"
             and cfg.loop.execution == "async"):  # (the planner names its own reason; a resumed run stays as it ran)
         raise EdgeError(f"{named('worker.mode', 'thread')}: on the virtual clock an async query's chunk would land "
                         "when the thread finishes in wall time, so the same seed would give other episodes; use "
                         "--inference inline (the virtual clock's default), --query-mode sync, or --clock real")
+
+
+def _check_settings_are_read(cfg: RuntimeConfig, named: Callable[[str, Any], str]) -> None:
+    """Refuse a setting asked for (not at its default) that nothing in this run reads: its seam
+    without a queue to join, its scheduler's or policy's settings under another one, its loop's
+    thread settings on the virtual clock."""
+    from edge.runtime.config import RuntimeConfig
+
+    default, after = RuntimeConfig().dotted(), cfg.dotted()
+    asked = {k for k, v in after.items() if default.get(k, v) != v}
+    policy, kind = cfg.policy.name, cfg.scheduler.kind
+    if cfg.queue.seam != "replace" and cfg.loop.execution == "sync":
+        why = ("--policy comet decides one move at a time here" if policy == "comet" else
+               "--policy expert decides in sync" if policy == "expert" else "--query-mode sync")
+        raise EdgeError(f"{named('queue.seam', cfg.queue.seam)}: joins a new chunk to the rest of the queued one; "
+                        f"{why}, so a query starts only once the queue is empty and there is nothing to join; "
+                        f"{'drop --seam' if policy in ('comet', 'expert') else 'use --query-mode async or drop --seam'}")
+    if "queue.blend_new" in asked and cfg.queue.seam != "weighted":
+        raise EdgeError(f"queue.blend_new={cfg.queue.blend_new}: the weighted seam's weight of the new chunk; this run's "
+                        f"seam is {cfg.queue.seam}; add --seam weighted (or drop it)")
+    if "worker.noise_temperature" in asked and (kind == "eqrl" or policy in ("expert", "comet")):
+        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)" if kind == "eqrl"
+               else f"--policy {policy} draws no flow-matching noise")
+        raise EdgeError(f"{named('worker.noise_temperature', cfg.worker.noise_temperature)}: scales the VLA's initial "
+                        f"noise; {who}; drop it")
+    if policy in ("expert", "comet") and (bad := sorted(k for k in asked if k.startswith("backend."))):
+        who = ("its search runs on --plan-backend onnxruntime|torch" if policy == "comet"
+               else "it reads the simulator's state and runs no network")
+        raise EdgeError(f"{named(bad[0], after[bad[0]])}: sets up the VLA's network; --policy {policy} does not "
+                        f"run it ({who}); drop it")
+    if policy == "expert" and not cfg.policy.verify:
+        raise EdgeError("--no-verify (policy.verify=False): checks a checkpoint's files; --policy expert loads none; "
+                        "drop it")
+    for section, read in (("scheduler.dvac.", kind == "dvac"), ("scheduler.fixed.", kind != "dvac"),
+                          ("scheduler.eqrl.noise", kind == "eqrl")):
+        if not read and (bad := sorted(k for k in asked if k.startswith(section))):
+            raise EdgeError(f"{named(bad[0], after[bad[0]])}: a setting of --scheduler "
+                            f"{section.split('.')[1]}; this run's scheduler is {kind}; add --scheduler "
+                            f"{section.split('.')[1]} (or drop it)")
+    if "clock.latency_ms" in asked and cfg.clock.latency != "constant":
+        raise EdgeError(f"{named('clock.latency_ms', cfg.clock.latency_ms)}: the charge of --latency constant; this "
+                        f"run's latency is {cfg.clock.latency}; add --latency constant (or drop it)")
+    if cfg.clock.kind == "virtual" and (bad := sorted(k for k in asked if k in (
+            "loop.cpus", "loop.timer_slack_ns", "loop.gil_switch_interval_s"))):
+        raise EdgeError(f"{named(bad[0], after[bad[0]])}: sets up the control loop's thread on the real clock; this "
+                        "run's clock is virtual; add --clock real (or drop it)")
+    if cfg.worker.cpus and cfg.worker.mode != "process":
+        raise EdgeError(f"{named('worker.cpus', cfg.worker.cpus)}: the CPUs of the inference worker process; this "
+                        f"run's inference is {cfg.worker.mode}; add --inference process (or drop it)")
 
 
 #: edge run flags that set up the simulated episodes (flag, args attribute, its default)
@@ -589,8 +648,8 @@ def _confirm_on_terminal(what: str) -> bool:
 
 def _check_plan_values(args: argparse.Namespace) -> None:
     """The planner flags' ranges (--plan-simulations, --plan-deadline-ms)."""
-    if not 0 <= args.plan_simulations <= 10000:
-        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..10000 (or 0 = the model's own)")
+    if not 0 <= args.plan_simulations <= 1000:  # the planner's own range (world_models.planner.PlannerConfig)
+        raise EdgeError(f"--plan-simulations {args.plan_simulations}: must be in 1..1000 (or 0 = the model's own)")
     if args.plan_deadline_ms is not None and not (math.isfinite(args.plan_deadline_ms)
                                                   and 0 <= args.plan_deadline_ms <= 60000):
         raise EdgeError(f"--plan-deadline-ms {args.plan_deadline_ms:g}: must be in 0..60000 ms (0 = no deadline)")
@@ -616,12 +675,17 @@ def _check_planner_on_arm(args: argparse.Namespace) -> None:
         raise EdgeError("--query-mode async: --policy comet searches from after the move queued for the frame's "
                         "tick, which needs the frame before that tick's command (inline inference, which a real arm "
                         "cannot wait for); on --arm bridge it decides in sync: drop --query-mode")
-    _check_planner_chunk_flags(args)
+    _check_planner_vla_flags(args)
 
 
-def _check_planner_chunk_flags(args: argparse.Namespace) -> None:
+def _check_planner_vla_flags(args: argparse.Namespace) -> None:
     """--num-steps / --execute configure the VLA's denoising steps and chunk: --policy comet has neither
-    (one move per decision; its moves per query follow --query-mode), so a value given would be ignored."""
+    (one move per decision; its moves per query follow --query-mode), so a value given would be ignored;
+    nor does it load the VLA's --checkpoint (its model is --world-model). (The VLA's backend, noise and
+    seam settings are checked on the final settings: :func:`_check_settings_are_read`.)"""
+    if args.checkpoint is not None:
+        raise EdgeError(f"--checkpoint {args.checkpoint}: the VLA's checkpoint; --policy comet plans with a world model: "
+                        "give it with --world-model DIR (or drop --checkpoint)")
     given = getattr(args, "given", set())
     for key, flag in (("num_steps", "--num-steps"), ("execute", "--execute")):
         if key in given:

@@ -100,8 +100,8 @@ def parse_scheduler(spec: str) -> dict[str, Any]:
                 raise EdgeError(f"scheduler {full!r}: write {kind}:N@MS or {kind}@MS with MS a decision's deadline "
                                 "in ms, in (0, 60000], e.g. comet-ahead:32@40")
             extra["plan_deadline_ms"] = ms
-        if int(arg or 0) > 10000:
-            raise EdgeError(f"scheduler {spec!r}: at most 10000 simulations per decision ({kind}:N, N in 0..10000; "
+        if int(arg or 0) > 1000:  # the planner's own range (world_models.planner.PlannerConfig)
+            raise EdgeError(f"scheduler {spec!r}: at most 1000 simulations per decision ({kind}:N, N in 0..1000; "
                             "0 = the model's own)")
         if kind == "comet":  # one move per decision, executed before the next query
             return {"policy": "comet", "scheduler": "fixed", "num_steps": 1, "execute": 1, "execution": "sync",

@@ -92,9 +92,10 @@ class SceneConfig:
 class CometPolicyConfig:
     """``policy.name: comet``: the slot world model + tree search."""
 
-    world_model: str = cfg("", "world-model checkpoint dir ('' = the shipped push3 model)")
+    world_model: str = cfg("", "world-model checkpoint dir ('' = the shipped model of the run's task: push3 or "
+                               "reach3)")
     plan_simulations: int = cfg(0, "tree-search simulations per decision (0 = the model's own)",
-                                range=(0, 10000))
+                                range=(0, 1000))
     plan_backend: str = cfg("onnxruntime", "what runs the search's model passes: onnxruntime (an ONNX graph "
                                            "exported once per model into the edge cache) or torch",
                             choices=("torch", "onnxruntime"))
@@ -301,6 +302,9 @@ SHORTCUTS: dict[str, str] = {
 
 #: the flag of ``edge run`` that sets a short name, where it is not ``--short-name``
 FLAGS = {"execution": "--query-mode"}
+#: short names ``edge run`` has no flag for (``--set name=...``; ``verify`` is turned off by ``--no-verify``)
+NO_FLAG = frozenset({"robot", "instructions", "max_steps", "verify", "adapter_noise", "inference_cpus",
+                     "record_ticks", "loop_cpus", "video_episodes"})
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(RuntimeConfig))
 
@@ -318,7 +322,7 @@ def shortcut_path(name: str, kind: str = "fixed") -> str:
 def flag_of(path: str) -> str:
     """How a user sets ``path``: its edge run flag where it has one, else ``--set path=...``."""
     for name in SHORTCUTS:
-        if path in (shortcut_path(name, "fixed"), shortcut_path(name, "dvac")):
+        if name not in NO_FLAG and path in (shortcut_path(name, "fixed"), shortcut_path(name, "dvac")):
             return FLAGS.get(name, "--" + name.replace("_", "-"))
     return f"--set {path}=..."
 

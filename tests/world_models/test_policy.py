@@ -200,12 +200,15 @@ def test_comet_resume_keeps_the_runs_mode_and_refuses_runs_that_saw_another_fram
     assert "camera frame was not recorded" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra", [["--seam", "weighted"], ["--inference", "thread"]])
-def test_comet_defaults_to_sync_where_async_cannot_run(extra, slot_world_model, tmp_path):
+def test_comet_defaults_to_sync_where_async_cannot_run(slot_world_model, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
-                 "--episodes", "1", "--plan-simulations", "2", "--set", "max_steps=4", "--out", str(out), *extra]) == 0
+    base = ["run", "--policy", "comet", "--world-model", str(slot_world_model), "--task", "push",
+            "--episodes", "1", "--plan-simulations", "2", "--set", "max_steps=4"]
+    assert main([*base, "--out", str(out), "--inference", "thread"]) == 0
     assert json.loads((out / "meta.json").read_text())["session"]["execution"] == "sync"
+    # a weighted seam cannot join the planner's moves in either mode (sync: the queue is empty)
+    assert main([*base, "--out", str(tmp_path / "w"), "--seam", "weighted"]) == 2
+    assert "--seam weighted" in capsys.readouterr().err and not (tmp_path / "w").exists()
 
 
 def test_encode_query_history_follows_what_the_loop_executed(slot_world_model):
@@ -605,7 +608,7 @@ def test_edge_run_comet_decides_under_a_40_ms_deadline_by_default(tmp_path):
     (["--world-model", "{vla}"], "not a world model"),  # a VLA checkpoint
     (["--world-model", "{corrupt}"], "cannot be read as a world model"),
     (["--world-model", "/no/such/wm"], "--world-model /no/such/wm: no world model at /no/such/wm"),
-    (["--plan-simulations", "1000000"], "--plan-simulations 1000000: must be in 1..10000"),
+    (["--plan-simulations", "1000000"], "--plan-simulations 1000000: must be in 1..1000"),
     (["--scheduler", "eqrl"], "--scheduler eqrl: --policy comet decides every move itself"),
     (["--config", "{default_yaml}"], "--policy comet, but --config {default_yaml} sets policy.name=vla"),
 ])

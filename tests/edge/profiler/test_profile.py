@@ -256,7 +256,7 @@ def test_comet_arms_need_an_object_task_and_a_planner_latency_before_anything_ru
         out = tmp_path / "x"
         assert main(["profile", "--schedulers", "fixed:1x1,comet", *extra, "--out", str(out)]) == 2
         assert said in capsys.readouterr().err and not out.exists()
-    with pytest.raises(EdgeError, match="at most 10000"):
+    with pytest.raises(EdgeError, match="at most 1000 "):
         parse_scheduler("comet:20000")
     assert main(["profile", "--world-model", "wm", "--out", str(tmp_path / "w")]) == 2
     assert "--world-model configures comet arms" in capsys.readouterr().err

@@ -135,6 +135,9 @@ def test_flags_named_in_messages():
     assert flag_of("scheduler.fixed.num_steps") == "--num-steps"
     assert flag_of("loop.execution") == "--query-mode"
     assert flag_of("scheduler.dvac.kappa") == "--set scheduler.dvac.kappa=..."
+    # short names with no edge run flag are named as --set keys (edge run --help lists every flag)
+    for path in ("loop.cpus", "worker.cpus", "scheduler.eqrl.noise", "scene.max_steps", "policy.verify"):
+        assert flag_of(path) == f"--set {path}=..."
 
 
 def test_options_sections_pass_through_for_plugins():
@@ -199,3 +202,14 @@ def test_runs_recorded_before_the_planner_deadline_read_back_without_one():
     del nested["policy"]["comet"]["plan_deadline_ms"]  # recorded before the key: the search had no deadline
     assert config_from_meta({"config": nested}).policy.comet.plan_deadline_ms == 0.0
     assert config_from_meta({"session": {"policy": "comet"}}).policy.comet.plan_deadline_ms == 0.0
+
+
+def test_every_flag_named_in_messages_is_an_edge_run_flag():
+    from edge.cli import build_parser
+    from edge.runtime.config import SHORTCUTS, shortcut_path
+
+    parser = build_parser()
+    run = next(a for a in parser._actions if a.choices and "run" in a.choices).choices["run"]
+    flags = {o for a in run._actions for o in a.option_strings}
+    named = {flag_of(shortcut_path(n, kind)) for n in SHORTCUTS for kind in ("fixed", "dvac")}
+    assert {f for f in named if not f.startswith("--set ")} <= flags
