@@ -300,6 +300,8 @@ def summarize(run: RunData) -> dict[str, Any]:
     clipped_eps = [e for e in episodes if e.get("policy_outputs") is not None]
     sim_eps = [e for e in episodes if e.get("sim_workspace_clips") is not None]
     elapsed_eps = [e for e in episodes if e.get("sim_elapsed_periods") is not None]
+    plan_eps = [e for e in episodes if e.get("planner_decisions") is not None]
+    decisions = sum(int(e["planner_decisions"]) for e in plan_eps)
 
     def ms(x: float | None) -> float | None:
         return None if x is None else 1000.0 * x
@@ -343,6 +345,11 @@ def summarize(run: RunData) -> dict[str, Any]:
         "sim_action_box_clips": sum(int(e.get("sim_action_box_clips") or 0) for e in sim_eps) if sim_eps else None,
         "sim_elapsed_periods": (sum(int(e["sim_elapsed_periods"]) for e in elapsed_eps)
                                 if elapsed_eps and not virtual else None),
+        # the world-model planner: how much its searches ran (a deadline may cut a decision's budget short)
+        "planner": {"decisions": decisions,
+                    "simulations_per_decision": (sum(int(e.get("planner_simulations") or 0) for e in plan_eps)
+                                                 / decisions if decisions else None),
+                    "cut_by_deadline": sum(int(e.get("planner_cut") or 0) for e in plan_eps)} if plan_eps else None,
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
         "faults": [e for e in run.events if e.get("kind") in ("fault", "estop", "loop_error")],
@@ -367,7 +374,7 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     na = "n/a (virtual clock)"
     virtual = s.get("clock") == "virtual"
     rows: list[tuple[str, str]] = []
-    used = {"episodes", "successes", "success_rate", "success_ci95", "policy", "scheduler", "clock",
+    used = {"episodes", "successes", "success_rate", "success_ci95", "policy", "scheduler", "planner", "clock",
             "ticks", "period_s", "overruns", "reset_overruns", "lateness_p50_ms", "lateness_p99_ms",
             "jitter_p99_ms", "tick_overhead_p50_ms", "tick_overhead_p99_ms", "queries",
             "latency_p50_ms", "latency_p99_ms", "compute_p50_ms", "mean_K", "mean_C", "nfe_total",
@@ -394,6 +401,11 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("policy", text))
     if s.get("scheduler"):
         rows.append(("scheduler", str(s["scheduler"])))
+    plan = s.get("planner")
+    if isinstance(plan, dict) and plan.get("decisions"):
+        rows.append(("planner searches", f"{plan['simulations_per_decision']:.1f} simulations per decision; "
+                                         f"{plan['cut_by_deadline']} of {plan['decisions']} decisions cut by the "
+                                         "deadline"))
     if not s.get("ticks"):  # e.g. the scripted expert: no runtime loop ran
         extra = [(k2, v) for k2, v in s.items() if k2 not in used and not isinstance(v, (dict, list))]
         return rows + [(k2, _num(v)) for k2, v in extra]

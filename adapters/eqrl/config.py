@@ -76,9 +76,11 @@ class EqrlConfig:
     seed: int = cfg(0, "seed of networks, noise and replay sampling", range=(0, None))
     train_seed: int = cfg(20_000_000, "first training scene seed (disjoint from VLA and evaluation seeds)",
                           range=(0, None))
-    eval_seed: int = cfg(30_000_000, "first scene seed of the periodic evaluation (selection)", range=(0, None))
-    eval_every: int = cfg(250, "evaluate every N training episodes (0 = never)", range=(0, None))
-    eval_episodes: int = cfg(40, "episodes per periodic evaluation", range=(0, None))
+    # not read by the trainer (no periodic evaluation; `edge train adapter` refuses another value): kept so
+    # that earlier runs' manifests, which record them, still load
+    eval_seed: int = cfg(30_000_000, "unused (earlier runs' manifests record it)", range=(0, None))
+    eval_every: int = cfg(250, "unused (earlier runs' manifests record it)", range=(0, None))
+    eval_episodes: int = cfg(40, "unused (earlier runs' manifests record it)", range=(0, None))
     save_every: int = cfg(100, "checkpoint every N training episodes", range=(1, None))
     replay_size: int = cfg(200_000, "replay capacity in queries", range=(1, None))
     noise_temperature: float = cfg(0.5, "the session's noise temperature (used by noise-free arms)",

@@ -10,8 +10,9 @@ SIMS = ("mujoco", "pybullet")
 
 
 def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ...] = EXPERT_TASKS,
-                 task_action: type[argparse.Action] | None = None) -> None:
-    """``task_action``: the --task flag's argparse action (e.g. one that notes the flag was given)."""
+                 task_action: type[argparse.Action] | None = None, image_size: bool = True) -> None:
+    """``task_action``: the --task flag's argparse action (e.g. one that notes the flag was given);
+    ``image_size``: offer --image-size (commands that render no camera image leave it out)."""
     p.add_argument("--task", default="stack", choices=tasks, help="task family",
                    **({"action": task_action} if task_action is not None else {}))
     p.add_argument("--sim", default="mujoco", choices=SIMS, help="physics engine")
@@ -19,7 +20,8 @@ def add_env_args(p: argparse.ArgumentParser, episodes: int, tasks: tuple[str, ..
     p.add_argument("--distribution", default="train", choices=("train", "ood"), help="randomisation")
     p.add_argument("--episodes", type=int, default=episodes, help="number of episodes (seeds)")
     p.add_argument("--seed", type=int, default=0, help="first episode seed; episode i uses seed+i")
-    p.add_argument("--image-size", type=int, default=96, help="camera image side in pixels")
+    if image_size:
+        p.add_argument("--image-size", type=int, default=96, help="camera image side in pixels")
 
 
 def check_env_args(args: argparse.Namespace) -> None:
@@ -28,7 +30,7 @@ def check_env_args(args: argparse.Namespace) -> None:
 
     if args.episodes < 1:
         raise EdgeError(f"--episodes={args.episodes} must be >= 1")
-    if not 16 <= args.image_size <= 512:
+    if not 16 <= getattr(args, "image_size", 96) <= 512:
         raise EdgeError(f"--image-size={args.image_size} is out of range; allowed [16, 512]")
     if args.n_blocks != 2 and args.task != "stack":
         raise EdgeError(f"--n-blocks {args.n_blocks}: sets the stack task's cubes; --task {args.task} has its own "
@@ -40,7 +42,7 @@ def check_env_args(args: argparse.Namespace) -> None:
 def env_kwargs(args: argparse.Namespace, **extra) -> dict:
     check_env_args(args)
     return {"task": args.task, "sim": args.sim, "n_blocks": args.n_blocks,
-            "distribution": args.distribution, "image_size": args.image_size, **extra}
+            "distribution": args.distribution, "image_size": getattr(args, "image_size", 96), **extra}
 
 
 def make_env(args: argparse.Namespace, **extra):

@@ -34,7 +34,8 @@ def register(sub) -> None:
     r.add_argument("--wrist", action="store_true", help="also record the wrist camera")
     r.add_argument("--action-noise", type=float, default=0.0, metavar="M",
                    help="DART recovery data: execute the expert's action plus Gaussian position noise "
-                        "(per-episode std uniform in [0, M] metres; the clean action is recorded)")
+                        "(per-episode std uniform in [0, M] metres; the clean action is recorded; the "
+                        "expert must drive: not with --checkpoint)")
     r.add_argument("--approach-offset", type=float, default=0.04, metavar="M",
                    help="largest side offset (m, per axis) of the expert's approach via-point above "
                         "the object; 0 = descend straight above it (no hidden via-point for a "
@@ -49,7 +50,8 @@ def register(sub) -> None:
                         "centre), the expert opens and grasps again over the block's centre instead of "
                         "finishing that grasp; 0 = off (e.g. 0.01)")
     r.add_argument("--keep-failures", action="store_true",
-                   help="also write episodes where the expert failed (marked success=false)")
+                   help="also write episodes where the expert failed (marked success=false; a DAgger "
+                        "recording keeps every episode and refuses the flag)")
     d = r.add_argument_group("DAgger: policy-driven episodes labelled by the expert")
     d.add_argument("--checkpoint", "--dagger", dest="checkpoint", metavar="CKPT", default=None,
                    help="DAgger: drive the arm with this VLA checkpoint and record the expert's action "
@@ -107,6 +109,15 @@ def record(args: argparse.Namespace) -> int:
                     "--expert-mix": "expert_mix"}
     given = [f"{flag} {getattr(args, key)}" for flag, key in policy_flags.items()
              if not isinstance(getattr(args, key), (_IntDefault, _FloatDefault))]
+    if args.backend != "onnxruntime":  # (its default)
+        given.append(f"--backend {args.backend}")
+    if args.checkpoint is not None and args.keep_failures:
+        raise EdgeError("--keep-failures: a DAgger recording (--checkpoint) keeps every episode already (the labels "
+                        "are the expert's); drop --keep-failures")
+    if args.checkpoint is not None and args.action_noise:
+        raise EdgeError(f"--action-noise {args.action_noise}: perturbs the scripted expert's actions when it drives; "
+                        "in a DAgger recording (--checkpoint) the policy drives and the expert only labels: drop "
+                        "--action-noise")
     if given and args.checkpoint is None:
         raise EdgeError(f"{', '.join(given)}: set{'s' if len(given) == 1 else ''} the policy of a DAgger recording "
                         "(--checkpoint CKPT); the scripted expert acts alone here: drop "

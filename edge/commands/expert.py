@@ -21,7 +21,7 @@ def register(sub) -> None:
     esub = p.add_subparsers(dest="expert_command", metavar="<action>")
     e = add_subparser(esub, "eval", "Run the expert on seeds seed..seed+episodes-1 and report success.", """
   edge expert eval --task pick_place --sim pybullet --episodes 100""")
-    add_env_args(e, episodes=100)
+    add_env_args(e, episodes=100, image_size=False)  # the expert reads the simulator's state: no camera
     e.add_argument("--out", help="write a JSON report here (default: none, print the result only)")
     e.set_defaults(func=evaluate)
 

@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [sc for sc in scenarios if sc.name in args.scenario or sc.name.split("@")[0] in args.scenario]
     checkpoint = Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT
     policy = args.policy
+    if args.checkpoint and policy == "replay":
+        raise EdgeError(f"--checkpoint {args.checkpoint}: --policy replay replays the scripted expert and loads no "
+                        "checkpoint; drop --checkpoint (or use --policy vla)")
     if args.checkpoint and not checkpoint.exists() and policy != "replay":  # a path given must exist
         raise EdgeError(f"--checkpoint {args.checkpoint}: not found; give a VLA checkpoint from `edge train vla`, "
                         "or drop --checkpoint (the shipped one), or use --policy replay")

@@ -71,6 +71,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: the flags that set up the runs profile makes (with --runs it makes none)
+_RUN_SETUP = ("--task", "--sim", "--checkpoint", "--no-verify", "--world-model", "--episodes", "--seed", "--query-mode",
+              "--latency", "--latency-ms", "--latency-device", "--noise-temperature", "--max-steps",
+              "--video-episodes", "--workers", "--shard-episodes", "--runs-dir")
+
+
 def _latency_kinds() -> tuple[str, ...]:
     """The runtime's latency kinds (``clock.latency``)."""
     import dataclasses
@@ -89,6 +95,19 @@ def run(args) -> int:
         raise EdgeError(f"--episodes={args.episodes} must be >= 1")
     if args.workers < 1:
         raise EdgeError(f"--workers={args.workers} must be >= 1")
+    if args.shard_episodes < 0:
+        raise EdgeError(f"--shard-episodes={args.shard_episodes} must be >= 0 (0 = one run per arm)")
+    given = getattr(args, "non_default", set())
+    if args.runs is not None and (setup := [f for f in _RUN_SETUP if f.lstrip("-").replace("-", "_") in given]):
+        raise EdgeError(f"{setup[0]}: sets up the runs profile makes; with --runs it re-reads run directories and "
+                        "reports their own settings: drop " + " / ".join(setup))
+    if "latency_ms" in given and args.latency != "constant":
+        raise EdgeError(f"--latency-ms {args.latency_ms:g}: the charge of --latency constant, but --latency is "
+                        f"{args.latency!r}; add --latency constant (or drop --latency-ms)")
+    if "latency_device" in given and args.latency != "device":
+        raise EdgeError(f"--latency-device {args.latency_device}: the device whose time --latency device charges, but "
+                        f"--latency is {args.latency!r}; add --latency device (or drop --latency-device; --device "
+                        "picks the projections' targets)")
     devices = list(DEVICES) if args.device == "all" else [d.strip() for d in args.device.split(",") if d.strip()]
     for d in devices:
         if d not in DEVICES:
@@ -111,6 +130,14 @@ def run(args) -> int:
                       "charge it as edge run does", file=sys.stderr)
     if args.world_model and not any(a.session.get("policy") == "comet" for a in arms or ()):
         raise EdgeError("--world-model configures comet arms; add --schedulers comet[:N] or drop it")
+    if "noise_temperature" in given and arms:
+        own = [a.name for a in arms if a.session.get("scheduler") == "eqrl" or a.session.get("policy") == "comet"]
+        if len(own) == len(arms):
+            raise EdgeError(f"--noise-temperature {args.noise_temperature:g}: scales the VLA's initial noise; every arm "
+                            f"draws its own (eqrl: its adapter's; comet: none): drop it")
+        if own:
+            print(f"note: --noise-temperature {args.noise_temperature:g} applies to the fixed / dvac arms; "
+                  f"{', '.join(own)} draw their own noise (eqrl: the adapter's; comet: none)", file=sys.stderr)
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
                        world_model=args.world_model,
                        seed=args.seed, execution=args.query_mode, latency=args.latency, latency_ms=args.latency_ms,

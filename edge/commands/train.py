@@ -253,6 +253,11 @@ def _train_adapter(args: argparse.Namespace) -> int:
 
     preset = _settings_file(args, "eqrl")
     config = load_config(EqrlConfig, preset, list(args.set))
+    unread = [f"{k}={getattr(config, k)}" for k in ("eval_seed", "eval_every", "eval_episodes")
+              if getattr(config, k) != getattr(EqrlConfig(), k)]
+    if unread:  # kept in the config so earlier runs' manifests still load
+        raise EdgeError(f"{unread[0]}: edge train adapter runs no periodic evaluation (evaluate a saved adapter with "
+                        "benchmarks/eqrl_eval.py); drop " + " / ".join(u.split("=")[0] for u in unread))
     out = Path(args.out)
     from edge.commands._out import check_writable_dir
 

@@ -23,6 +23,7 @@ def test_console_script_help():
 @pytest.mark.parametrize("argv, words", [
     (["expert", "eval", "--task", "nope"], ["invalid choice", "nope"]),
     (["expert", "eval", "--episodes", "0"], ["--episodes=0"]),
+    (["expert", "eval", "--image-size", "64"], ["unrecognized arguments: --image-size 64"]),  # renders nothing
     (["data", "record", "--out", "/proc/forbidden/x", "--episodes", "1"], ["cannot create output directory"]),
     (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.01"], ["--regrasp-off-centre", "--checkpoint", "--dagger"]),
     (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.5"], ["--regrasp-off-centre=0.5"]),

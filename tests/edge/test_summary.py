@@ -106,3 +106,13 @@ def test_a_run_on_a_real_arm_says_how_it_ended_not_zero_episodes():
     text = format_summary(s)
     assert text.splitlines()[0].split() == ["run", "on", "the", "bridge", "arm,", "ended", "by", "CameraStale"]
     assert "episodes" not in text and "\narm " not in text and "\nstop " not in text
+
+
+def test_summary_says_how_much_the_planners_searches_ran():
+    run = _run("virtual")
+    assert summarize(run)["planner"] is None and "planner searches" not in format_summary(summarize(run))
+    run.episodes[0].update(planner_decisions=10, planner_simulations=120, planner_cut=3)
+    run.episodes[1].update(planner_decisions=6, planner_simulations=40, planner_cut=5)
+    s = summarize(run)
+    assert s["planner"] == {"decisions": 16, "simulations_per_decision": 10.0, "cut_by_deadline": 8}
+    assert "10.0 simulations per decision; 8 of 16 decisions cut by the deadline" in format_summary(s)
