@@ -11,8 +11,9 @@ falls on all of them):
 * ``virtual``: the virtual clock; the decision runs inline and its measured time is what is charged;
 * ``real``: ``--clock real --inference thread``: the decision runs in a worker thread while the loop
   ticks beside it;
-* ``real_pinned``: the same with the loop thread on CPU ``--loop-cpu`` and the worker (and the
-  threads it starts) on the others (``--set loop_cpus=… --set inference_cpus=…``);
+* ``real_pinned``: the same with the loop thread on CPU ``--loop-cpu`` (``--set loop_cpus=…``); the
+  worker thread keeps the process's CPUs (``worker.cpus`` places a worker *process* only: runs before
+  stop 63 also passed ``inference_cpus``, which the thread never read);
 * ``real_process``: ``--inference process`` (``edge run --policy comet``'s default on the real clock,
   sync): the decision runs in a worker process (its own interpreter, so no lock shared with the loop
   thread; SCHED_BATCH, nice 5, one torch thread);
@@ -54,7 +55,7 @@ def arms(loop_cpu: int) -> dict[str, list[str]]:
     thread = ["--clock", "real", "--inference", "thread"]  # named: comet's default there is a process
     out = {"virtual": [], "real": thread}
     if others and loop_cpu in cpus:
-        out["real_pinned"] = [*thread, "--set", f"loop_cpus={loop_cpu}", "--set", f"inference_cpus={others}"]
+        out["real_pinned"] = [*thread, "--set", f"loop_cpus={loop_cpu}"]
     out["real_process"] = ["--clock", "real", "--inference", "process"]
     out["real_switch5ms"] = [*thread, "--set", "loop.gil_switch_interval_s=0"]
     out["real_torch1"] = [*thread, "--set", "worker.torch_threads=1"]
