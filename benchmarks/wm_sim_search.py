@@ -218,15 +218,15 @@ def merge(files: list[Path], pools: list[str], out: Path, command: str) -> int:
             if first is None:
                 arms.append(a)
                 continue
-            # the same arm in two files (a deterministic arm rerun as a control): kept once, if it
-            # played the same seeds with the same outcome in each
-            n = min(first["episodes"], a["episodes"])
-            same = (first["per_episode_seed"][:n] == a["per_episode_seed"][:n]
-                    and first["per_episode_success"][:n] == a["per_episode_success"][:n])
-            if not same:
+            # the same arm in two files (a deterministic arm rerun as a control): kept once if it is the
+            # same arm (settings, agent) and played the same episodes alike (seeds, outcomes, steps);
+            # only its timings may differ
+            keys = {k for k in (*first, *a) if "_ms" not in k}
+            differ = sorted(k for k in keys if first.get(k) != a.get(k))
+            if differ:
                 raise EdgeError(f"--merge: arm {a['name']} in {f} differs from the same arm in an earlier file "
-                                "(seeds or outcomes); give only one of them")
-            reproduced.append({"arm": a["name"], "file": str(f), "episodes": n})
+                                f"({', '.join(differ[:4])}); give only one of them")
+            reproduced.append({"arm": a["name"], "file": str(f), "episodes": a["episodes"]})
     res = {"machine": machine_info(), "git": git_revision(), "command": command,
            "merged_from": {str(f): {"git": r["git"], "command": r["command"], "wall_s": r["wall_s"]}
                            for f, r in zip(files, runs)},

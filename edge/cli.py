@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         actions = _command_parser(parser, args)._actions
     except AttributeError:  # a stand-in parser (tests)
         actions = []
-    args.non_default = {a.dest for a in actions  # (a deprecated alias shares its option's dest and default)
-                        if a.dest not in ("help", "func") and a.default is not argparse.SUPPRESS
+    args.non_default = {a.dest for a in actions  # (a deprecated alias shares its option's dest, not its default)
+                        if a.dest not in ("help", "func") and not isinstance(a, DeprecatedAlias)
                         and getattr(args, a.dest, a.default) != a.default}
     try:
         return int(args.func(args) or 0)

@@ -347,8 +347,10 @@ def summarize(run: RunData) -> dict[str, Any]:
                                 if elapsed_eps and not virtual else None),
         # the world-model planner: how much its searches ran (a deadline may cut a decision's budget short)
         "planner": {"decisions": decisions,
-                    "simulations_per_decision": (sum(int(e.get("planner_simulations") or 0) for e in plan_eps)
-                                                 / decisions if decisions else None),
+                    # (records from before the count have none: not reported)
+                    "simulations_per_decision": (sum(int(e["planner_simulations"]) for e in plan_eps) / decisions
+                                                 if decisions and all(e.get("planner_simulations") is not None
+                                                                      for e in plan_eps) else None),
                     "cut_by_deadline": sum(int(e.get("planner_cut") or 0) for e in plan_eps)} if plan_eps else None,
         "interventions": dict(sorted(interventions.items())),
         "interventions_total": int(sum(v for k, v in interventions.items() if k != "wait_first_plan")),
@@ -403,9 +405,10 @@ def _summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("scheduler", str(s["scheduler"])))
     plan = s.get("planner")
     if isinstance(plan, dict) and plan.get("decisions"):
-        rows.append(("planner searches", f"{plan['simulations_per_decision']:.1f} simulations per decision; "
-                                         f"{plan['cut_by_deadline']} of {plan['decisions']} decisions cut by the "
-                                         "deadline"))
+        sims = plan["simulations_per_decision"]
+        rows.append(("planner searches", ("simulations not recorded" if sims is None else
+                                          f"{sims:.1f} simulations per decision")
+                     + f"; {plan['cut_by_deadline']} of {plan['decisions']} decisions cut by a deadline"))
     if not s.get("ticks"):  # e.g. the scripted expert: no runtime loop ran
         extra = [(k2, v) for k2, v in s.items() if k2 not in used and not isinstance(v, (dict, list))]
         return rows + [(k2, _num(v)) for k2, v in extra]

@@ -133,6 +133,16 @@ def run(args: argparse.Namespace) -> int:
         from edge.runtime.config import load_runtime_config
 
         load_runtime_config(None, None, runtime_sets)  # a bad key or value stops here, before anything runs
+        from edge.hil.host import HostSpec, host_config
+        from edge.runtime.config import unread_settings
+
+        vla = policy == "vla"  # the host's schedule and seam as edge.hil.harness sets them (a VLA: rtc)
+        spec = HostSpec(port="", out_dir="", chunk_len=rig.chunk_len, execute=rig.execute, num_steps=10 if vla else 1,
+                        seam="rtc" if vla else "replace")
+        base, host = host_config(spec), host_config(dataclasses.replace(spec, runtime=list(runtime_sets)))
+        for path, why, _ in unread_settings(host, base=base):
+            raise EdgeError(f"--set {path}={host.dotted()[path]}: {why} (the HIL host: real clock, inference in "
+                            "a thread); drop it")
     if rig.execute > rig.chunk_len:
         raise EdgeError(f"execute={rig.execute}: more actions per chunk than the chunk holds (chunk_len "
                         f"{rig.chunk_len}); set execute <= chunk_len")

@@ -71,8 +71,9 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-#: the flags that set up the runs profile makes (with --runs it makes none)
-_RUN_SETUP = ("--task", "--sim", "--checkpoint", "--no-verify", "--world-model", "--episodes", "--seed", "--query-mode",
+#: the flags that set up the runs profile makes (with --runs it makes none; --no-verify still applies to
+#: the checkpoints whose costs it reads)
+_RUN_SETUP = ("--task", "--sim", "--checkpoint", "--world-model", "--episodes", "--seed", "--query-mode",
               "--latency", "--latency-ms", "--latency-device", "--noise-temperature", "--max-steps",
               "--video-episodes", "--workers", "--shard-episodes", "--runs-dir")
 

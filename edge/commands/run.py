@@ -491,6 +491,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config or args.set:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
+        args.config_layers = (flags, load_runtime_config(flags, args.config) if args.config else flags)
         _check_config_keeps_flags(args, flags, cfg)
     _check_settings_apply(args, cfg, planner)
     _check_adapter_is_read(args, cfg)
@@ -548,10 +549,7 @@ def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner:
     if cfg.clock.device != "orin-nano" and cfg.clock.latency != "device":
         raise EdgeError(f"{named('clock.device', cfg.clock.device)}: the target whose time --latency device charges; "
                         f"this run's latency is {cfg.clock.latency}; add --latency device (or drop it)")
-    if cfg.worker.rtc_soft_steps != -1 and cfg.queue.seam != "rtc":
-        raise EdgeError(f"{named('worker.rtc_soft_steps', cfg.worker.rtc_soft_steps)}: sets the rtc seam's guidance; "
-                        f"this run's seam is {cfg.queue.seam}; add --seam rtc (or drop it)")
-    _check_settings_are_read(cfg, named)
+    _check_settings_are_read(args, cfg, named)
     if (not planner and not args.resume and cfg.worker.mode == "thread" and cfg.clock.kind == "virtual"
             and cfg.loop.execution == "async"):  # (the planner names its own reason; a resumed run stays as it ran)
         raise EdgeError(f"{named('worker.mode', 'thread')}: on the virtual clock an async query's chunk would land "
@@ -559,53 +557,31 @@ def _check_settings_apply(args: argparse.Namespace, cfg: RuntimeConfig, planner:
                         "--inference inline (the virtual clock's default), --query-mode sync, or --clock real")
 
 
-def _check_settings_are_read(cfg: RuntimeConfig, named: Callable[[str, Any], str]) -> None:
-    """Refuse a setting asked for (not at its default) that nothing in this run reads: its seam
-    without a queue to join, its scheduler's or policy's settings under another one, its loop's
-    thread settings on the virtual clock."""
-    from edge.runtime.config import RuntimeConfig
+def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named: Callable[[str, Any], str]) -> None:
+    """Refuse a setting asked for by a flag or ``--set`` that nothing in this run reads
+    (:func:`edge.runtime.config.unread_settings`); one that comes from the ``--config`` file only
+    gets a note (a file sets many things, not all of which apply to every run). A resumed run is
+    not checked: it runs as it was started, its settings checked against the stored ones."""
+    import sys
 
-    default, after = RuntimeConfig().dotted(), cfg.dotted()
-    asked = {k for k, v in after.items() if default.get(k, v) != v}
-    policy, kind = cfg.policy.name, cfg.scheduler.kind
-    if cfg.queue.seam != "replace" and cfg.loop.execution == "sync":
-        why = ("--policy comet decides one move at a time here" if policy == "comet" else
-               "--policy expert decides in sync" if policy == "expert" else "--query-mode sync")
-        raise EdgeError(f"{named('queue.seam', cfg.queue.seam)}: joins a new chunk to the rest of the queued one; "
-                        f"{why}, so a query starts only once the queue is empty and there is nothing to join; "
-                        f"{'drop --seam' if policy in ('comet', 'expert') else 'use --query-mode async or drop --seam'}")
-    if "queue.blend_new" in asked and cfg.queue.seam != "weighted":
-        raise EdgeError(f"queue.blend_new={cfg.queue.blend_new}: the weighted seam's weight of the new chunk; this run's "
-                        f"seam is {cfg.queue.seam}; add --seam weighted (or drop it)")
-    if "worker.noise_temperature" in asked and (kind == "eqrl" or policy in ("expert", "comet")):
-        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)" if kind == "eqrl"
-               else f"--policy {policy} draws no flow-matching noise")
-        raise EdgeError(f"{named('worker.noise_temperature', cfg.worker.noise_temperature)}: scales the VLA's initial "
-                        f"noise; {who}; drop it")
-    if policy in ("expert", "comet") and (bad := sorted(k for k in asked if k.startswith("backend."))):
-        who = ("its search runs on --plan-backend onnxruntime|torch" if policy == "comet"
-               else "it reads the simulator's state and runs no network")
-        raise EdgeError(f"{named(bad[0], after[bad[0]])}: sets up the VLA's network; --policy {policy} does not "
-                        f"run it ({who}); drop it")
-    if policy == "expert" and not cfg.policy.verify:
-        raise EdgeError("--no-verify (policy.verify=False): checks a checkpoint's files; --policy expert loads none; "
-                        "drop it")
-    for section, read in (("scheduler.dvac.", kind == "dvac"), ("scheduler.fixed.", kind != "dvac"),
-                          ("scheduler.eqrl.noise", kind == "eqrl")):
-        if not read and (bad := sorted(k for k in asked if k.startswith(section))):
-            raise EdgeError(f"{named(bad[0], after[bad[0]])}: a setting of --scheduler "
-                            f"{section.split('.')[1]}; this run's scheduler is {kind}; add --scheduler "
-                            f"{section.split('.')[1]} (or drop it)")
-    if "clock.latency_ms" in asked and cfg.clock.latency != "constant":
-        raise EdgeError(f"{named('clock.latency_ms', cfg.clock.latency_ms)}: the charge of --latency constant; this "
-                        f"run's latency is {cfg.clock.latency}; add --latency constant (or drop it)")
-    if cfg.clock.kind == "virtual" and (bad := sorted(k for k in asked if k in (
-            "loop.cpus", "loop.timer_slack_ns", "loop.gil_switch_interval_s"))):
-        raise EdgeError(f"{named(bad[0], after[bad[0]])}: sets up the control loop's thread on the real clock; this "
-                        "run's clock is virtual; add --clock real (or drop it)")
-    if cfg.worker.cpus and cfg.worker.mode != "process":
-        raise EdgeError(f"{named('worker.cpus', cfg.worker.cpus)}: the CPUs of the inference worker process; this "
-                        f"run's inference is {cfg.worker.mode}; add --inference process (or drop it)")
+    from edge.runtime.config import unread_settings
+
+    if args.resume:
+        return
+    flags, from_file = getattr(args, "config_layers", (cfg, cfg))
+    f, ff, after = flags.dotted(), from_file.dotted(), cfg.dotted()
+    for path, why, fix in unread_settings(cfg):
+        value = after[path]
+        if args.config and ff[path] != f[path] and after[path] == ff[path]:  # the file set it, --set did not change it
+            print(f"note: {path}={value} (from --config {args.config}) is not read by this run: {why}",
+                  file=sys.stderr)
+            continue
+        if after[path] != f[path]:  # --set
+            fix_set = fix
+            for drop in ("drop it", "drop --seam", "drop --no-verify"):
+                fix_set = fix_set.replace(drop, "drop that --set")
+            raise EdgeError(f"{path}={value} (from --set): {why}; {fix_set}")
+        raise EdgeError(f"{'--no-verify' if path == 'policy.verify' else named(path, value)}: {why}; {fix}")
 
 
 #: edge run flags that set up the simulated episodes (flag, args attribute, its default)
@@ -683,7 +659,7 @@ def _check_planner_vla_flags(args: argparse.Namespace) -> None:
     (one move per decision; its moves per query follow --query-mode), so a value given would be ignored;
     nor does it load the VLA's --checkpoint (its model is --world-model). (The VLA's backend, noise and
     seam settings are checked on the final settings: :func:`_check_settings_are_read`.)"""
-    if args.checkpoint is not None:
+    if args.checkpoint is not None and not getattr(args, "resume", False):  # (a resumed run runs as it was started)
         raise EdgeError(f"--checkpoint {args.checkpoint}: the VLA's checkpoint; --policy comet plans with a world model: "
                         "give it with --world-model DIR (or drop --checkpoint)")
     given = getattr(args, "given", set())
@@ -770,6 +746,7 @@ def _run_on_arm(args: argparse.Namespace) -> int:
     if args.config or args.set:
         flags = cfg
         cfg = load_runtime_config(cfg, args.config, args.set)
+        args.config_layers = (flags, load_runtime_config(flags, args.config) if args.config else flags)
         _check_config_keeps_flags(args, flags, cfg)
         if cfg.policy.name != flags.policy.name:
             raise EdgeError(f"policy.name={cfg.policy.name} from {_config_source(args)}: choose the policy with "

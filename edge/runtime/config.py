@@ -387,6 +387,61 @@ def apply_settings(base: RuntimeConfig, items: Any) -> RuntimeConfig:
     return from_dict(RuntimeConfig, data)
 
 
+def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> list[tuple[str, str, str]]:
+    """Settings asked for (not at their value in ``base``, default: the defaults) that nothing in a run
+    of ``cfg`` reads, as (dotted path, why it is not read, what to do with ``edge run``'s flags): a
+    seam without a queue to join, the VLA's noise, network or checkpoint check where no VLA runs,
+    another scheduler's settings, latency and loop-thread settings of another clock, worker CPUs
+    without a worker process. (Custom ``pkg.module:factory`` policies and schedulers may read any.)"""
+    default, after = (base or RuntimeConfig()).dotted(), cfg.dotted()
+    asked = {k for k, v in after.items() if default.get(k, v) != v}
+    policy, kind = cfg.policy.name, cfg.scheduler.kind
+    out: list[tuple[str, str, str]] = []
+    if cfg.queue.seam != "replace" and cfg.loop.execution == "sync" and "queue.seam" in asked:
+        who = ("--policy comet decides one move at a time here" if policy == "comet" else
+               "--policy expert decides in sync" if policy == "expert" else "the queries are sync")
+        out.append(("queue.seam", f"a seam joins a new chunk to the rest of the queued one; {who}, so a query starts only once "
+                    "the queue is empty and there is nothing to join",
+                    "drop --seam" if policy in ("comet", "expert") else "use --query-mode async or drop --seam"))
+    if "queue.blend_new" in asked and cfg.queue.seam != "weighted":
+        out.append(("queue.blend_new", f"the weighted seam's weight of the new chunk; this run's seam is "
+                                       f"{cfg.queue.seam}", "add --seam weighted or drop it"))
+    if "worker.rtc_soft_steps" in asked and cfg.queue.seam != "rtc":
+        out.append(("worker.rtc_soft_steps", f"sets the rtc seam's guidance; this run's seam is {cfg.queue.seam}",
+                    "add --seam rtc or drop it"))
+    if "worker.noise_temperature" in asked and (kind == "eqrl" or policy in ("expert", "comet")):
+        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"
+               if kind == "eqrl" else f"--policy {policy} draws no flow-matching noise")
+        out.append(("worker.noise_temperature", f"scales the VLA's initial noise; {who}", "drop it"))
+    if policy in ("expert", "comet"):
+        who = ("its search runs on --plan-backend onnxruntime|torch" if policy == "comet"
+               else "it reads the simulator's state and runs no network")
+        out += [(k, f"sets up the VLA's network; --policy {policy} does not run it ({who})", "drop it")
+                for k in sorted(asked) if k.startswith("backend.")][:1]
+    if policy == "expert" and "policy.verify" in asked:
+        out.append(("policy.verify", "checks a checkpoint's files; --policy expert loads none", "drop --no-verify"))
+    custom = ":" in kind  # a factory's scheduler may read any section
+    for section, read in (("scheduler.dvac.", kind == "dvac" or custom),
+                          ("scheduler.fixed.", kind not in ("dvac", "eqrl")),
+                          ("scheduler.eqrl.noise", kind == "eqrl" or custom)):
+        name = section.split(".")[1]
+        out += [(k, f"a setting of --scheduler {name}; this run's scheduler is {kind}"
+                    + (" (its adapter chooses K and C)" if kind == "eqrl" and name == "fixed" else ""),
+                 "drop it" if name == "fixed" else f"add --scheduler {name} or drop it")
+                for k in sorted(asked) if k.startswith(section) and not read][:1]
+    if "clock.latency_ms" in asked and cfg.clock.latency != "constant":
+        out.append(("clock.latency_ms", f"the charge of --latency constant; this run's latency is {cfg.clock.latency}",
+                    "add --latency constant or drop it"))
+    if cfg.clock.kind == "virtual":
+        out += [(k, "sets up the control loop's thread on the real clock; this run's clock is virtual",
+                 "add --clock real or drop it")
+                for k in ("loop.cpus", "loop.timer_slack_ns", "loop.gil_switch_interval_s") if k in asked][:1]
+    if "worker.cpus" in asked and cfg.worker.cpus and cfg.worker.mode != "process":
+        out.append(("worker.cpus", f"the CPUs of the inference worker process; this run's inference is "
+                                   f"{cfg.worker.mode}", "add --inference process or drop it"))
+    return out
+
+
 def load_runtime_config(base: RuntimeConfig | None = None, path: str | Path | None = None,
                         overrides: list[str] | tuple[str, ...] = ()) -> RuntimeConfig:
     """``base`` (default: the defaults) <- YAML file <- ``--set key=value`` overrides, validated;
@@ -428,4 +483,4 @@ def dump_yaml(config: RuntimeConfig) -> str:
 __all__ = ["BACKENDS", "DEFAULT_CHECKPOINT", "SEAMS", "SHORTCUTS", "ClockSettings", "CometPolicyConfig",
            "EqrlSchedulerConfig", "LoopSettings", "PolicyConfig", "RunSettings", "RuntimeConfig",
            "SceneConfig", "SchedulerSettings", "WorkerSettings", "apply_settings", "config_from_meta",
-           "dump_yaml", "flag_of", "load_runtime_config", "shortcut_path"]
+           "dump_yaml", "flag_of", "load_runtime_config", "shortcut_path", "unread_settings"]

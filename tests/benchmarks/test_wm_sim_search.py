@@ -108,7 +108,12 @@ def test_pools_pair_two_seeds_against_two_and_runs_merge(tmp_path):
     assert m["reproduced"] == [{"arm": "push3:m_s0:agent", "file": str(again), "episodes": 4}]
     again.write_text(json.dumps({"settings": {"seed0": 1}, "git": {}, "command": "c", "wall_s": 1.0,
                                  "arms": [_arm("push3:m_s0:agent", s, [False] * 4)]}))
-    with pytest.raises(EdgeError, match="push3:m_s0:agent in .* differs"):
+    with pytest.raises(EdgeError, match="push3:m_s0:agent in .* differs .*per_episode_success"):
+        wss.main(["--merge", *map(str, files), str(again), "--out", str(out)])
+    other_agent = {**arms[0], "agent": "runs/another"}  # the same name and outcomes, another agent
+    again.write_text(json.dumps({"settings": {"seed0": 1}, "git": {}, "command": "c", "wall_s": 1.0,
+                                 "arms": [other_agent]}))
+    with pytest.raises(EdgeError, match=r"earlier file \(agent\)"):
         wss.main(["--merge", *map(str, files), str(again), "--out", str(out)])
     other = tmp_path / "o.json"
     other.write_text(json.dumps({"settings": {"seed0": 2}, "git": {}, "command": "c", "wall_s": 1.0, "arms": []}))

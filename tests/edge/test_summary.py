@@ -115,4 +115,7 @@ def test_summary_says_how_much_the_planners_searches_ran():
     run.episodes[1].update(planner_decisions=6, planner_simulations=40, planner_cut=5)
     s = summarize(run)
     assert s["planner"] == {"decisions": 16, "simulations_per_decision": 10.0, "cut_by_deadline": 8}
-    assert "10.0 simulations per decision; 8 of 16 decisions cut by the deadline" in format_summary(s)
+    assert "10.0 simulations per decision; 8 of 16 decisions cut by a deadline" in format_summary(s)
+    del run.episodes[1]["planner_simulations"]  # recorded before the count existed
+    s = summarize(run)
+    assert s["planner"]["simulations_per_decision"] is None and "simulations not recorded" in format_summary(s)

@@ -109,6 +109,34 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
     assert "image_size=16" in capsys.readouterr().err
 
 
+def test_a_run_started_with_a_setting_now_refused_still_resumes(tmp_path, capsys):
+    """A run recorded before edge run refused settings it does not read (here the expert's seam, which
+    sync never reads) resumes as it was started: a resumed run's settings are checked against its own."""
+    out = tmp_path / "r"
+    base = ["run", "--policy", "expert", "--image-size", "16", "--seed", "5", "--set", "max_steps=3", "--out", str(out)]
+    assert main([*base, "--episodes", "1"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    meta["config"]["queue"]["seam"] = meta["session"]["seam"] = "weighted"  # as an earlier version recorded it
+    (out / "meta.json").write_text(json.dumps(meta))
+    assert main([*base, "--episodes", "2", "--seam", "weighted"]) == 2  # a new run: refused
+    assert "--seam weighted" in capsys.readouterr().err
+    assert main([*base, "--episodes", "2", "--seam", "weighted", "--resume"]) == 0
+    eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [e["seed"] for e in eps] == [5, 6]
+
+
+def test_a_config_files_setting_the_run_does_not_read_gets_a_note(tmp_path, capsys):
+    """configs/run/dvac.yaml's weighted seam in a sync run: the file sets many things, so a note, not a
+    refusal (the same setting from a flag or --set is refused: tests/test_bad_inputs.py)."""
+    from pathlib import Path
+
+    preset = Path(__file__).resolve().parents[3] / "configs" / "run" / "dvac.yaml"
+    assert main(["run", "--config", str(preset), "--query-mode", "sync", "--episodes", "1",
+                 "--set", "max_steps=3", "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: queue.seam=weighted (from --config {preset}) is not read by this run" in err
+
+
 def test_a_run_of_another_policy_resumes_whatever_the_planners_settings(tmp_path, capsys):
     """The planner's settings (policy.comet.*) do not decide whether an expert or VLA run resumes: one
     recorded before the workspace mask existed (or the planner's backend) still continues."""
