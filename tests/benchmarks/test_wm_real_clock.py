@@ -40,11 +40,12 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     res = json.loads(out.read_text())
     real = res["arms"]["real"]
     assert res["query_mode"] == "async" and real["moves_per_tick"] > 0
-    if real["decision_ms"]["p50"] < 40:  # decisions inside the 50 ms tick
+    if real["decision_ms"]["p50"] < 40 and not real["clock"]["overruns"]:  # decisions inside the 50 ms tick
         assert real["moves_per_tick"] > 0.5
-    else:  # a machine loaded by other work stretches them past it: then a move comes every few ticks
-        warnings.warn(f"async real-clock decisions took {real['decision_ms']['p50']} ms p50 (> 40 ms): the "
-                      "'a move on more than every other tick' check was not made")
+    else:  # a machine loaded by other work stretches them past it (or stalls ticks): a move every few ticks
+        warnings.warn(f"async real-clock decisions took {real['decision_ms']['p50']} ms p50, "
+                      f"{real['clock']['overruns']} overruns: the 'a move on more than every other tick' check "
+                      "was not made")
     assert res["plan_simulations"] == 3
     for name, inference in (("virtual", "auto"), ("real", "inline")):
         meta = json.loads((tmp_path / "a" / name / "meta.json").read_text())
