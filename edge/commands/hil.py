@@ -133,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         from edge.runtime.config import load_runtime_config
 
         load_runtime_config(None, None, runtime_sets)  # a bad key or value stops here, before anything runs
+    if rig.execute > rig.chunk_len:
+        raise EdgeError(f"execute={rig.execute}: more actions per chunk than the chunk holds (chunk_len "
+                        f"{rig.chunk_len}); set execute <= chunk_len")
+    if runtime_sets:  # the host's settings nothing in it would read (after the rig's own checks)
         from edge.hil.host import HostSpec, host_config
         from edge.runtime.config import unread_settings
 
@@ -140,12 +144,14 @@ def run(args: argparse.Namespace) -> int:
         spec = HostSpec(port="", out_dir="", chunk_len=rig.chunk_len, execute=rig.execute, num_steps=10 if vla else 1,
                         seam="rtc" if vla else "replace")
         base, host = host_config(spec), host_config(dataclasses.replace(spec, runtime=list(runtime_sets)))
-        for path, why, _ in unread_settings(host, base=base):
+        unread = unread_settings(host, base=base)
+        if not vla:  # the replayed expert: no denoising steps or initial noise
+            changed = {k for k, v in host.dotted().items() if base.dotted().get(k) != v}
+            unread += [(k, "the replayed expert runs no denoising steps and draws no noise", "drop it")
+                       for k in ("scheduler.fixed.num_steps", "worker.noise_temperature") if k in changed]
+        for path, why, _ in unread:
             raise EdgeError(f"--set {path}={host.dotted()[path]}: {why} (the HIL host: real clock, inference in "
                             "a thread); drop it")
-    if rig.execute > rig.chunk_len:
-        raise EdgeError(f"execute={rig.execute}: more actions per chunk than the chunk holds (chunk_len "
-                        f"{rig.chunk_len}); set execute <= chunk_len")
     from edge.robot_spec import load_robot_spec
 
     try:

@@ -561,16 +561,26 @@ def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named
     """Refuse a setting asked for by a flag or ``--set`` that nothing in this run reads
     (:func:`edge.runtime.config.unread_settings`); one that comes from the ``--config`` file only
     gets a note (a file sets many things, not all of which apply to every run). A resumed run is
-    not checked: it runs as it was started, its settings checked against the stored ones."""
+    checked only for what differs from how it was started (an earlier version may have run settings
+    refused now)."""
     import sys
 
     from edge.runtime.config import unread_settings
 
-    if args.resume:
-        return
     flags, from_file = getattr(args, "config_layers", (cfg, cfg))
     f, ff, after = flags.dotted(), from_file.dotted(), cfg.dotted()
-    for path, why, fix in unread_settings(cfg):
+    policy, kind = cfg.policy.name, cfg.scheduler.kind
+    if policy in ("expert", "comet") and kind != "fixed":  # whatever set it: the policy's own schedule
+        source = ("--set" if after["scheduler.kind"] != ff["scheduler.kind"] else f"--config {args.config}"
+                  if after["scheduler.kind"] != f["scheduler.kind"] else "--scheduler")
+        raise EdgeError(f"scheduler.kind={kind} (from {source}): --policy {policy} decides on its own fixed schedule "
+                        "(one decision per query, its own K and C); drop it")
+    base = None
+    if args.resume:  # settings as the run was started are not asked again (an earlier version ran them)
+        base = _started_config(args)
+        if base is None:
+            return  # (resume_state names what it cannot read)
+    for path, why, fix in unread_settings(cfg, base=base):
         value = after[path]
         if args.config and ff[path] != f[path] and after[path] == ff[path]:  # the file set it, --set did not change it
             print(f"note: {path}={value} (from --config {args.config}) is not read by this run: {why}",

@@ -421,8 +421,9 @@ def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> li
     if policy == "expert" and "policy.verify" in asked:
         out.append(("policy.verify", "checks a checkpoint's files; --policy expert loads none", "drop --no-verify"))
     custom = ":" in kind  # a factory's scheduler may read any section
+    own_k_c = policy in ("expert", "comet")  # their K and C are their own (another scheduler: refused apart)
     for section, read in (("scheduler.dvac.", kind == "dvac" or custom),
-                          ("scheduler.fixed.", kind not in ("dvac", "eqrl")),
+                          ("scheduler.fixed.", kind not in ("dvac", "eqrl") or own_k_c),
                           ("scheduler.eqrl.noise", kind == "eqrl" or custom)):
         name = section.split(".")[1]
         out += [(k, f"a setting of --scheduler {name}; this run's scheduler is {kind}"

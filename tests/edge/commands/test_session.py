@@ -123,6 +123,9 @@ def test_a_run_started_with_a_setting_now_refused_still_resumes(tmp_path, capsys
     assert main([*base, "--episodes", "2", "--seam", "weighted", "--resume"]) == 0
     eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert [e["seed"] for e in eps] == [5, 6]
+    # what a resume asks beyond how the run was started is checked (resume_state lets this key differ)
+    assert main([*base, "--episodes", "3", "--seam", "weighted", "--resume", "--set", "adapter_noise=mean"]) == 2
+    assert "scheduler.eqrl.noise=mean (from --set)" in capsys.readouterr().err
 
 
 def test_a_config_files_setting_the_run_does_not_read_gets_a_note(tmp_path, capsys):
