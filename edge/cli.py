@@ -81,11 +81,17 @@ class DeprecatedAlias(argparse.Action):
 
     def __init__(self, option_strings, dest, use: str, old: str | None = None, **kwargs) -> None:
         self.use, self.old = use, old
+        self.given: tuple[str, object] | None = None
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"warning: {self.old or option_string} is deprecated; use {self.use}", file=sys.stderr)
+        before = getattr(namespace, self.dest, None)
+        if before not in (None, parser.get_default(self.dest), values):  # the new spelling given first
+            parser.error(f"{self.old or option_string} {values} and {self.use.split()[0]} {before} both given: "
+                         f"give {self.use} once")
         setattr(namespace, self.dest, values)
+        self.given = (self.old or option_string, values)  # the new spelling given after: main() checks it survived
 
 
 def add_deprecated_alias(container, old: str, canonical: argparse.Action) -> argparse.Action:
@@ -128,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the (sub)command's own usage, not the top level's
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        command = _command_parser(parser, args)
+        aliases = [a for a in command._actions if isinstance(a, DeprecatedAlias)]
+    except AttributeError:  # a stand-in parser (tests)
+        aliases = []
+    for a in aliases:
+        if a.given is not None and getattr(args, a.dest) != a.given[1]:
+            command.error(f"{a.given[0]} {a.given[1]} and {a.use.split()[0]} {getattr(args, a.dest)} both given: "
+                          f"give {a.use} once")  # a deprecated spelling, then the new one with another value
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
