@@ -86,12 +86,8 @@ class DeprecatedAlias(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"warning: {self.old or option_string} is deprecated; use {self.use}", file=sys.stderr)
-        before = getattr(namespace, self.dest, None)
-        if before not in (None, parser.get_default(self.dest), values):  # the new spelling given first
-            parser.error(f"{self.old or option_string} {values} and {self.use.split()[0]} {before} both given: "
-                         f"give {self.use} once")
         setattr(namespace, self.dest, values)
-        self.given = (self.old or option_string, values)  # the new spelling given after: main() checks it survived
+        self.given = (self.old or option_string, values)  # main() refuses it beside the new spelling
 
 
 def add_deprecated_alias(container, old: str, canonical: argparse.Action) -> argparse.Action:
@@ -139,10 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         aliases = [a for a in command._actions if isinstance(a, DeprecatedAlias)]
     except AttributeError:  # a stand-in parser (tests)
         aliases = []
-    for a in aliases:
-        if a.given is not None and getattr(args, a.dest) != a.given[1]:
-            command.error(f"{a.given[0]} {a.given[1]} and {a.use.split()[0]} {getattr(args, a.dest)} both given: "
-                          f"give {a.use} once")  # a deprecated spelling, then the new one with another value
+    given = list(sys.argv[1:] if argv is None else argv)
+    for a in aliases:  # a deprecated spelling and the new one: which value wins would depend on their order
+        new = a.use.split()[0]
+        if a.given is not None and any(x == new or x.startswith(new + "=") for x in given):
+            command.error(f"{a.given[0]} {a.given[1]} and {new} both given: give {a.use} once")
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2

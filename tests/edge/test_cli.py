@@ -26,8 +26,8 @@ def test_console_script_help():
     (["expert", "eval", "--image-size", "64"], ["unrecognized arguments: --image-size 64"]),  # renders nothing
     # a deprecated spelling and the new one with different values, in either order
     (["export", "--checkpoint", "/tmp/a", "/tmp/b", "--out", "/tmp/x"], ["the positional CKPT /tmp/b", "both given"]),
-    (["profile", "--query-mode", "sync", "--execution", "async"], ["--execution async and --query-mode sync"]),
-    (["profile", "--execution", "async", "--query-mode", "sync"], ["--execution async and --query-mode sync"]),
+    (["profile", "--query-mode", "sync", "--execution", "async"], ["--execution async and --query-mode both"]),
+    (["profile", "--execution", "async", "--query-mode=async"], ["--execution async and --query-mode both"]),
     (["data", "record", "--out", "/proc/forbidden/x", "--episodes", "1"], ["cannot create output directory"]),
     (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.01"], ["--regrasp-off-centre", "--checkpoint", "--dagger"]),
     (["data", "record", "--out", "/tmp/x", "--regrasp-off-centre", "0.5"], ["--regrasp-off-centre=0.5"]),
