@@ -132,24 +132,20 @@ def main(argv: list[str] | None = None) -> int:
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         command = _command_parser(parser, args)
-        aliases = [a for a in command._actions if isinstance(a, DeprecatedAlias)]
+        actions = command._actions
     except AttributeError:  # a stand-in parser (tests)
-        aliases = []
+        actions = []
     given = list(sys.argv[1:] if argv is None else argv)
-    for a in aliases:  # a deprecated spelling and the new one: which value wins would depend on their order
-        new = a.use.split()[0]
-        if a.given is not None and any(x == new or x.startswith(new + "=") for x in given):
+    for a in actions:  # a deprecated spelling and the new one: which value wins would depend on their order
+        new = a.use.split()[0] if isinstance(a, DeprecatedAlias) else ""
+        if new and a.given is not None and any(x == new or x.startswith(new + "=") for x in given):
             command.error(f"{a.given[0]} {a.given[1]} and {new} both given: give {a.use} once")
     if not getattr(args, "func", None):
         parser.print_help()
         return 0 if args.command is None else 2
     # the command line as given (for records), and the options set to something other than their default
     # (a command may say what overrides them)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        actions = _command_parser(parser, args)._actions
-    except AttributeError:  # a stand-in parser (tests)
-        actions = []
+    args.argv = given
     args.non_default = {a.dest for a in actions  # (a deprecated alias shares its option's dest, not its default)
                         if a.dest not in ("help", "func") and not isinstance(a, DeprecatedAlias)
                         and getattr(args, a.dest, a.default) != a.default}

@@ -355,8 +355,6 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
     as_short = {"query_mode": "execution", "no_verify": "verify"}  # flags whose dest is not their short name
     for dest in sorted(getattr(args, "non_default", set()) & (set(SHORTCUTS) | set(as_short)) - {"policy", "task"}):
         path = shortcut_path(as_short.get(dest, dest), cfg.scheduler.kind)
-        if dest in as_short and getattr(args, dest) in (None, False):  # not given (None: --query-mode's default)
-            continue
         if path in before and before[path] != after.get(path):
             given = "--no-verify" if dest == "no_verify" else f"{flag_of(path)} {getattr(args, dest)}"
             overridden.append(f"{given} -> {path}={after.get(path)}")
