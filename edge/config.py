@@ -204,7 +204,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     import yaml
 
     if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like key=value (e.g. rate_hz=50)")
+        raise ConfigError(f"--set {text!r}: give key=value (a setting's dotted name, '=', its value; the command's --help lists its settings)")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key:

@@ -257,7 +257,7 @@ def _scheduler_brief(meta: dict[str, Any]) -> str | None:
     if name == "eqrl":  # the adapter plans each query's noise itself
         noise = sch.get("adapter_noise", ses.get("adapter_noise"))
         parts.append("noise from the adapter" + (" (its mode)" if noise == "mean" else ""))
-    elif temp is not None:
+    elif temp is not None and (meta.get("policy") or {}).get("kind") != "expert":  # the expert draws no noise
         parts.append(f"noise T={temp:g}")
     return ", ".join(parts)
 

@@ -125,7 +125,7 @@ class WorldModelPolicy:
     def __init__(self, path: str | Path, simulations: int = 0, seed: int = 0, verify: bool = True,
                  backend: str = "torch", ort_threads: int = 1, lookahead: bool = False,
                  workspace: tuple[Any, Any] | None = None, task: str | None = None,
-                 deadline_ms: float = 0.0) -> None:
+                 deadline_ms: float = 0.0, torch_threads: int = 0) -> None:
         from dataclasses import replace
 
         from world_models.observer import Observer
@@ -135,6 +135,12 @@ class WorldModelPolicy:
             raise EdgeError(f"--plan-backend {backend!r}: choose one of {PLAN_BACKENDS}")
         if not (np.isfinite(deadline_ms) and deadline_ms >= 0):
             raise EdgeError(f"--plan-deadline-ms {deadline_ms!r}: must be >= 0 (0 = no deadline)")
+        if torch_threads > 0:
+            import torch
+
+            # process-wide, as the VLA's torch backend does: at batch 1 the ops are tiny, and a thread
+            # per core fights the control loop and whatever else runs (measured: benchmarks/wm_plan_threads.py)
+            torch.set_num_threads(int(torch_threads))
         self.deadline_ms = float(deadline_ms)
         self.path = Path(path)
         cfg, model, manifest = load_world_model(path, verify=verify)
@@ -476,7 +482,9 @@ def comet_policy(cfg: Any, robot: Any = None) -> WorldModelPolicy:
         return WorldModelPolicy(path, simulations=int(cfg.policy.comet.plan_simulations or 0),
                                 seed=int(cfg.run.seed), verify=cfg.policy.verify,
                                 backend=cfg.policy.comet.plan_backend, lookahead=lookahead, workspace=workspace,
-                                task=cfg.scene.task, deadline_ms=float(cfg.policy.comet.plan_deadline_ms))
+                                task=cfg.scene.task, deadline_ms=float(cfg.policy.comet.plan_deadline_ms),
+                                ort_threads=int(cfg.policy.comet.plan_threads or 1),
+                                torch_threads=int(cfg.policy.comet.plan_threads))
     except EdgeError as err:
         if str(err).startswith("--"):  # names its flag already
             raise

@@ -135,6 +135,9 @@ def record(args: argparse.Namespace) -> int:
         raise EdgeError(f"--out {out}: holds {what}, not a demonstration dataset; record into a new --out")
     policy, dagger = None, None
     if args.checkpoint is not None:
+        if not Path(args.checkpoint).exists():
+            raise EdgeError(f"--checkpoint {args.checkpoint}: not found (a VLA checkpoint directory from "
+                            "`edge train vla`, or its model.pt)")
         policy, dagger = _dagger_policy(args)
         if "wrist" in policy.spec.cameras and not args.wrist:
             raise EdgeError(f"--checkpoint {args.checkpoint} uses the wrist camera; add --wrist")

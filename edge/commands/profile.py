@@ -139,6 +139,9 @@ def run(args) -> int:
         if own:
             print(f"note: --noise-temperature {args.noise_temperature:g} applies to the fixed / dvac arms; "
                   f"{', '.join(own)} draw their own noise (eqrl: the adapter's; comet: none)", file=sys.stderr)
+    if args.checkpoint and not Path(args.checkpoint).exists():
+        raise EdgeError(f"--checkpoint {args.checkpoint}: not found (a VLA checkpoint directory from "
+                        "`edge train vla`, or its model.pt; default: the shipped stack model)")
     pc = ProfileConfig(task=args.task, sim=args.sim, checkpoint=args.checkpoint, episodes=args.episodes,
                        world_model=args.world_model,
                        seed=args.seed, execution=args.query_mode, latency=args.latency, latency_ms=args.latency_ms,

@@ -337,6 +337,16 @@ def _started_config(args: argparse.Namespace) -> RuntimeConfig | None:
         return None
 
 
+def _simulated_run(out: str) -> bool:
+    """Whether ``out`` holds a run of simulated episodes (not an HIL host trace or a real arm's run:
+    resume_state refuses those by name)."""
+    try:
+        meta = json.loads((Path(out) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "session" in meta and "hil_host" not in meta and "arm" not in meta
+
+
 def _config_source(args: argparse.Namespace) -> str:
     return " / ".join(x for x in (f"--config {args.config}" if args.config else "", "--set" if args.set else "") if x)
 
@@ -386,6 +396,14 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
+    if args.scheduler not in ("fixed", "dvac", "eqrl") and ":" not in args.scheduler:
+        raise EdgeError(f"--scheduler {args.scheduler}: choose fixed, dvac, eqrl or give your own as 'pkg.module:factory'")
+    if args.config and not Path(args.config).is_file():
+        raise EdgeError(f"--config {args.config}: " + ("is a directory: give a YAML file in it" if Path(args.config).is_dir()
+                                                       else "not found (a YAML file, e.g. configs/run/dvac.yaml)"))
+    if args.inference == "process" and args.clock == "virtual":
+        raise EdgeError("--inference process: a worker process runs on wall time; add --clock real, or use "
+                        "--inference inline (or auto) on the virtual clock")
     given = _planner_flags(args)
     if given and not planner:
         one = len(given) == 1
@@ -413,6 +431,10 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeError(f"--resume: {args.out} is a world-model planner run (--policy comet --task "
                         f"{started.scene.task}); resume it with `edge run --policy comet --task {started.scene.task} "
                         f"--out {args.out} --resume`, with the --config / --set it was started with")
+    if started is not None and _simulated_run(args.out) and (started.policy.name == "expert") != (args.policy == "expert"):
+        was = "an expert run (--policy expert)" if started.policy.name == "expert" else f"a --policy {started.policy.name} run"
+        raise EdgeError(f"--resume: {args.out} is {was}; resume it with the --policy it was started with "
+                        f"(this command asks for --policy {args.policy}), or choose another --out")
     started = started if planner else None
     query_mode = args.query_mode or "async"
     if planner and args.query_mode is None:  # comet: async (lookahead) where it can run, else sync
@@ -573,6 +595,13 @@ def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named
                   if after["scheduler.kind"] != f["scheduler.kind"] else "--scheduler")
         raise EdgeError(f"scheduler.kind={kind} (from {source}): --policy {policy} decides on its own fixed schedule "
                         "(one decision per query, its own K and C); drop it")
+    given = getattr(args, "argv", None) or ()
+    noise_given = any(x == "--noise-temperature" or x.startswith("--noise-temperature=") for x in given)
+    if noise_given and not args.resume and (kind == "eqrl" or policy in ("expert", "comet")):
+        # (unread_settings sees values, not flags: the flag at its default value is refused here)
+        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"
+               if kind == "eqrl" else f"--policy {policy} draws no flow-matching noise")
+        raise EdgeError(f"--noise-temperature {float(args.noise_temperature)}: scales the VLA's initial noise; {who}; drop it")
     base = None
     if args.resume:  # settings as the run was started are not asked again (an earlier version ran them)
         base = _started_config(args)

@@ -318,7 +318,7 @@ def _check_adapter_resume(out: Path, config, checkpoint: str) -> None:
     by = f"; it was started by: {manifest['command']}" if manifest.get("command") else ""
     if diffs:
         raise EdgeError(f"--resume: {out} was started with other settings ({describe_differences(diffs)}){by}; "
-                        f"resume with its preset / --config / --set (only {', '.join(ADAPTER_RESUMABLE)} may "
+                        f"resume with its preset / --config / --set (only {', '.join(k for k in ADAPTER_RESUMABLE if not k.startswith('eval_'))} may "
                         "change) or choose another --out")
     vla = manifest.get("vla") or {}
     model = Path(checkpoint) / "model.pt" if Path(checkpoint).is_dir() else Path(checkpoint)
@@ -427,7 +427,14 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    metrics = Trainer(config, out, command=command, progress=not args.no_progress, log=True).run()
+    existed = out.exists()
+    try:
+        trainer = Trainer(config, out, command=command, progress=not args.no_progress, log=True)
+    except Exception:  # (e.g. a pixel encoder of another shape) nothing written: no empty --out left behind
+        if not existed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    metrics = trainer.run()
     fin = metrics.get("final") or {}
     print(f"world model: {out} ({config.model.kind}, {config.env.task}, {metrics['env_steps']} env steps, "
           f"{metrics['updates']} updates, {metrics['wall_s']:.0f} s); final success "

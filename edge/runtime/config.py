@@ -106,6 +106,9 @@ class CometPolicyConfig:
                                        "(at least one); on a real clock it counts from the query's request; "
                                        "edge run --policy comet sets 40 unless --plan-deadline-ms "
                                        "is given", range=(0.0, 60000.0))
+    plan_threads: int = cfg(1, "intra-op threads of the planner: its ONNX Runtime session, and torch process-wide "
+                               "(its encoder and the torch search), as backend.threads does for the VLA; 0 = torch's "
+                               "own setting (a thread per core) and one ONNX Runtime thread", range=(0, 256))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -286,7 +289,7 @@ SHORTCUTS: dict[str, str] = {
     "policy": "policy.name", "checkpoint": "policy.checkpoint", "verify": "policy.verify",
     "world_model": "policy.comet.world_model", "plan_simulations": "policy.comet.plan_simulations",
     "plan_backend": "policy.comet.plan_backend", "plan_workspace_mask": "policy.comet.workspace_mask",
-    "plan_deadline_ms": "policy.comet.plan_deadline_ms",
+    "plan_deadline_ms": "policy.comet.plan_deadline_ms", "plan_threads": "policy.comet.plan_threads",
     "backend": "backend.name",
     "scheduler": "scheduler.kind", "num_steps": "scheduler.{kind}.num_steps",
     "execute": "scheduler.{kind}.execute", "adapter": "scheduler.eqrl.adapter",
@@ -304,7 +307,7 @@ SHORTCUTS: dict[str, str] = {
 FLAGS = {"execution": "--query-mode"}
 #: short names ``edge run`` has no flag for (``--set name=...``; ``verify`` is turned off by ``--no-verify``)
 NO_FLAG = frozenset({"robot", "instructions", "max_steps", "verify", "adapter_noise", "inference_cpus",
-                     "record_ticks", "loop_cpus", "video_episodes"})
+                     "record_ticks", "loop_cpus", "video_episodes", "plan_threads"})
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(RuntimeConfig))
 
@@ -437,6 +440,17 @@ def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> li
         out += [(k, "sets up the control loop's thread on the real clock; this run's clock is virtual",
                  "add --clock real or drop it")
                 for k in ("loop.cpus", "loop.timer_slack_ns", "loop.gil_switch_interval_s") if k in asked][:1]
+    if "worker.torch_threads" in asked and policy == "comet" and cfg.worker.mode == "process":
+        out.append(("worker.torch_threads", "sets the worker process's torch threads before it builds the policy; "
+                                            "the planner then sets its own", "use --set policy.comet.plan_threads=N instead"))
+    elif "worker.torch_threads" in asked and cfg.worker.mode in ("inline", "auto") and (
+            cfg.worker.mode == "inline" or cfg.clock.kind == "virtual"):
+        out.append(("worker.torch_threads", "sets a worker thread's or process's torch threads; this run's inference "
+                                            "runs inline on the loop's thread (backend.threads sets the VLA's there)",
+                    "add --inference thread|process or drop it"))
+    if "policy.comet.plan_threads" in asked and policy != "comet" and ":" not in policy:
+        out.append(("policy.comet.plan_threads", f"the planner's threads; this run's policy is {policy}",
+                    "add --policy comet or drop it"))
     if "worker.cpus" in asked and cfg.worker.cpus and cfg.worker.mode != "process":
         out.append(("worker.cpus", f"the CPUs of the inference worker process; this run's inference is "
                                    f"{cfg.worker.mode}", "add --inference process or drop it"))
@@ -463,14 +477,16 @@ def config_from_meta(meta: dict[str, Any]) -> RuntimeConfig:
     nested = meta.get("config")
     if isinstance(nested, dict):
         comet = (nested.get("policy") or {}).get("comet")
-        if isinstance(comet, dict):  # before plan_backend torch ran; before the mask (the deadline) there was none
-            comet = {"plan_backend": "torch", "workspace_mask": False, "plan_deadline_ms": 0.0, **comet}
+        if isinstance(comet, dict):  # before plan_backend torch ran; before the mask (the deadline) there was none;
+            # before plan_threads torch kept its own thread count
+            comet = {"plan_backend": "torch", "workspace_mask": False, "plan_deadline_ms": 0.0, "plan_threads": 0, **comet}
             nested = {**nested, "policy": {**nested["policy"], "comet": comet}}
         return from_dict(RuntimeConfig, nested)
     session = dict(meta.get("session") or {})
     session.setdefault("plan_backend", "torch")  # such runs' planner ran on torch
     session.setdefault("plan_workspace_mask", False)  # ... and without the workspace mask
     session.setdefault("plan_deadline_ms", 0.0)  # ... or a deadline
+    session.setdefault("plan_threads", 0)  # ... and torch kept its own thread count
     return RuntimeConfig.of(**session)
 
 

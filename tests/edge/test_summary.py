@@ -84,6 +84,16 @@ def test_an_eqrl_run_names_the_adapter_as_the_noise_source():
     assert _scheduler_brief(meta).endswith("noise from the adapter (its mode)")
 
 
+def test_an_expert_run_names_no_noise_temperature():
+    from edge.telemetry import _scheduler_brief
+
+    meta = {"scheduler": {"name": "fixed", "num_steps": 1, "execute": 1, "seam": "replace", "noise_temperature": 0.5},
+            "policy": {"kind": "expert"}}
+    assert _scheduler_brief(meta) == "fixed K=1 C=1, seam replace"  # the expert draws no noise
+    meta["policy"]["kind"] = "vla"
+    assert _scheduler_brief(meta) == "fixed K=1 C=1, seam replace, noise T=0.5"
+
+
 def test_a_run_whose_arm_barely_moved_is_flagged():
     run = _run("real")
     assert "warning" not in format_summary(summarize(run))  # every tick acted

@@ -50,6 +50,30 @@ def test_edge_run_comet_reach_runs_a_reach3_model_on_the_reach_task(reach_world_
     assert pol.spec.task == "reach" and pol.spec.env["hold_s"] == 0.0  # reach3 judges every step, no hold
 
 
+def test_plan_threads_set_torchs_threads_and_the_search_sessions(reach_world_model):
+    """edge run's planner runs torch on policy.comet.plan_threads intra-op threads (default 1, as the
+    VLA's backend.threads): a thread per core made a decision on a loaded 2-core machine ~5x slower."""
+    import torch
+
+    from edge.runtime.config import RuntimeConfig, apply_settings
+    from world_models.policy import WorldModelPolicy, comet_policy
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        WorldModelPolicy(reach_world_model, simulations=2)  # no torch_threads: leaves torch's setting
+        assert torch.get_num_threads() == 2
+        cfg = RuntimeConfig.of(policy="comet", task="reach", world_model=str(reach_world_model), execution="sync",
+                               execute=1, plan_simulations=2, plan_workspace_mask=False)
+        pol = comet_policy(cfg)
+        assert torch.get_num_threads() == 1 and pol.planner.expand.threads == 1
+        torch.set_num_threads(2)
+        comet_policy(apply_settings(cfg, [("policy.comet.plan_threads", 0)]))  # 0: torch's own count stays
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_comet_in_a_worker_process_keeps_the_planners_counts(reach_world_model, tmp_path):
     """On the real clock the planner decides in a worker process by default (sync); its per-episode
     counts reach the episode records (they were left out before: the parent's copy never decides)."""

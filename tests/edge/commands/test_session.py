@@ -107,6 +107,10 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
     assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "32", "--seed", "5",
                  "--out", out, "--resume"]) == 2
     assert "image_size=16" in capsys.readouterr().err
+    # resumed without --policy expert: the policy is named, not a setting the user never gave
+    assert main(["run", "--episodes", "3", "--out", out, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "is an expert run (--policy expert)" in err and "image" not in err
 
 
 def test_a_run_started_with_a_setting_now_refused_still_resumes(tmp_path, capsys):
@@ -261,6 +265,10 @@ def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
     (tmp_path / "run" / "meta.json").write_text(json.dumps(meta))
     res = run_session(apply_settings(cfg, [("episodes", 4)]), tmp_path / "run", progress=False, resume=True)
     assert [e["seed"] for e in res.episodes] == [100003]
+    # the library call, as the CLI, never appends a second run to a recorded one
+    with pytest.raises(EdgeError, match="already holds a run .*meta.json.*runs never mix"):
+        run_session(cfg, tmp_path / "run", progress=False)
+    assert len((tmp_path / "run" / "episodes.jsonl").read_text().splitlines()) == 4
 
 
 def test_instruction_is_embedded_before_the_loop_starts(tiny_ckpt, tmp_path):

@@ -204,6 +204,16 @@ def test_runs_recorded_before_the_planner_deadline_read_back_without_one():
     assert config_from_meta({"session": {"policy": "comet"}}).policy.comet.plan_deadline_ms == 0.0
 
 
+def test_runs_recorded_before_plan_threads_read_back_with_torchs_own_threads():
+    from edge.runtime.config import config_from_meta, to_dict
+
+    nested = to_dict(RuntimeConfig.of(policy="comet"))
+    assert RuntimeConfig().policy.comet.plan_threads == 1  # edge run's planner: one torch thread, as the VLA's backend
+    del nested["policy"]["comet"]["plan_threads"]  # recorded before the key: torch kept its own count
+    assert config_from_meta({"config": nested}).policy.comet.plan_threads == 0
+    assert config_from_meta({"session": {"policy": "comet"}}).policy.comet.plan_threads == 0
+
+
 def test_every_flag_named_in_messages_is_an_edge_run_flag():
     from edge.cli import build_parser
     from edge.runtime.config import SHORTCUTS, shortcut_path
