@@ -22,6 +22,9 @@ falls on all of them):
 * ``real_torch1``: the worker thread with one torch thread, as the worker process has
   (``--set worker.torch_threads=1``; a thread otherwise takes as many as the loop's).
 
+Every arm runs with ``policy.comet.plan_threads=0`` (torch keeps its own thread count, a thread per
+core, as ``edge run``'s planner did when this was written; since stop 64 its default is one thread).
+
 ``--arms`` picks which run (default: all this machine can run).
 
 Reported per arm from the run records: the decision's compute time (``compute_s``) and its latency
@@ -121,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     git = git_revision()
     edge = str(Path(sys.executable).with_name("edge"))
     base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", "sync",
-            "--plan-simulations", str(args.simulations), "--seed", str(args.seed)]
+            "--plan-simulations", str(args.simulations), "--seed", str(args.seed),
+            "--set", "policy.comet.plan_threads=0"]  # torch's own thread count, as when this was written
     if args.world_model:
         base += ["--world-model", args.world_model]
     if args.max_steps:
