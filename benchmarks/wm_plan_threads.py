@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     arm = make_arm("comet-ahead+mask@40", "onnxruntime")  # edge run --policy comet's defaults
     arms = {"threads1": 1, "threads_torch": 0}
     res: dict = {"benchmark": "wm_plan_threads", "machine": machine_info(), "load": args.load,
-                 "command": " ".join(["python", *sys.argv]), "git": git_revision(), "versions": package_versions(),
+                 "command": shlex.join(["python", *sys.argv]), "git": git_revision(), "versions": package_versions(),
                  "world_model": args.world_model or "(the shipped comet_reach3)", "torch_own_threads": own_threads,
                  "seeds": [args.seed, args.seed + args.episodes - 1], "block": args.block,
                  "latency": "measured (charged, virtual clock)", "arms": {}}

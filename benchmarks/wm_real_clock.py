@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     git = git_revision()  # the code the runs start from
     edge = str(Path(sys.executable).with_name("edge"))
     base = [edge, "run", "--policy", "comet", "--task", args.task, "--query-mode", args.query_mode,
-            "--seed", str(args.seed)]
+            "--seed", str(args.seed),
+            "--set", "policy.comet.plan_threads=0"]  # torch's own thread count, as when this was written
     real_inference = "inline" if args.query_mode == "async" else (args.real_inference or "process")
     real_extra = ["--inference", real_inference]
     arms = {k: v + (real_extra if k == "real" else []) for k, v in ARMS.items()}

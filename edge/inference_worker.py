@@ -372,8 +372,8 @@ class InferenceWorker:
                             "that builds the policy inside the worker process (e.g. "
                             "functools.partial(load_policy, checkpoint, backend))")
         if self.clock.is_virtual:
-            raise EdgeError("inference mode 'process' runs on wall time; with the virtual clock use "
-                            "'inline' (or 'auto')")
+            raise EdgeError("--inference process: a worker process runs on wall time; add --clock real, or "
+                            "use --inference inline (or auto) on the virtual clock")
         ctx = mp.get_context("spawn")  # never fork a process that may hold torch/OpenMP threads
         self._conn, child = ctx.Pipe(duplex=True)
         cfg_ = dataclasses.replace(self.config, mode="inline", torch_threads=self.config.torch_threads or 1)

@@ -135,15 +135,15 @@ class WorldModelPolicy:
             raise EdgeError(f"--plan-backend {backend!r}: choose one of {PLAN_BACKENDS}")
         if not (np.isfinite(deadline_ms) and deadline_ms >= 0):
             raise EdgeError(f"--plan-deadline-ms {deadline_ms!r}: must be >= 0 (0 = no deadline)")
+        self.deadline_ms = float(deadline_ms)
+        self.path = Path(path)
+        cfg, model, manifest = load_world_model(path, verify=verify)
         if torch_threads > 0:
             import torch
 
             # process-wide, as the VLA's torch backend does: at batch 1 the ops are tiny, and a thread
             # per core fights the control loop and whatever else runs (measured: benchmarks/wm_plan_threads.py)
             torch.set_num_threads(int(torch_threads))
-        self.deadline_ms = float(deadline_ms)
-        self.path = Path(path)
-        cfg, model, manifest = load_world_model(path, verify=verify)
         if task is not None and RUNTIME_TASK[cfg.env.task] != task:  # before anything is exported or loaded
             raise EdgeError(f"--world-model {path}: a {cfg.env.task} model runs --task {RUNTIME_TASK[cfg.env.task]}, "
                             f"not --task {task}; pass a model trained with `edge train world-model --task {task}3` "

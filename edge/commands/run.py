@@ -117,7 +117,7 @@ def register(sub) -> None:
                         "one supersedes it), weighted (blend the two on their overlap), rtc (keep the "
                         "actions due while the query ran, guide the new chunk toward them); in sync the queue is "
                         "empty when a chunk arrives, so only replace applies")
-    p.add_argument("--noise-temperature", type=float, default=0.5,
+    p.add_argument("--noise-temperature", type=float, default=0.5, action=_Given,
                    help="the VLA's flow-matching noise: scale of each query's initial noise (1 = as trained, "
                         "0 = deterministic; default 0.5); --scheduler eqrl's adapter, --policy expert and comet "
                         "draw none and refuse it")
@@ -381,6 +381,12 @@ def _check_config_keeps_flags(args: argparse.Namespace, flags: RuntimeConfig, cf
 
 def run(args: argparse.Namespace) -> int:
     args.asked = {"policy": args.policy, "task": args.task}  # as given (resolving auto changes args.policy)
+    if args.scheduler not in SCHEDULERS.names() and ":" not in args.scheduler:
+        raise EdgeError(f"--scheduler {args.scheduler}: choose {', '.join(SCHEDULERS.names())} or give your own as "
+                        "'pkg.module:factory'")
+    if args.config and not Path(args.config).is_file():
+        raise EdgeError(f"--config {args.config}: " + ("is a directory: give a YAML file in it" if Path(args.config).is_dir()
+                                                       else "not found (a YAML file, e.g. configs/run/dvac.yaml)"))
     if args.arm == "bridge":
         return _run_on_arm(args)
     given = [flag for flag, v in (("--port", args.port), ("--camera", args.camera), ("--instruction", args.instruction),
@@ -396,14 +402,6 @@ def run(args: argparse.Namespace) -> int:
     custom = ":" in args.policy or planner
     if not custom and args.policy not in ("auto", "vla", "expert"):
         raise EdgeError(f"--policy {args.policy}: choose auto, vla, expert, comet or 'pkg.module:factory'")
-    if args.scheduler not in ("fixed", "dvac", "eqrl") and ":" not in args.scheduler:
-        raise EdgeError(f"--scheduler {args.scheduler}: choose fixed, dvac, eqrl or give your own as 'pkg.module:factory'")
-    if args.config and not Path(args.config).is_file():
-        raise EdgeError(f"--config {args.config}: " + ("is a directory: give a YAML file in it" if Path(args.config).is_dir()
-                                                       else "not found (a YAML file, e.g. configs/run/dvac.yaml)"))
-    if args.inference == "process" and args.clock == "virtual":
-        raise EdgeError("--inference process: a worker process runs on wall time; add --clock real, or use "
-                        "--inference inline (or auto) on the virtual clock")
     given = _planner_flags(args)
     if given and not planner:
         one = len(given) == 1
@@ -431,7 +429,9 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeError(f"--resume: {args.out} is a world-model planner run (--policy comet --task "
                         f"{started.scene.task}); resume it with `edge run --policy comet --task {started.scene.task} "
                         f"--out {args.out} --resume`, with the --config / --set it was started with")
-    if started is not None and _simulated_run(args.out) and (started.policy.name == "expert") != (args.policy == "expert"):
+    was_expert = started is not None and started.policy.name == "expert"
+    if started is not None and _simulated_run(args.out) and (
+            (was_expert and args.policy not in ("expert", "auto")) or (not was_expert and args.policy == "expert")):
         was = "an expert run (--policy expert)" if started.policy.name == "expert" else f"a --policy {started.policy.name} run"
         raise EdgeError(f"--resume: {args.out} is {was}; resume it with the --policy it was started with "
                         f"(this command asks for --policy {args.policy}), or choose another --out")
@@ -452,6 +452,7 @@ def run(args: argparse.Namespace) -> int:
         PLANNER_DEADLINE_MS if planner else 0.0)
     if args.plan_deadline_ms is None and started is not None:  # as the run was started
         deadline_ms = started.policy.comet.plan_deadline_ms
+    plan_threads = started.policy.comet.plan_threads if started is not None else 1  # as the run was started
     workspace_mask = args.plan_workspace_mask != "off"
     if args.plan_workspace_mask is None and started is not None:  # runs recorded before the mask: off
         workspace_mask = started.policy.comet.workspace_mask
@@ -494,7 +495,7 @@ def run(args: argparse.Namespace) -> int:
                                checkpoint=ckpt, backend=args.backend, scheduler=args.scheduler,
                                adapter=args.adapter, verify=not args.no_verify,
                                seam=args.seam, world_model=args.world_model, plan_simulations=args.plan_simulations,
-                               plan_deadline_ms=deadline_ms,
+                               plan_deadline_ms=deadline_ms, plan_threads=plan_threads,
                                plan_backend=args.plan_backend or "onnxruntime",
                                plan_workspace_mask=workspace_mask,
                                rtc_soft_steps=args.rtc_soft_steps, noise_temperature=args.noise_temperature,
@@ -595,8 +596,7 @@ def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named
                   if after["scheduler.kind"] != f["scheduler.kind"] else "--scheduler")
         raise EdgeError(f"scheduler.kind={kind} (from {source}): --policy {policy} decides on its own fixed schedule "
                         "(one decision per query, its own K and C); drop it")
-    given = getattr(args, "argv", None) or ()
-    noise_given = any(x == "--noise-temperature" or x.startswith("--noise-temperature=") for x in given)
+    noise_given = "noise_temperature" in getattr(args, "given", ())
     if noise_given and not args.resume and (kind == "eqrl" or policy in ("expert", "comet")):
         # (unread_settings sees values, not flags: the flag at its default value is refused here)
         who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 from pathlib import Path
 
 from edge.cli import add_subparser
@@ -427,12 +428,12 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    existed = out.exists()
+    created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)  # the topmost made
     try:
         trainer = Trainer(config, out, command=command, progress=not args.no_progress, log=True)
     except Exception:  # (e.g. a pixel encoder of another shape) nothing written: no empty --out left behind
-        if not existed and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        if created is not None and created.is_dir() and not any(p.is_file() for p in created.rglob("*")):
+            shutil.rmtree(created)
         raise
     metrics = trainer.run()
     fin = metrics.get("final") or {}

@@ -307,7 +307,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 #: recorded and where things ran, and where the model's file lay: the model is compared by its hash);
 #: any other difference is another arm
 POOLABLE_KEYS = ("episodes", "seed", "video_episodes", "record_ticks", "inference_cpus", "loop_cpus", "verify",
-                 "checkpoint", "world_model")
+                 "checkpoint", "world_model", "plan_threads")  # (plan_threads: the profiler runs one thread)
 
 
 def _pool_view(meta: dict[str, Any]) -> dict[str, Any]:

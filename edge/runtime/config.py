@@ -106,9 +106,11 @@ class CometPolicyConfig:
                                        "(at least one); on a real clock it counts from the query's request; "
                                        "edge run --policy comet sets 40 unless --plan-deadline-ms "
                                        "is given", range=(0.0, 60000.0))
-    plan_threads: int = cfg(1, "intra-op threads of the planner: its ONNX Runtime session, and torch process-wide "
-                               "(its encoder and the torch search), as backend.threads does for the VLA; 0 = torch's "
-                               "own setting (a thread per core) and one ONNX Runtime thread", range=(0, 256))
+    plan_threads: int = cfg(1, "intra-op threads of the planner: its ONNX Runtime session, and torch (its encoder "
+                               "and the torch search; inline process-wide, as backend.threads does for the VLA; a "
+                               "worker thread or process takes it unless worker.torch_threads is set); 0 = leave "
+                               "torch's count as it is (at start a thread per core; a worker process: 1) and one "
+                               "ONNX Runtime thread", range=(0, 256))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -440,14 +442,13 @@ def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> li
         out += [(k, "sets up the control loop's thread on the real clock; this run's clock is virtual",
                  "add --clock real or drop it")
                 for k in ("loop.cpus", "loop.timer_slack_ns", "loop.gil_switch_interval_s") if k in asked][:1]
-    if "worker.torch_threads" in asked and policy == "comet" and cfg.worker.mode == "process":
-        out.append(("worker.torch_threads", "sets the worker process's torch threads before it builds the policy; "
-                                            "the planner then sets its own", "use --set policy.comet.plan_threads=N instead"))
-    elif "worker.torch_threads" in asked and cfg.worker.mode in ("inline", "auto") and (
+    if "worker.torch_threads" in asked and cfg.worker.mode in ("inline", "auto") and (
             cfg.worker.mode == "inline" or cfg.clock.kind == "virtual"):
         out.append(("worker.torch_threads", "sets a worker thread's or process's torch threads; this run's inference "
-                                            "runs inline on the loop's thread (backend.threads sets the VLA's there)",
-                    "add --inference thread|process or drop it"))
+                                            "runs inline on the loop's thread (backend.threads sets the VLA's there, "
+                                            "policy.comet.plan_threads the planner's)",
+                    "use --set policy.comet.plan_threads=N instead" if policy == "comet" else
+                    "drop it" if policy == "expert" else "add --inference thread|process or drop it"))
     if "policy.comet.plan_threads" in asked and policy != "comet" and ":" not in policy:
         out.append(("policy.comet.plan_threads", f"the planner's threads; this run's policy is {policy}",
                     "add --policy comet or drop it"))

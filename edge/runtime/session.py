@@ -435,6 +435,10 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     from edge.errors import EdgeError
     from edge.telemetry import RunRecorder
 
+    held = [n for n in ("meta.json", "episodes.jsonl") if out_dir is not None and (Path(out_dir) / n).exists()]
+    if held and not resume:  # the CLI refuses a non-empty --out; the library call must not append either
+        raise EdgeError(f"{out_dir} already holds a run ({', '.join(held)}); runs never mix: continue it with "
+                        "resume=True (edge run --resume) or record into another directory")
     factory = None
     if policy is None:
         policy, robot, factory = built_policy(cfg_)
@@ -447,10 +451,6 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         robot = load_robot_spec(cfg_.scene.robot)
     check_policy_task(cfg_, policy)
     resumed: tuple[dict[str, Any], int] | None = None
-    held = [n for n in ("meta.json", "episodes.jsonl") if out_dir is not None and (Path(out_dir) / n).exists()]
-    if held and not resume:  # the CLI refuses a non-empty --out; the library call must not append either
-        raise EdgeError(f"{out_dir} already holds a run ({', '.join(held)}); runs never mix: continue it with "
-                        "resume=True (edge run --resume) or record into another directory")
     if resume and out_dir is not None:
         resumed = resume_state(cfg_, out_dir)
         old_sha = (resumed[0].get("policy") or {}).get("model_sha256")

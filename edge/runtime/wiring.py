@@ -25,7 +25,7 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
     worker = InferenceWorker(policy, scheduler, clock,
                              WorkerConfig(mode=w.mode, latency=latency or LatencyConfig(), seed=seed,
                                           rtc_soft_steps=w.rtc_soft_steps, noise_temperature=w.noise_temperature,
-                                          process_cpus=w.cpus, torch_threads=w.torch_threads,
+                                          process_cpus=w.cpus, torch_threads=w.torch_threads or _plan_threads(cfg),
                                           start_timeout_s=w.start_timeout_s),
                              policy_factory=policy_factory)
     return ControlLoop(LoopConfig(rate_hz=robot.control_rate_hz, execution=cfg.loop.execution,
@@ -33,3 +33,10 @@ def wire_loop(robot: Any, clock: Any, driver: Any, observer: Any, policy: Any, s
                                   timer_slack_ns=cfg.loop.timer_slack_ns,
                                   gil_switch_interval_s=cfg.loop.gil_switch_interval_s),
                        clock, driver, observer, worker, SafetySupervisor(robot, cfg.safety), cfg.queue, recorder)
+
+
+def _plan_threads(cfg: Any) -> int:
+    """The planner's own torch threads for its worker thread or process (``policy.comet.plan_threads``;
+    0 for other policies: the worker's default)."""
+    policy = getattr(cfg, "policy", None)
+    return int(policy.comet.plan_threads) if policy is not None and policy.name == "comet" else 0

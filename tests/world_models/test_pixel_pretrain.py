@@ -115,10 +115,10 @@ def test_world_model_refuses_an_encoder_of_another_shape(trained, tmp_path):
 def test_cli_leaves_no_out_behind_for_an_encoder_of_another_shape(trained, tmp_path, capsys):
     from edge.cli import main
 
-    rc = main(["train", "world-model", "--out", str(tmp_path / "wm"), "--preset", "tiny", "--obs", "pixels",
+    rc = main(["train", "world-model", "--out", str(tmp_path / "new" / "wm"), "--preset", "tiny", "--obs", "pixels",
                "--encoder", str(trained[0] / "enc"), "--set", "model.width=32"])
     assert rc == 2 and "image_size/channels/width" in capsys.readouterr().err
-    assert not (tmp_path / "wm").exists()  # nothing written, not even an empty --out
+    assert not (tmp_path / "new").exists()  # nothing written, not even an empty --out or its parent
 
 
 def test_cli_refuses_a_slot_encoder_for_pixels(tmp_path, capsys):

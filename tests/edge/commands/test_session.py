@@ -107,10 +107,20 @@ def test_edge_run_expert_resumes(tmp_path, capsys):
     assert main(["run", "--policy", "expert", "--episodes", "3", "--image-size", "32", "--seed", "5",
                  "--out", out, "--resume"]) == 2
     assert "image_size=16" in capsys.readouterr().err
-    # resumed without --policy expert: the policy is named, not a setting the user never gave
-    assert main(["run", "--episodes", "3", "--out", out, "--resume"]) == 2
+    # resumed with another policy: the policy is named, not a setting the user never gave
+    assert main(["run", "--policy", "vla", "--episodes", "3", "--out", out, "--resume"]) == 2
     err = capsys.readouterr().err
     assert "is an expert run (--policy expert)" in err and "image" not in err
+
+
+def test_a_run_that_fell_back_to_the_expert_resumes_with_the_same_command(tmp_path, monkeypatch):
+    import edge.commands.run as run_cmd
+
+    monkeypatch.setattr(run_cmd, "DEFAULT_CHECKPOINT", tmp_path / "no-vla")  # --policy auto: the expert acts
+    out = str(tmp_path / "r")
+    assert main(["run", "--episodes", "1", "--image-size", "16", "--out", out]) == 0
+    assert main(["run", "--episodes", "2", "--image-size", "16", "--out", out, "--resume"]) == 0
+    assert len((tmp_path / "r" / "episodes.jsonl").read_text().splitlines()) == 2
 
 
 def test_a_run_started_with_a_setting_now_refused_still_resumes(tmp_path, capsys):

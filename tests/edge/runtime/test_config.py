@@ -204,6 +204,15 @@ def test_runs_recorded_before_the_planner_deadline_read_back_without_one():
     assert config_from_meta({"session": {"policy": "comet"}}).policy.comet.plan_deadline_ms == 0.0
 
 
+def test_the_planners_worker_takes_its_threads_unless_worker_torch_threads_is_set():
+    from edge.runtime.config import apply_settings
+    from edge.runtime.wiring import _plan_threads
+
+    comet = RuntimeConfig.of(policy="comet", task="reach")
+    assert _plan_threads(comet) == 1 and _plan_threads(apply_settings(comet, [("policy.comet.plan_threads", 3)])) == 3
+    assert _plan_threads(RuntimeConfig.of(policy="vla")) == 0  # the VLA's worker keeps its own default
+
+
 def test_runs_recorded_before_plan_threads_read_back_with_torchs_own_threads():
     from edge.runtime.config import config_from_meta, to_dict
 
