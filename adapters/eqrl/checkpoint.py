@@ -22,9 +22,14 @@ def load_agent(path: str | Path):
     p = Path(path)
     f = p / ADAPTER_FILE if p.is_dir() else p
     if not f.is_file():
-        raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}); train one with "
-                        "`edge train adapter --out DIR`, or name a shipped adapter: "
-                        "stack, stack_efficient, stack_latency")
+        from difflib import get_close_matches
+
+        shipped = Path(__file__).resolve().parent / "checkpoints"
+        names = sorted(d.name for d in shipped.iterdir() if (d / ADAPTER_FILE).is_file()) if shipped.is_dir() else []
+        close = get_close_matches(p.name, names, n=1) if len(p.parts) == 1 else []
+        raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}"
+                        + (f"; did you mean {close[0]}?" if close else "") + "); train one with "
+                        "`edge train adapter --out DIR`, or name a shipped adapter: " + ", ".join(names))
     mf = f.parent / MANIFEST_FILE
     manifest = json.loads(mf.read_text()) if mf.is_file() else None
     want = ((manifest or {}).get("files") or {}).get(ADAPTER_FILE)

@@ -339,6 +339,8 @@ def info(args: argparse.Namespace) -> int:
 
     from sim import demos
 
+    if not Path(args.path).exists():
+        raise EdgeError(f"{args.path}: does not exist (a dataset directory from `edge data record`)")
     try:
         meta = demos.read_meta(args.path)
     except ValueError as err:

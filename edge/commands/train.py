@@ -267,7 +267,7 @@ def _train_adapter(args: argparse.Namespace) -> int:
         raise EdgeError(f"--resume: {out} holds no adapter training run to continue ({STATE_FILE} is missing); "
                         "drop --resume to start one there")
     if not args.resume and (out / STATE_FILE).exists():
-        raise EdgeError(f"{out} already holds an adapter training run; pass --resume to continue it "
+        raise EdgeError(f"--out {out}: already holds an adapter training run; pass --resume to continue it "
                         "or choose another --out")
     checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
     if not Path(checkpoint).exists():
@@ -424,7 +424,7 @@ def _train_world_model(args: argparse.Namespace) -> int:
 
     check_writable_dir(out)
     if not args.resume and (out / STATE_FILE).exists():
-        raise EdgeError(f"{out} already holds a world-model run; pass --resume to continue it or choose another --out")
+        raise EdgeError(f"--out {out}: already holds a world-model run; pass --resume to continue it or choose another --out")
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
