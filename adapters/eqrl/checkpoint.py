@@ -9,6 +9,7 @@ from pathlib import Path
 from edge.errors import EdgeError
 
 ADAPTER_FILE, ONNX_FILE, MANIFEST_FILE = "adapter.pt", "eqrl_decision.onnx", "manifest.json"
+SHIPPED_ADAPTERS = Path(__file__).resolve().parent / "checkpoints"  # the shipped adapters, one per folder
 
 
 def load_agent(path: str | Path):
@@ -24,8 +25,7 @@ def load_agent(path: str | Path):
     if not f.is_file():
         from difflib import get_close_matches
 
-        shipped = Path(__file__).resolve().parent / "checkpoints"
-        names = sorted(d.name for d in shipped.iterdir() if (d / ADAPTER_FILE).is_file()) if shipped.is_dir() else []
+        names = sorted(d.name for d in SHIPPED_ADAPTERS.iterdir() if (d / ADAPTER_FILE).is_file())
         close = get_close_matches(p.name, names, n=1) if len(p.parts) == 1 else []
         raise EdgeError(f"no EQRL adapter at {p} (expected {ADAPTER_FILE}"
                         + (f"; did you mean {close[0]}?" if close else "") + "); train one with "

@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from adapters.eqrl.checkpoint import ONNX_FILE, load_agent
+from adapters.eqrl.checkpoint import ONNX_FILE, SHIPPED_ADAPTERS, load_agent
 from edge.contracts import QueryContext, QueryPlan
 from edge.errors import EdgeError
 
-SHIPPED_ADAPTERS = Path(__file__).resolve().parent / "checkpoints"
 SHIPPED_ADAPTER = SHIPPED_ADAPTERS / "stack"  # the default; stack_efficient: value-gap schedule, 0.7x the NFE; stack_latency: trained with 0-300 ms latency
 
 

@@ -338,13 +338,13 @@ def _started_config(args: argparse.Namespace) -> RuntimeConfig | None:
 
 
 def _simulated_run(out: str) -> bool:
-    """Whether ``out`` holds a run of simulated episodes (not an HIL host trace or a real arm's run:
-    resume_state refuses those by name)."""
+    """Whether ``out`` holds a run of simulated episodes (resume_state refuses the others by name)."""
+    from edge.runtime.session import is_simulated_run
+
     try:
-        meta = json.loads((Path(out) / "meta.json").read_text())
+        return is_simulated_run(json.loads((Path(out) / "meta.json").read_text()))
     except (OSError, ValueError):
         return False
-    return isinstance(meta, dict) and "session" in meta and "hil_host" not in meta and "arm" not in meta
 
 
 def _config_source(args: argparse.Namespace) -> str:
@@ -432,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
     was_expert = started is not None and started.policy.name == "expert"
     if started is not None and _simulated_run(args.out) and (
             (was_expert and args.policy not in ("expert", "auto")) or (not was_expert and args.policy == "expert")):
-        was = "an expert run (--policy expert)" if started.policy.name == "expert" else f"a --policy {started.policy.name} run"
+        was = "an expert run (--policy expert)" if was_expert else f"a --policy {started.policy.name} run"
         raise EdgeError(f"--resume: {args.out} is {was}; resume it with the --policy it was started with "
                         f"(this command asks for --policy {args.policy}), or choose another --out")
     started = started if planner else None
@@ -586,7 +586,7 @@ def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named
     refused now)."""
     import sys
 
-    from edge.runtime.config import unread_settings
+    from edge.runtime.config import noise_drawn_by, unread_settings
 
     flags, from_file = getattr(args, "config_layers", (cfg, cfg))
     f, ff, after = flags.dotted(), from_file.dotted(), cfg.dotted()
@@ -599,9 +599,8 @@ def _check_settings_are_read(args: argparse.Namespace, cfg: RuntimeConfig, named
     noise_given = "noise_temperature" in getattr(args, "given", ())
     if noise_given and not args.resume and (kind == "eqrl" or policy in ("expert", "comet")):
         # (unread_settings sees values, not flags: the flag at its default value is refused here)
-        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"
-               if kind == "eqrl" else f"--policy {policy} draws no flow-matching noise")
-        raise EdgeError(f"--noise-temperature {float(args.noise_temperature)}: scales the VLA's initial noise; {who}; drop it")
+        raise EdgeError(f"--noise-temperature {float(args.noise_temperature)}: scales the VLA's initial noise; "
+                        f"{noise_drawn_by(kind, policy)}; drop it")
     base = None
     if args.resume:  # settings as the run was started are not asked again (an earlier version ran them)
         base = _started_config(args)

@@ -392,6 +392,12 @@ def apply_settings(base: RuntimeConfig, items: Any) -> RuntimeConfig:
     return from_dict(RuntimeConfig, data)
 
 
+def noise_drawn_by(kind: str, policy: str) -> str:
+    """Why a run of scheduler ``kind`` / ``policy`` reads no noise temperature (eqrl, expert, comet)."""
+    return ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"
+            if kind == "eqrl" else f"--policy {policy} draws no flow-matching noise")
+
+
 def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> list[tuple[str, str, str]]:
     """Settings asked for (not at their value in ``base``, default: the defaults) that nothing in a run
     of ``cfg`` reads, as (dotted path, why it is not read, what to do with ``edge run``'s flags): a
@@ -415,9 +421,8 @@ def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> li
         out.append(("worker.rtc_soft_steps", f"sets the rtc seam's guidance; this run's seam is {cfg.queue.seam}",
                     "add --seam rtc or drop it"))
     if "worker.noise_temperature" in asked and (kind == "eqrl" or policy in ("expert", "comet")):
-        who = ("--scheduler eqrl's adapter draws each query's noise (--set adapter_noise=sample|mean)"
-               if kind == "eqrl" else f"--policy {policy} draws no flow-matching noise")
-        out.append(("worker.noise_temperature", f"scales the VLA's initial noise; {who}", "drop it"))
+        out.append(("worker.noise_temperature", f"scales the VLA's initial noise; {noise_drawn_by(kind, policy)}",
+                    "drop it"))
     if policy in ("expert", "comet"):
         who = ("its search runs on --plan-backend onnxruntime|torch" if policy == "comet"
                else "it reads the simulator's state and runs no network")

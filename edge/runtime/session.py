@@ -97,7 +97,7 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         raise EdgeError(f"--resume: {d} is not a run directory (no meta.json); drop --resume to "
                         "start a new run there")
     meta = json.loads((d / "meta.json").read_text())
-    if "hil_host" in meta or "arm" in meta or "session" not in meta:  # not a run of simulated episodes
+    if not is_simulated_run(meta):
         what = ("an edge hil host trace" if "hil_host" in meta else "a run on a real arm (edge run --arm bridge)"
                 if "arm" in meta else "not a run edge run recorded (no session in meta.json)")
         raise EdgeError(f"--resume: {d} is {what}; edge run resumes only its own runs: choose another --out")
@@ -420,6 +420,12 @@ def session_env(cfg_: RuntimeConfig, policy: Any) -> Any:
                         # the loop reads the cameras once per query, not every tick: render then
                         **{"lazy_images": cfg_.scene.lazy_images, "render_mesh_cell_m": cfg_.scene.render_mesh_cell_m,
                            **dict(getattr(policy.spec, "env", None) or {})})
+
+
+def is_simulated_run(meta: Any) -> bool:
+    """Whether a run directory's ``meta.json`` (parsed) records simulated episodes of ``edge run``
+    (not an HIL host trace, a real arm's run, or something without a session)."""
+    return isinstance(meta, dict) and "session" in meta and "hil_host" not in meta and "arm" not in meta
 
 
 def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any = None, robot: Any = None,
