@@ -32,6 +32,7 @@ def register(sub) -> None:
     add_env_args(r, episodes=100)
     r.add_argument("--out", required=True, help="dataset directory (created; reopened to resume)")
     r.add_argument("--wrist", action="store_true", help="also record the wrist camera")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     r.add_argument("--action-noise", type=float, default=0.0, metavar="M",
                    help="DART recovery data: execute the expert's action plus Gaussian position noise "
                         "(per-episode std uniform in [0, M] metres; the clean action is recorded; the "
@@ -170,7 +171,7 @@ def record(args: argparse.Namespace) -> int:
     todo = [s for s in seeds if s not in done]
     ok = failed = 0
     bar = tqdm(todo, desc=f"record {args.task}/{args.sim}", unit="ep", initial=len(seeds) - len(todo),
-               total=len(seeds))
+               total=len(seeds), disable=args.no_progress)
     for seed in bar:
         if policy is not None:
             from edge.training.vla.rollout import dagger_episode

