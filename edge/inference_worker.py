@@ -171,6 +171,14 @@ class InferenceWorker:
         # building its policy); recorded as the run's ``worker_started`` event
         self.start_s = time.perf_counter() - t0
 
+    @property
+    def torch_threads(self) -> int:
+        """The torch intra-op threads inference runs on (0: torch is not loaded here): inline, this
+        process's; a thread, the count it sets; a process, its ``torch_threads`` (0 means 1 there)."""
+        if self.mode == "process":
+            return int(self.config.torch_threads or 1)
+        return self._torch_threads if self.mode == "thread" else _current_torch_threads()
+
     # ------------------------------------------------------------------ loop-facing API
     @property
     def busy(self) -> bool:

@@ -273,7 +273,7 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
             loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg, seed=cfg.run.seed,
                              policy_factory=factory)
             recorder.event("worker_started", clock.now(), mode=loop.worker.mode,
-                           start_s=round(loop.worker.start_s, 4))
+                           start_s=round(loop.worker.start_s, 4), torch_threads=loop.worker.torch_threads)
             _warm_up(policy, observer, driver, arm.instruction)
             what = (f"the arm on {arm.port} ({len(driver.read_state().q_rad)} joints and a gripper) will move under "
                     f"--policy {cfg.policy.name} for {arm.duration_s:g} s: "

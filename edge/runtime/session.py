@@ -547,7 +547,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg_, latency=lat,
                      seed=cfg_.run.seed, policy_factory=factory)
     if recorder is not None:  # once per start and per resume
-        recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4))
+        recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4),
+                       torch_threads=loop.worker.torch_threads)
     return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
 
 

@@ -83,6 +83,12 @@ def test_comet_in_a_worker_process_keeps_the_planners_counts(reach_world_model, 
                  "--set", "max_steps=12"]) == 0
     session = json.loads((out / "meta.json").read_text())["session"]
     assert session["inference"] == "process" and session["execution"] == "sync"
+
+    def started(run):
+        return [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
+                if e["kind"] == "worker_started"]
+
+    assert [e["torch_threads"] for e in started(out)] == [1]  # the planner's plan_threads, recorded
     eps = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     queries = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
     assert len(eps) == 2 and sum(e["planner_decisions"] for e in eps) >= len(queries) > 0
@@ -97,6 +103,7 @@ def test_comet_in_a_worker_process_keeps_the_planners_counts(reach_world_model, 
     assert main([*base, "--episodes", "2", "--resume"]) == 0
     meta = json.loads((thread / "meta.json").read_text())
     assert meta["session"]["inference"] == "thread" and meta["resumed"][0]["session"]["inference"] == "thread"
+    assert [e["torch_threads"] for e in started(thread)] == [1, 1]  # the start's and the resume's worker thread
     # a run started before this default (auto: a thread there) resumes as it was started
     before = [*base[:-1], str(tmp_path / "before")]
     assert main([*before, "--episodes", "1", "--set", "worker.mode=auto"]) == 0
