@@ -193,6 +193,9 @@ def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict)
             t, m, s = todo.pop(0)
             out = run_dir(args, t, m, s)
             out.mkdir(parents=True, exist_ok=True)
+            if not (out / "train_state.pt").is_file() and (out / "curve.jsonl").is_file():
+                (out / "curve.jsonl").unlink()  # stopped before its first checkpoint: nothing to resume
+                print(f"{out.name}: stopped before its first checkpoint; started over", file=sys.stderr)
             with open(out / "train.log", "a") as log:  # the child keeps its own handle
                 p = subprocess.Popen(run_args(m, t, s, args, out), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             running.append((p, out.name, time.time()))

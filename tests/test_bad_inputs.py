@@ -75,6 +75,13 @@ def _file(tmp: Path, a: dict) -> None:
     _copy("demos", "ds")(tmp, a)
 
 
+def _log_of_a_stopped_run(name: str, log: str):
+    def setup(tmp: Path, a: dict) -> None:  # a run killed before its first checkpoint: its log, no state
+        (tmp / name).mkdir()
+        (tmp / name / log).write_text('{"env_steps": 0}\n')
+    return setup
+
+
 def _read_only(tmp: Path, a: dict) -> None:
     (tmp / "ro").mkdir()
     os.chmod(tmp / "ro", 0o555)
@@ -301,6 +308,12 @@ ROWS = [
     Row("train-world-model-oracle-slots-not-one-per-entity", ["train", "world-model", "--obs", "oracle", "--out",
                                                               "{tmp}/wm", "--set", "model.num_slots=6"],
         ("--set model.num_slots=6", "one slot per entity, 5 on push3", "model.num_slots=5")),
+    Row("train-world-model-over-a-stopped-run", ["train", "world-model", "--preset", "tiny", "--out", "{tmp}/wm"],
+        ("--out", "curve.jsonl of a run stopped before its first checkpoint", "choose another --out"),
+        _log_of_a_stopped_run("wm", "curve.jsonl")),
+    Row("train-adapter-over-a-stopped-run", ["train", "adapter", "--preset", "tiny", "--out", "{tmp}/ad"],
+        ("--out", "train_log.jsonl of a run stopped before its first save", "choose another --out"),
+        _log_of_a_stopped_run("ad", "train_log.jsonl")),
     Row("train-adapter-unread-eval-setting", ["train", "adapter", "--preset", "tiny", "--set", "eval_every=50",
                                               "--out", "{tmp}/ad"], ("eval_every=50", "no periodic evaluation")),
     Row("train-adapter-resume-other-settings", ["train", "adapter", "--resume", "--out", "{tmp}/ad"],

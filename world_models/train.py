@@ -336,6 +336,11 @@ class Trainer:
         torch.save(blob, tmp)
         tmp.replace(self.out / STATE_FILE)
 
+    def _rewrite_curve(self) -> None:
+        tmp = self.out / (CURVE_FILE + ".tmp")
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in self.curve))
+        tmp.replace(self.out / CURVE_FILE)
+
     def _load_state(self) -> bool:
         f = self.out / STATE_FILE
         if not f.is_file():
@@ -437,6 +442,8 @@ class Trainer:
     def run(self) -> dict:
         cfg = self.cfg
         resumed = self._load_state()
+        if resumed:  # the curve file mirrors the saved state: rows written after it (a kill) are redone, not kept twice
+            self._rewrite_curve()
         envs = self._make_envs(cfg.n_envs)
         eval_envs = envs
         obs_er = Observer.for_run(cfg, cfg.n_envs, self.encoder)

@@ -247,7 +247,7 @@ def _train_vla(args: argparse.Namespace) -> int:
 
 def _train_adapter(args: argparse.Namespace) -> int:
     from adapters.eqrl.config import EqrlConfig
-    from adapters.eqrl.train import STATE_FILE, AdapterTrainer
+    from adapters.eqrl.train import LOG_FILE, STATE_FILE, AdapterTrainer
     from edge.config import load_config
     from edge.errors import EdgeError
     from edge.runtime.session import DEFAULT_CHECKPOINT
@@ -269,6 +269,9 @@ def _train_adapter(args: argparse.Namespace) -> int:
     if not args.resume and (out / STATE_FILE).exists():
         raise EdgeError(f"--out {out}: already holds an adapter training run; pass --resume to continue it "
                         "or choose another --out")
+    if not args.resume and (out / LOG_FILE).exists():  # a run stopped before its first save
+        raise EdgeError(f"--out {out}: holds {LOG_FILE} of a run stopped before its first save (no {STATE_FILE} "
+                        f"to resume); delete {out} or choose another --out")
     checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
     if not Path(checkpoint).exists():
         raise EdgeError(f"--checkpoint {checkpoint}: no such VLA checkpoint")
@@ -353,7 +356,7 @@ def _train_world_model(args: argparse.Namespace) -> int:
     from edge.config import layer_config
     from edge.errors import EdgeError
     from world_models.pixel_pretrain import is_pixel_encoder
-    from world_models.train import STATE_FILE, RunConfig, Trainer, resolve_shipped, unused_slot_encoder
+    from world_models.train import CURVE_FILE, STATE_FILE, RunConfig, Trainer, resolve_shipped, unused_slot_encoder
 
     preset = _settings_file(args, "wm")
     if not preset.is_file():
@@ -427,6 +430,9 @@ def _train_world_model(args: argparse.Namespace) -> int:
         raise EdgeError(f"--out {out}: already holds a world-model run; pass --resume to continue it or choose another --out")
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
+    if not args.resume and (out / CURVE_FILE).exists():  # a run stopped before its first checkpoint
+        raise EdgeError(f"--out {out}: holds {CURVE_FILE} of a run stopped before its first checkpoint (no "
+                        f"{STATE_FILE} to resume); delete {out} or choose another --out")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)  # the topmost made
     try:

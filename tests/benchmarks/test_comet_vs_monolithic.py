@@ -141,12 +141,20 @@ def test_a_stopped_benchmark_stops_its_training_runs(tmp_path, monkeypatch):
     procs = []
     real_popen = cvm.subprocess.Popen
     monkeypatch.setattr(cvm.subprocess, "Popen", lambda *a, **k: procs.append(real_popen(*a, **k)) or procs[-1])
+    args = _args(tmp_path, jobs=2, methods=["comet"])
+    stopped, saved = cvm.run_dir(args, "reach3", "comet", 0), cvm.run_dir(args, "reach3", "comet", 1)
+    for d in (stopped, saved):  # seed 0 was killed before its first checkpoint, seed 1 after it
+        d.mkdir(parents=True)
+        (d / "curve.jsonl").write_text('{"env_steps": 0}\n')
+    (saved / "train_state.pt").write_bytes(b"")
     try:
         with pytest.raises(KeyboardInterrupt):
-            cvm.launch(_args(tmp_path, jobs=2, methods=["comet"]))
+            cvm.launch(args)
     finally:
         signal.signal(signal.SIGTERM, old)
     assert len(started) == 2 and len(procs) == 2
+    # no state to resume: its curve is dropped, the run starts over; a checkpointed run keeps it (its resume rewrites it)
+    assert not (stopped / "curve.jsonl").exists() and (saved / "curve.jsonl").is_file()
     assert all(p.poll() is not None for p in procs)  # terminated, not orphaned
 
 

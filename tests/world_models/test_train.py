@@ -36,11 +36,13 @@ def test_tiny_train_then_resume_continues(tmp_path):
     t2 = Trainer(tiny(env_steps=24), out, progress=False)
     assert t2._load_state() and t2.st["env_steps"] == 12 and t2.learner.updates == m1["updates"]
     assert t2.replay.transitions > 0
+    with open(out / CURVE_FILE, "a") as f:  # a row written after the last save, by a run then killed
+        f.write(json.dumps({"env_steps": 18, "success": 0.5}) + "\n")
     t2 = Trainer(tiny(env_steps=24), out, progress=False)
     m2 = t2.run()
     assert m2["env_steps"] == 24 and m2["updates"] > m1["updates"]
     curve = [json.loads(x) for x in (out / CURVE_FILE).read_text().splitlines()]
-    assert [c["env_steps"] for c in curve] == [0, 12, 24]
+    assert [c["env_steps"] for c in curve] == [0, 12, 24]  # the file mirrors the state: no killed run's row
     # the manifest of a resumed run names the command that started it
     assert json.loads((out / MANIFEST_FILE).read_text())["command"] == "edge train world-model --preset tiny"
     assert all(0.0 <= c["success"] <= 1.0 for c in curve)
