@@ -235,7 +235,11 @@ def load_world_model(path: str | Path, verify: bool = True):
     if not isinstance(manifest, dict):
         raise EdgeError(f"{mf}: not a manifest (a JSON object); the world model's manifest is damaged")
     want = (manifest.get("files") or {}).get(MODEL_FILE)
-    if verify and want and sha256_file(f) != want:
+    if verify and not want:  # e.g. a run killed between writing its model and its manifest
+        raise EdgeError(f"{f}: no {MANIFEST_FILE} beside it lists its sha256, so it cannot be verified (a training "
+                        "run stopped while shipping it, or a model copied without its manifest); resume the run "
+                        "that made it (`edge train world-model --out DIR --resume`) or train it again")
+    if verify and sha256_file(f) != want:
         raise EdgeError(f"{f}: sha256 does not match {mf}; the world model is damaged or was replaced")
     what = ("a damaged file, or not a checkpoint of `edge train world-model` (e.g. a VLA checkpoint: "
             "that one runs with --policy vla --checkpoint)")

@@ -31,13 +31,19 @@ def load_agent(path: str | Path):
                         + (f"; did you mean {close[0]}?" if close else "") + "); train one with "
                         "`edge train adapter --out DIR`, or name a shipped adapter: " + ", ".join(names))
     mf = f.parent / MANIFEST_FILE
-    manifest = json.loads(mf.read_text()) if mf.is_file() else None
-    want = ((manifest or {}).get("files") or {}).get(ADAPTER_FILE)
-    if want is not None:
-        from edge.export import sha256_file
+    try:
+        manifest = json.loads(mf.read_text()) if mf.is_file() else None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise EdgeError(f"{mf}: not readable JSON ({err}); the adapter's manifest is damaged") from None
+    want = ((manifest if isinstance(manifest, dict) else {}).get("files") or {}).get(ADAPTER_FILE)
+    if want is None:  # e.g. a training run killed between its first adapter.pt and its manifest
+        raise EdgeError(f"{f}: no {MANIFEST_FILE} beside it lists its sha256, so it cannot be verified (a training "
+                        "run stopped before its first manifest, or an adapter copied without it); resume the run "
+                        "that made it (`edge train adapter --out DIR --resume`) or train it again")
+    from edge.export import sha256_file
 
-        if sha256_file(f) != want:
-            raise EdgeError(f"{f}: sha256 does not match {mf}; the adapter file is damaged or was replaced")
+    if sha256_file(f) != want:
+        raise EdgeError(f"{f}: sha256 does not match {mf}; the adapter file is damaged or was replaced")
     blob = torch.load(f, weights_only=False)
     cfg = EqrlConfig(**blob["config"])
     agent = EqrlAgent(cfg, blob["feature_dim"], CONTEXT_DIM, blob["chunk_len"], blob["action_dim"])

@@ -11,6 +11,7 @@ default: w ~ the adapter's noise distribution, as in training; ``"mean"``: its m
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ import numpy as np
 from adapters.eqrl.checkpoint import ONNX_FILE, SHIPPED_ADAPTERS, load_agent
 from edge.contracts import QueryContext, QueryPlan
 from edge.errors import EdgeError
+
+log = logging.getLogger(__name__)
 
 SHIPPED_ADAPTER = SHIPPED_ADAPTERS / "stack"  # the default; stack_efficient: value-gap schedule, 0.7x the NFE; stack_latency: trained with 0-300 ms latency
 
@@ -60,13 +63,19 @@ class EqrlScheduler:
         onnx = d / ONNX_FILE
         if backend == "onnxruntime" and not onnx.is_file():
             raise EdgeError(f"{d} has no {ONNX_FILE}; export it with adapters.eqrl.export.export_onnx")
-        if onnx.is_file() and manifest is not None:
+        listed = onnx.is_file() and (manifest.get("files") or {}).get(ONNX_FILE) is not None
+        if onnx.is_file() and backend != "torch" and not listed:  # e.g. left from before a resumed run's saves
+            if backend == "onnxruntime":
+                raise EdgeError(f"{onnx}: not listed in {d / 'manifest.json'}, so not made from this adapter.pt; "
+                                "re-export it (adapters.eqrl.export.export_onnx) or use the torch backend")
+            log.warning("%s: not listed in %s (not made from this adapter.pt): deciding on torch", onnx,
+                        d / "manifest.json")
+        if listed:
             from edge.export import sha256_file
 
-            want = (manifest.get("files") or {}).get(ONNX_FILE)
-            if want is not None and sha256_file(onnx) != want:
+            if sha256_file(onnx) != manifest["files"][ONNX_FILE]:
                 raise EdgeError(f"{onnx}: sha256 does not match {d / 'manifest.json'}; re-export it")
-        use = onnx if onnx.is_file() and backend != "torch" else None
+        use = onnx if listed and backend != "torch" else None
         obj = cls(agent, gate, use, noise=noise, seed=seed)
         from adapters.eqrl.checkpoint import ADAPTER_FILE
         from edge.export import sha256_file

@@ -275,7 +275,9 @@ class AdapterTrainer:
                     "metrics": {"train_episodes": len(rows),
                                 "train_success_last200": float(np.mean([r["success"] for r in last])) if last else None,
                                 "train_nfe_per_action_last200": float(np.mean([r["nfe_per_action"] for r in last])) if last else None}}
-        (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+        tmp = self.out / (MANIFEST_FILE + ".tmp")  # atomic: a kill never leaves an empty manifest to resume from
+        tmp.write_text(json.dumps(manifest, indent=2))
+        tmp.replace(self.out / MANIFEST_FILE)
         return manifest
 
 

@@ -647,6 +647,9 @@ def test_a_bad_planner_setup_is_a_clear_error(extra, needle, tmp_path, capsys):
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "model.pt").write_bytes(b"")
+    from edge.digest import sha256_file
+
+    (corrupt / "manifest.json").write_text(json.dumps({"files": {"model.pt": sha256_file(corrupt / "model.pt")}}))
     from edge.resources import config_dir
     from edge.runtime.config import DEFAULT_CHECKPOINT
 

@@ -69,6 +69,9 @@ def test_shipped_model_round_trip_and_tamper(tmp_path):
 
     with pytest.raises(EdgeError, match="sha256"):
         load_world_model(out)
+    (out / MANIFEST_FILE).unlink()  # killed between the model and its manifest: not loaded unverified
+    with pytest.raises(EdgeError, match="no manifest.json beside it lists its sha256"):
+        load_world_model(out)
 
 
 def test_pixels_policy_plans_from_frames(tmp_path):

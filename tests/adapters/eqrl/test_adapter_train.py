@@ -63,6 +63,17 @@ def test_a_tampered_onnx_decision_is_refused(trained, tmp_path):
         fh.write(b"\0")
     with pytest.raises(EdgeError, match="sha256"):
         EqrlScheduler.load(copy)
+    # a graph the manifest does not list (left from before a resumed run's saves) never decides
+    m = json.loads((copy / MANIFEST_FILE).read_text())
+    del m["files"][ONNX_FILE]
+    (copy / MANIFEST_FILE).write_text(json.dumps(m))
+    assert EqrlScheduler.load(copy).backend == "torch"
+    with pytest.raises(EdgeError, match="not listed in"):
+        EqrlScheduler.load(copy, backend="onnxruntime")
+    # no manifest (a run killed before its first one): the weights are not loaded unverified
+    (copy / MANIFEST_FILE).unlink()
+    with pytest.raises(EdgeError, match="no manifest.json beside it lists its sha256"):
+        load_agent(copy)
 
 
 def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
