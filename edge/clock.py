@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -261,6 +262,16 @@ class LatencyWindow:
     def seen(self) -> int:
         """Latencies offered so far (warm-up ones included): the queries that returned."""
         return self._seen
+
+    @property
+    def window(self) -> tuple[float, ...]:
+        """The latencies the estimate reads now, oldest first."""
+        return tuple(self._window)
+
+    def restore(self, window: Iterable[float], seen: int) -> None:
+        """Continue from a recorded :attr:`window` and :attr:`seen` (a resumed run)."""
+        self._window = deque((float(x) for x in window), maxlen=self._window.maxlen)
+        self._seen, self._cache = int(seen), None
 
     def clear(self) -> None:
         """Forget the window (the device or its latency model changed); warm-up stays done."""

@@ -9,7 +9,9 @@ that drives the robot.
 
 ``run_session(cfg, out, resume=True)`` continues the run in ``out``: the settings must match the ones
 it was started with (``meta.json``), episode indices and seeds go on from the episodes it has
-finished (the unfinished one's lines are dropped), and the summary covers all of them.
+finished (the unfinished one's lines are dropped), and so do the query counters the VLA's initial
+noise is keyed on (a resumed VLA run on the virtual clock plays the uninterrupted run's episodes; a
+scheduler's or the planner's own random draws start afresh), and the summary covers all of them.
 """
 
 from __future__ import annotations
@@ -220,6 +222,21 @@ def _drop_unfinished(out_dir: Path, finished: int) -> None:
             tmp.unlink()
 
 
+def _continue_counters(loop: Any, out_dir: Path, finished: int) -> None:
+    """Set the resumed loop to where the uninterrupted run's would stand before episode ``finished``:
+    each query's initial noise is keyed on (seed, worker epoch, query id) (an episode starts with one
+    cancel, which bumps the epoch), and the delay estimate reads the latency window. A run recorded
+    before these were (``carry_over`` absent) starts them afresh."""
+    from edge.telemetry import read_jsonl
+
+    last = next((e for e in read_jsonl(out_dir / "episodes.jsonl") if e.get("ep") == finished - 1), None)
+    carry = (last or {}).get("carry_over")
+    if isinstance(carry, dict):
+        loop.worker.epoch = int(carry["epoch"]) + 1
+        loop._query_id = int(carry["query_id"])
+        loop.latency.restore(carry["latency_window_s"], int(carry["latencies_seen"]))
+
+
 def _line_episode(line: str) -> int | None:
     import json
 
@@ -313,6 +330,10 @@ class Runtime:
         elapsed = getattr(driver, "elapsed_periods", None)
         if isinstance(elapsed, int) and not loop.clock.is_virtual:  # skipped deadlines the sim stepped through
             extra["sim_elapsed_periods"] = elapsed
+        # what the next episode takes over from this one (the query counters the VLA's noise is keyed on, the
+        # latency window the delay estimate reads): a resume continues from here
+        extra["carry_over"] = {"epoch": int(loop.worker.epoch), "query_id": int(loop._query_id),
+                               "latencies_seen": loop.latency.seen, "latency_window_s": list(loop.latency.window)}
         ep = loop.end_episode(success=bool(driver.success), seed=seed, steps=driver.steps,
                               instruction=driver.obs["instruction"], stop_reason=_stop_reason(res.reason, driver),
                               sim_diverged=bool(driver.info.get("sim_diverged")),
@@ -546,6 +567,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         recorder = RunRecorder(Path(out_dir), meta=meta)
     loop = wire_loop(robot, clock, driver, observer, policy, scheduler, recorder, cfg_, latency=lat,
                      seed=cfg_.run.seed, policy_factory=factory)
+    if resumed is not None and first_episode > 0:
+        _continue_counters(loop, Path(out_dir), first_episode)
     if recorder is not None:  # once per start and per resume
         recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4),
                        torch_threads=loop.worker.torch_threads)

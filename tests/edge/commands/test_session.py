@@ -252,7 +252,7 @@ def test_default_run_directory_never_reuses_an_existing_one(tmp_path, monkeypatc
 
 def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
     cfg = RuntimeConfig.of(checkpoint=str(tiny_ckpt), backend="torch", episodes=1, max_steps=6, num_steps=1,
-                        execute=4, video_episodes=0)
+                        execute=4, video_episodes=0, latency="constant", latency_ms=120.0)  # a query: 3 ticks
     run_session(cfg, tmp_path / "run", progress=False)
     # a killed second episode: its lines without an episode record are dropped on resume
     with open(tmp_path / "run" / "ticks.jsonl", "a") as f:
@@ -268,6 +268,20 @@ def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
     with pytest.raises(EdgeError, match="num_steps=1.*num_steps=2"):
         run_session(apply_settings(cfg, [("episodes", 4), ("num_steps", 2)]), tmp_path / "run",
                     progress=False, resume=True)
+    # the resumed episodes are the uninterrupted run's: the query counters the VLA's noise is keyed on go on
+    run_session(apply_settings(cfg, [("episodes", 3)]), tmp_path / "whole", progress=False)
+
+    def ticks(run):
+        return [(t["ep"], t["raw_action"], t["ee_pos_m"]) for t in map(json.loads, (run / "ticks.jsonl").read_text()
+                                                                        .splitlines())]
+
+    def keys(run):
+        return [(q["ep"], q["query_id"], q["epoch"], q["delay_steps_est"])
+                for q in map(json.loads, (run / "queries.jsonl").read_text().splitlines())]
+
+    assert ticks(tmp_path / "run") == ticks(tmp_path / "whole") and keys(tmp_path / "run") == keys(tmp_path / "whole")
+    assert len({k[1] for k in keys(tmp_path / "run")}) == len(keys(tmp_path / "run"))  # no noise key used twice
+    assert [k[3] for k in keys(tmp_path / "run") if k[0] == 1][0] == 3  # the latency window went on too
     # a run written before the nested config (meta.json: only the flat session) still resumes
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["config"]["scheduler"]["fixed"]["num_steps"] == 1
