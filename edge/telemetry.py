@@ -481,7 +481,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     if ivs:
         lines.extend(f"  {k:<{w - 2}}  {v}" for k, v in ivs.items())
     for f in summary.get("faults") or ():
-        lines.append(f"fault: {f.get('kind')} at t={f.get('t')}: {f.get('detail', '')}")
+        lines.append(f"fault: {f.get('kind')} at t={f.get('t')}: {f.get('detail', '')}"
+                     + (" (an episode interrupted and rerun by a resume)" if f.get("interrupted") else ""))
     return "\n".join(lines) + "\n"
 
 

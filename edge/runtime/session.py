@@ -202,8 +202,13 @@ def check_execute_fits(cfg_: RuntimeConfig, policy: Any) -> None:
 
 
 def _drop_unfinished(out_dir: Path, finished: int) -> None:
-    """Remove the tick and query lines of episodes without an episode record (a killed run's last)."""
-    for name in ("ticks", "queries"):
+    """Before a resume: remove the tick and query lines of episodes without an episode record (a killed
+    run's last) and the truncated last line a killed writer may have left in any stream (the resumed
+    run's first line would be glued to it); the interrupted episode's events stay, marked
+    ``"interrupted": true`` (its faults are kept, apart from those of the episode that redoes it)."""
+    import json
+
+    for name in ("ticks", "queries", "events", "episodes"):
         path = out_dir / f"{name}.jsonl"
         if not path.is_file():
             continue
@@ -212,9 +217,16 @@ def _drop_unfinished(out_dir: Path, finished: int) -> None:
         with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
             for line in src:
                 ep = _line_episode(line)
-                if ep is None or ep >= finished or not line.endswith("\n"):
-                    changed = True  # unfinished episode, or the truncated line of a killed writer
+                if not line.endswith("\n") or ep is None:
+                    changed = True  # the truncated line of a killed writer
                     continue
+                if ep >= finished and name in ("ticks", "queries"):
+                    changed = True  # the unfinished episode's
+                    continue
+                if name == "events" and ep >= finished and "ep" in (rec := json.loads(line)) \
+                        and not rec.get("interrupted"):
+                    line = json.dumps({**rec, "interrupted": True}) + "\n"
+                    changed = True
                 dst.write(line)
         if changed:
             os.replace(tmp, path)

@@ -257,8 +257,18 @@ def test_resume_continues_episode_indices_and_seeds(tiny_ckpt, tmp_path):
     # a killed second episode: its lines without an episode record are dropped on resume
     with open(tmp_path / "run" / "ticks.jsonl", "a") as f:
         f.write('{"ep":1,"slot":99}\n{"ep":1,"sl')
+    with open(tmp_path / "run" / "events.jsonl", "a") as f:  # its fault, and a line the kill cut short
+        f.write('{"kind":"fault","t":9.0,"ep":1,"detail":"watchdog_stop: test"}\n{"kind":"ep')
+    with open(tmp_path / "run" / "episodes.jsonl", "a") as f:
+        f.write('{"ep":1,"ti')
     res = run_session(apply_settings(cfg, [("episodes", 3)]), tmp_path / "run",
                       progress=False, resume=True)
+    # the torn lines are gone (the resumed run's first lines were glued to them); the fault is kept, marked
+    from edge.telemetry import read_run
+
+    run = read_run(tmp_path / "run")
+    assert [f["detail"] for f in res.summary["faults"] if f.get("interrupted")] == ["watchdog_stop: test"]
+    assert len(run.events) == len((tmp_path / "run" / "events.jsonl").read_text().splitlines())
     assert [e["ep"] for e in res.episodes] == [1, 2] and [e["seed"] for e in res.episodes] == [100001, 100002]
     eps = [json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     assert [e["ep"] for e in eps] == [0, 1, 2]
