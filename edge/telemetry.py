@@ -34,6 +34,7 @@ import os
 import platform
 import sys
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,24 @@ class RunData:
         """episodes as :class:`edge.records.EpisodeRecord`."""
         return [STREAM_TYPES["episodes"].from_json(e) for e in self.episodes]
 
+    def unfinished_ticks(self) -> int:
+        """Tick lines of an episode without an episode record (a run stopped or killed inside it); 0 for
+        runs without episodes (a real arm's run, an HIL host trace)."""
+        return len(self.ticks) - len(self.finished_only().ticks)
+
+    def finished_only(self) -> RunData:
+        """This run with the tick and query lines of episodes that have no episode record left out (what
+        an interrupted or killed run's statistics count); runs without episodes are returned as they are."""
+        if "arm" in self.meta or "hil_host" in self.meta or "session" not in self.meta:
+            return self
+        done = {e.get("ep") for e in self.episodes}
+
+        def kept(line: dict[str, Any]) -> bool:
+            return "ep" not in line or line["ep"] in done
+
+        return dataclasses.replace(self, ticks=[t for t in self.ticks if kept(t)],
+                                   queries=[q for q in self.queries if kept(q)])
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Records of a JSON-lines file; a truncated *last* line (killed writer) is skipped."""
@@ -274,6 +293,8 @@ def summarize(run: RunData) -> dict[str, Any]:
     starts included)."""
     from edge.stats import wilson
 
+    unfinished = run.unfinished_ticks()
+    run = run.finished_only()  # an interrupted episode's lines count toward no statistic
     ticks, queries, episodes = run.ticks, run.queries, run.episodes
     session = run.meta.get("session") if isinstance(run.meta.get("session"), dict) else {}
     clock = session.get("clock")
@@ -358,6 +379,8 @@ def summarize(run: RunData) -> dict[str, Any]:
         # seconds each start (and resume) took to get its inference worker ready; process mode spawns
         # a process and builds the policy there
         "worker_start_s": worker_starts(run),
+        # ticks of an episode the run stopped inside (no episode record): left out of the statistics above
+        **({"ticks_unfinished": unfinished} if unfinished else {}),
     }
 
 

@@ -97,6 +97,7 @@ IGNORED_INTERVENTIONS = ("wait_first_plan",)  # holding until the first chunk: n
 
 def arm_stats(runs: Sequence[RunData]) -> dict[str, Any]:
     """Every per-arm number of the profile, from the runs' records alone."""
+    runs = [r.finished_only() for r in runs]  # a killed arm's unfinished episode counts toward nothing
     episodes = [e for r in runs for e in r.episode_records()]
     ticks = [(i, t) for i, r in enumerate(runs) for t in r.tick_records()]
     queries = [(i, q) for i, r in enumerate(runs) for q in r.query_records()]

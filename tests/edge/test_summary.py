@@ -129,3 +129,24 @@ def test_summary_says_how_much_the_planners_searches_ran():
     del run.episodes[1]["planner_simulations"]  # recorded before the count existed
     s = summarize(run)
     assert s["planner"]["simulations_per_decision"] is None and "simulations not recorded" in format_summary(s)
+
+
+def test_an_interrupted_episode_counts_toward_no_statistic():
+    """A run stopped or killed inside an episode has its ticks and queries but no episode record: the
+    summary (and edge profile's arm, which reads the same lines) leaves them out and says how many."""
+    from edge.profiler.episodes import arm_stats
+
+    whole = _run("virtual")
+    run = _run("virtual")
+    run.ticks += [{"ep": 2, "slot": n, "t_s": 0.05 * n, "kind": "act", "interventions": [["clip", 1]]}
+                  for n in range(11, 14)]
+    run.queries += [{"ep": 2, "K": 2, "C": 8, "nfe": 2, "latency_s": 0.5, "compute_s": 0.5}]
+    s, ref = summarize(run), summarize(whole)
+    assert s["ticks"] == ref["ticks"] == 9 and s["queries"] == ref["queries"] and s["ticks_unfinished"] == 3
+    assert s["interventions"] == ref["interventions"] and "ticks_unfinished" not in ref
+    assert "ticks_unfinished" in format_summary(s)
+    assert run.finished_only().ticks == whole.ticks and run.unfinished_ticks() == 3
+    for r in (run, whole):  # the profile's per-arm numbers come from the same finished episodes
+        for q in r.queries:
+            q.setdefault("ep", 0)
+    assert arm_stats([run])["queries"] == arm_stats([whole])["queries"]
