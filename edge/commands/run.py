@@ -232,9 +232,19 @@ class RunDir:
         else:
             base = Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
             out, i = base, 1
-            while out.exists():
-                i += 1
-                out = base.with_name(f"{base.name}-{i}")
+            while True:  # made here, not only looked for: two runs started in the same second never share one
+                created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
+                try:
+                    out.mkdir(parents=True)
+                    break
+                except FileExistsError:
+                    i += 1
+                    out = base.with_name(f"{base.name}-{i}")
+                except OSError as err:
+                    raise EdgeError(f"cannot create the run directory {out} ({err.strerror}); "
+                                    "give one with --out") from None
+            self.path, self.created = out, created
+            return
         self.path = out
         # the topmost directory this command creates (removed again if the run leaves nothing)
         self.created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
@@ -247,10 +257,15 @@ class RunDir:
     def discard_if_empty(self) -> None:
         if self.created is None:
             return
-        for name in ("ticks.jsonl", "episodes.jsonl"):
+        for name in ("ticks.jsonl", "episodes.jsonl", "commands.jsonl"):  # commands: what a real arm was sent
             f = self.path / name
             if f.is_file() and f.stat().st_size > 0:
                 return
+        from edge.telemetry import read_jsonl
+
+        events = self.path / "events.jsonl"  # a fault, an e-stop or a loop error is kept with its run
+        if events.is_file() and any(e.get("kind") not in ("start", "worker_started") for e in read_jsonl(events)):
+            return
         shutil.rmtree(self.created, ignore_errors=True)
 
 

@@ -1,0 +1,35 @@
+"""edge run's run directory: what a run that failed early leaves behind (nothing, unless it recorded a
+fault, an e-stop, a loop error or a command sent to an arm)."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from edge.commands.run import RunDir
+
+
+@pytest.mark.parametrize("files, kept", [
+    ({}, False),
+    ({"events.jsonl": [{"kind": "start"}, {"kind": "worker_started", "start_s": 0.1}]}, False),
+    ({"events.jsonl": [{"kind": "start"}, {"kind": "loop_error", "detail": "x"}]}, True),
+    ({"events.jsonl": [{"kind": "fault", "detail": "link_down"}]}, True),
+    ({"commands.jsonl": [{"seq": 1}]}, True),
+    ({"ticks.jsonl": [{"ep": 0, "slot": 0}]}, True),
+])
+def test_a_run_that_failed_early_is_removed_unless_it_recorded_something(tmp_path, files, kept):
+    d = RunDir(argparse.Namespace(out=str(tmp_path / "parent" / "run"), resume=False))
+    for name, lines in files.items():
+        (d.path / name).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    d.discard_if_empty()
+    assert d.path.exists() == kept and (tmp_path / "parent").exists() == kept  # the topmost folder it made
+
+
+def test_two_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("time.strftime", lambda fmt: "20261207-120000")
+    a, b = (RunDir(argparse.Namespace(out=None, resume=False)) for _ in range(2))
+    assert (a.path.name, b.path.name) == ("20261207-120000", "20261207-120000-2")
+    # what each would remove if its run left nothing: the first made runs/, the second only its own folder
+    assert (a.created, b.created) == (Path("runs"), Path("runs/20261207-120000-2"))
