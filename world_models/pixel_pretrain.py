@@ -33,7 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from world_models.slot_encoder import fg_weighted_mse
-from world_models.slot_pretrain import _check_positive, _load_train_state, _save_train_state, load_dataset, lr_at
+from world_models.slot_pretrain import (
+    _check_positive,
+    _load_train_state,
+    _save_train_state,
+    cut_log_after,
+    load_dataset,
+    lr_at,
+)
 from world_models.token_model import PixelEncoder
 
 KIND = "pixel-encoder"
@@ -175,9 +182,11 @@ def train_pixel_encoder(config: PixelEncoderConfig, data_path: str | Path, out_d
                 "grad_clip": grad_clip, "seed": seed}
     state_path, log_path = out / "train_state.pt", out / "log.jsonl"
     step = 0
+    evaluated = True
     if state_path.is_file():
         step = _load_train_state(state_path, settings, model, opt, rng)
         log(f"resumed from {state_path} at step {step}")
+        evaluated = cut_log_after(log_path, step)
     elif log_path.exists():
         log_path.unlink()
 
@@ -189,6 +198,10 @@ def train_pixel_encoder(config: PixelEncoderConfig, data_path: str | Path, out_d
     model.train()
     t_last, loss_acc, n_acc = time.monotonic(), 0.0, 0
     metrics: dict[str, Any] = {}
+    if eval_arrays is not None and not evaluated and 0 < step < steps and step % eval_every == 0:
+        metrics = evaluate(model, eval_arrays)  # killed between its checkpoint and its eval
+        record({"step": step, "eval": metrics})
+        model.train()
     while step < steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, lr, warmup_steps, half_life_steps)

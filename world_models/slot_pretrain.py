@@ -278,6 +278,25 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
     return metrics
 
 
+def cut_log_after(log_path: Path, step: int) -> bool:
+    """Keep the training log's rows up to ``step`` (a resumed run's checkpoint): rows a killed run logged
+    after it are logged again by the resumed run, not kept twice. True if an eval row of ``step`` is kept."""
+    if not log_path.is_file():
+        return False
+    rows = []
+    for line in log_path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the line a kill cut short
+        if isinstance(row, dict) and int(row.get("step", 0)) <= step:
+            rows.append(row)
+    tmp = log_path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(log_path)
+    return any(r.get("step") == step and "eval" in r for r in rows)
+
+
 def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Generator, predictor=None) -> int:
     """Restore model, optimizer, RNGs (and the predictor of ``predict_weight`` / ``latent_weight``) from
     ``path``; returns its step. The settings must match."""
@@ -630,9 +649,13 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
             raise ValueError(f"--steps {steps}: {out} is at step {step} already; resume with --steps >= {step} "
                              "(a larger one trains on), or use another --out")
         log(f"resumed from {state_path} at step {step}")
+        evaluated = cut_log_after(log_path, step)
     else:
+        evaluated = True
         if log_path.exists():
             log_path.unlink()
+        for old in (state_path, *out.glob("weights_*.pt")):  # --no-resume: the old run's files go too
+            old.unlink(missing_ok=True)
         if init_info is not None:
             load_into(model, init_weights)
             log(f"initialised from {init_info['path']} (step {init_info['step']})")
@@ -646,6 +669,10 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     frames = arrays["frames"]
     t_last, loss_acc, pred_acc, lat_acc, n_acc = time.monotonic(), 0.0, 0.0, 0.0, 0
     metrics: dict[str, Any] = {}
+    if eval_arrays is not None and not evaluated and 0 < step < steps and step % eval_every == 0:
+        metrics = evaluate(model, eval_arrays, eval_episodes)  # killed between its checkpoint and its eval
+        record({"step": step, "eval": metrics})
+        model.train()
     while step < steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, lr, warmup_steps, half_life_steps)

@@ -151,3 +151,22 @@ def test_rgbd_frames_are_refused_by_name(tmp_path):
     np.savez_compressed(tmp_path / "rgbd.npz", **arrays, meta=np.array(json.dumps({"data_hash": data_hash(arrays)})))
     with pytest.raises(ValueError, match="rgbd.npz has 4-channel frames; the pixel encoder reads RGB"):
         train_pixel_encoder(CFG, tmp_path / "rgbd.npz", tmp_path / "enc", 1, log=lambda s: None)
+
+
+def test_a_killed_run_resumes_without_logging_a_row_twice(tmp_path):
+    """Rows a killed run logged after its last checkpoint are logged again by the resumed run, not kept
+    twice; an eval the kill cut off after its checkpoint is made on resume."""
+    squares(tmp_path / "train.npz")
+    squares(tmp_path / "eval.npz", n=12, seed=1)
+    kw = {"eval_data_path": tmp_path / "eval.npz", "batch_size": 8, "warmup_steps": 2, "ckpt_every": 4,
+          "log_every": 2, "eval_every": 4, "log": lambda s: None, "command": "test"}
+    out = tmp_path / "enc"
+    train_pixel_encoder(CFG, tmp_path / "train.npz", out, 8, **kw)
+    lines = (out / "log.jsonl").read_text().splitlines()
+    # killed at step 10: its rows at 10 were logged, the eval of step 8 (after its checkpoint) was not
+    kept = [x for x in lines if not (json.loads(x)["step"] == 8 and "eval" in json.loads(x))]
+    (out / "log.jsonl").write_text("\n".join([*kept, json.dumps({"step": 10, "loss": 9.0})]) + '\n{"step": 1')
+    train_pixel_encoder(CFG, tmp_path / "train.npz", out, 12, **kw)
+    rows = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [2, 4, 6, 8, 10, 12] and 9.0 not in [r.get("loss") for r in rows]
+    assert [r["step"] for r in rows if "eval" in r] == [4, 8, 12]

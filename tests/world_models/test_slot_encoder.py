@@ -307,8 +307,18 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     del settings["config"]["carry_iters"]
     state["settings"] = json.dumps(settings)
     torch.save(state, out / "train_state.pt")
+    with open(out / "log.jsonl", "a") as f:  # a killed run logged step 7 after its last checkpoint (6)
+        f.write(json.dumps({"step": 7, "loss": 9.0}) + "\n")
     m6 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)
     assert m6["step"] == 6
+    train_slot_encoder(CFG, tmp_path / "train.npz", out, 7, batch_size=4, seed=0, seq_len=1, **kw)
+    steps = [e["step"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in e]
+    assert steps == [1, 2, 3, 4, 5, 6, 7]  # its step-7 row redone, not kept twice
+    # --no-resume starts over: the old run's state and kept weights go with its log
+    (out / "weights_000004.pt").write_bytes(b"old")
+    train_slot_encoder(CFG, tmp_path / "train.npz", out, 1, batch_size=4, seed=0, seq_len=1, resume=False, **kw)
+    assert not (out / "weights_000004.pt").exists()
+    assert torch.load(out / "train_state.pt", weights_only=True)["step"] == 1
 
 
 def test_init_from_starts_from_another_runs_weights_and_is_part_of_the_identity(tmp_path):
