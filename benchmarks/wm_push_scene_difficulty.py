@@ -7,9 +7,10 @@ seed, so two sets of evaluation seeds can differ in difficulty by chance. This s
 TCP–cube, metres). For each kind of arm (the simulator's own search, and each cell of the trained
 agents: ``agent``, ``learned_dynamics``, ...) it fits a logistic model of success on the cube–goal
 start distance to the episodes of the ``--fit`` files, and, for each ``--predict`` file, compares
-the successes the fit expects on that file's scenes with those observed: the probability of a count
-at most (or at least) as far from the expectation, under independent episodes with the fitted
-probabilities (Poisson binomial). A file can be both fitted and predicted; then the check is
+the successes the fit expects on that file's scenes with those observed: the probability of at most
+(and of at least) the observed count, under independent episodes with the fitted probabilities
+(Poisson binomial; episodes of two agents on the same scenes are not independent, which makes these
+probabilities too small if anything). A file can be both fitted and predicted; then the check is
 optimistic.
 
     python benchmarks/wm_push_scene_difficulty.py \\

@@ -173,8 +173,9 @@ class InferenceWorker:
 
     @property
     def torch_threads(self) -> int:
-        """The torch intra-op threads inference runs on (0: torch is not loaded here): inline, this
-        process's; a thread, the count it sets; a process, its ``torch_threads`` (0 means 1 there)."""
+        """The torch intra-op threads inference runs on: inline, this process's (0: torch is not loaded);
+        a thread, the count it sets; a process, its ``torch_threads`` setting (0 means 1 there), which
+        applies if its policy loads torch."""
         if self.mode == "process":
             return int(self.config.torch_threads or 1)
         return self._torch_threads if self.mode == "thread" else _current_torch_threads()

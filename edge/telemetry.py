@@ -181,8 +181,8 @@ class RunData:
         return [STREAM_TYPES["episodes"].from_json(e) for e in self.episodes]
 
     def unfinished_ticks(self) -> int:
-        """Tick lines of an episode without an episode record (a run stopped or killed inside it); 0 for
-        runs without episodes (a real arm's run, an HIL host trace)."""
+        """Tick lines of an episode without an episode record (a run stopped or killed inside it: a run killed
+        in its first episode has all its ticks here); 0 for a real arm's run or an HIL host trace."""
         return len(self.ticks) - len(self.finished_only().ticks)
 
     def finished_only(self) -> RunData:

@@ -198,7 +198,7 @@ def train_pixel_encoder(config: PixelEncoderConfig, data_path: str | Path, out_d
     model.train()
     t_last, loss_acc, n_acc = time.monotonic(), 0.0, 0
     metrics: dict[str, Any] = {}
-    if eval_arrays is not None and not evaluated and 0 < step < steps and step % eval_every == 0:
+    if eval_arrays is not None and not evaluated and step > 0 and (step % eval_every == 0 or step == steps):
         metrics = evaluate(model, eval_arrays)  # killed between its checkpoint and its eval
         record({"step": step, "eval": metrics})
         model.train()

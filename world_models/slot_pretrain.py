@@ -654,8 +654,11 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
         evaluated = True
         if log_path.exists():
             log_path.unlink()
-        for old in (state_path, *out.glob("weights_*.pt")):  # --no-resume: the old run's files go too
-            old.unlink(missing_ok=True)
+        if not resume:  # --no-resume: the old run's state and kept weights go with its log (not a start)
+            start = Path(init_from).resolve() if init_from is not None else None
+            for old in (state_path, *out.glob("weights_*.pt")):
+                if old.resolve() != start:
+                    old.unlink(missing_ok=True)
         if init_info is not None:
             load_into(model, init_weights)
             log(f"initialised from {init_info['path']} (step {init_info['step']})")
@@ -669,7 +672,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     frames = arrays["frames"]
     t_last, loss_acc, pred_acc, lat_acc, n_acc = time.monotonic(), 0.0, 0.0, 0.0, 0
     metrics: dict[str, Any] = {}
-    if eval_arrays is not None and not evaluated and 0 < step < steps and step % eval_every == 0:
+    if eval_arrays is not None and not evaluated and step > 0 and (step % eval_every == 0 or step == steps):
         metrics = evaluate(model, eval_arrays, eval_episodes)  # killed between its checkpoint and its eval
         record({"step": step, "eval": metrics})
         model.train()

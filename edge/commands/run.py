@@ -255,6 +255,9 @@ class RunDir:
                             "choose another --out") from None
 
     def discard_if_empty(self) -> None:
+        """Remove the run directory this command made if the run recorded nothing: no tick, episode or
+        arm command, and no fault, e-stop or loop error (those stay with their run); then each folder above
+        it this command made, while it is empty (another run may be recording beside it)."""
         if self.created is None:
             return
         for name in ("ticks.jsonl", "episodes.jsonl", "commands.jsonl"):  # commands: what a real arm was sent
@@ -263,10 +266,23 @@ class RunDir:
                 return
         from edge.telemetry import read_jsonl
 
-        events = self.path / "events.jsonl"  # a fault, an e-stop or a loop error is kept with its run
-        if events.is_file() and any(e.get("kind") not in ("start", "worker_started") for e in read_jsonl(events)):
+        events = self.path / "events.jsonl"
+        if events.is_file() and any(e.get("kind") in ALARM_EVENTS for e in read_jsonl(events)):
             return
-        shutil.rmtree(self.created, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+        for parent in self.path.parents:
+            if parent == self.created.parent:
+                break
+            try:
+                parent.rmdir()  # only if empty
+            except OSError:
+                break
+
+
+#: event kinds that keep a run directory whose run recorded nothing else (the safety layer's, the loop's
+#: and the bridge driver's alarms)
+ALARM_EVENTS = frozenset({"fault", "estop", "loop_error", "driver_fault", "driver_safe_stop", "driver_estop",
+                          "driver_estop_link_down", "driver_disarm_failed"})
 
 
 def _checkpoint(args: argparse.Namespace) -> str:

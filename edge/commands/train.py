@@ -265,11 +265,13 @@ def _train_adapter(args: argparse.Namespace) -> int:
     check_writable_dir(out)
     if args.resume and not (out / STATE_FILE).exists():
         raise EdgeError(f"--resume: {out} holds no adapter training run to continue ({STATE_FILE} is missing); "
-                        "drop --resume to start one there")
+                        "drop --resume to start one there"
+                        + (f" (delete {out} first: its {LOG_FILE} is of a run stopped before its first save)"
+                           if (out / LOG_FILE).is_file() and (out / LOG_FILE).stat().st_size else ""))
     if not args.resume and (out / STATE_FILE).exists():
         raise EdgeError(f"--out {out}: already holds an adapter training run; pass --resume to continue it "
                         "or choose another --out")
-    if not args.resume and (out / LOG_FILE).exists():  # a run stopped before its first save
+    if not args.resume and (out / LOG_FILE).is_file() and (out / LOG_FILE).stat().st_size:  # stopped before its first save
         raise EdgeError(f"--out {out}: holds {LOG_FILE} of a run stopped before its first save (no {STATE_FILE} "
                         f"to resume); delete {out} or choose another --out")
     checkpoint = args.checkpoint or str(DEFAULT_CHECKPOINT)
@@ -429,8 +431,10 @@ def _train_world_model(args: argparse.Namespace) -> int:
     if not args.resume and (out / STATE_FILE).exists():
         raise EdgeError(f"--out {out}: already holds a world-model run; pass --resume to continue it or choose another --out")
     if args.resume and not (out / STATE_FILE).exists():
-        raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one")
-    if not args.resume and (out / CURVE_FILE).exists():  # a run stopped before its first checkpoint
+        raise EdgeError(f"--resume: {out} holds no world-model run ({STATE_FILE}); drop --resume to start one"
+                        + (f" (delete {out} first: its {CURVE_FILE} is of a run stopped before its first checkpoint)"
+                           if (out / CURVE_FILE).is_file() and (out / CURVE_FILE).stat().st_size else ""))
+    if not args.resume and (out / CURVE_FILE).is_file() and (out / CURVE_FILE).stat().st_size:  # stopped before its first checkpoint
         raise EdgeError(f"--out {out}: holds {CURVE_FILE} of a run stopped before its first checkpoint (no "
                         f"{STATE_FILE} to resume); delete {out} or choose another --out")
     command = "edge " + " ".join(shlex.quote(a) for a in sys.argv[1:])

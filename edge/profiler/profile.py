@@ -591,7 +591,7 @@ def write_profile(out: Path, summary: dict[str, Any], grid: dict[str, Any] | Non
     for a in arms:
         xs = []
         for d in a["runs"]:
-            xs += [1e3 * q.compute_s for q in read_run(d).query_records()]
+            xs += [1e3 * q.compute_s for q in read_run(d).finished_only().query_records()]  # as the arm's table
         compute_series[a["name"]] = xs
     pngs["latency_by_backend"] = plots.latency_by_backend(compute_series, out / "latency_by_backend.png")
     rows = []

@@ -10,8 +10,9 @@ that drives the robot.
 ``run_session(cfg, out, resume=True)`` continues the run in ``out``: the settings must match the ones
 it was started with (``meta.json``), episode indices and seeds go on from the episodes it has
 finished (the unfinished one's lines are dropped), and so do the query counters the VLA's initial
-noise is keyed on (a resumed VLA run on the virtual clock plays the uninterrupted run's episodes; a
-scheduler's or the planner's own random draws start afresh), and the summary covers all of them.
+noise is keyed on (a resumed VLA run on the virtual clock with a constant latency plays the
+uninterrupted run's episodes; a scheduler's or the planner's own random draws, and a latency model's,
+start afresh), and the summary covers all of them.
 """
 
 from __future__ import annotations
@@ -237,8 +238,9 @@ def _drop_unfinished(out_dir: Path, finished: int) -> None:
 def _continue_counters(loop: Any, out_dir: Path, finished: int) -> None:
     """Set the resumed loop to where the uninterrupted run's would stand before episode ``finished``:
     each query's initial noise is keyed on (seed, worker epoch, query id) (an episode starts with one
-    cancel, which bumps the epoch), and the delay estimate reads the latency window. A run recorded
-    before these were (``carry_over`` absent) starts them afresh."""
+    cancel, which bumps the epoch), and on the virtual clock the delay estimate reads the latency window
+    (on the real clock the resumed worker warms up afresh). A run recorded before these were
+    (``carry_over`` absent) starts them afresh."""
     from edge.telemetry import read_jsonl
 
     last = next((e for e in read_jsonl(out_dir / "episodes.jsonl") if e.get("ep") == finished - 1), None)
@@ -246,7 +248,8 @@ def _continue_counters(loop: Any, out_dir: Path, finished: int) -> None:
     if isinstance(carry, dict):
         loop.worker.epoch = int(carry["epoch"]) + 1
         loop._query_id = int(carry["query_id"])
-        loop.latency.restore(carry["latency_window_s"], int(carry["latencies_seen"]))
+        if loop.clock.is_virtual:  # on the real clock the resumed worker's first, cold query is warm-up again
+            loop.latency.restore(carry["latency_window_s"], int(carry["latencies_seen"]))
 
 
 def _line_episode(line: str) -> int | None:

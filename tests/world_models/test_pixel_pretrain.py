@@ -170,3 +170,8 @@ def test_a_killed_run_resumes_without_logging_a_row_twice(tmp_path):
     rows = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [2, 4, 6, 8, 10, 12] and 9.0 not in [r.get("loss") for r in rows]
     assert [r["step"] for r in rows if "eval" in r] == [4, 8, 12]
+    # killed between its final checkpoint and its final eval: the rerun makes and logs that eval
+    (out / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if not ("eval" in r and r["step"] == 12)))
+    train_pixel_encoder(CFG, tmp_path / "train.npz", out, 12, **kw)
+    rows = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval" in r] == [4, 8, 12]

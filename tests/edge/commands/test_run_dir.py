@@ -15,6 +15,9 @@ from edge.commands.run import RunDir
     ({"events.jsonl": [{"kind": "start"}, {"kind": "worker_started", "start_s": 0.1}]}, False),
     ({"events.jsonl": [{"kind": "start"}, {"kind": "loop_error", "detail": "x"}]}, True),
     ({"events.jsonl": [{"kind": "fault", "detail": "link_down"}]}, True),
+    ({"events.jsonl": [{"kind": "driver_fault", "fault": "link_down"}]}, True),
+    # a bridge run refused at the prompt or at connect: its driver's lifecycle events keep nothing
+    ({"events.jsonl": [{"kind": "driver_connected"}, {"kind": "driver_closed"}, {"kind": "connect_failed"}]}, False),
     ({"commands.jsonl": [{"seq": 1}]}, True),
     ({"ticks.jsonl": [{"ep": 0, "slot": 0}]}, True),
 ])
@@ -29,7 +32,15 @@ def test_a_run_that_failed_early_is_removed_unless_it_recorded_something(tmp_pat
 def test_two_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("time.strftime", lambda fmt: "20261207-120000")
-    a, b = (RunDir(argparse.Namespace(out=None, resume=False)) for _ in range(2))
+    a = RunDir(argparse.Namespace(out=None, resume=False))
+    # the other run made its folder after this one looked (the race): exists() still said no
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p.name.startswith("20261207") else real_exists(p))
+    b = RunDir(argparse.Namespace(out=None, resume=False))
     assert (a.path.name, b.path.name) == ("20261207-120000", "20261207-120000-2")
-    # what each would remove if its run left nothing: the first made runs/, the second only its own folder
-    assert (a.created, b.created) == (Path("runs"), Path("runs/20261207-120000-2"))
+    monkeypatch.setattr(Path, "exists", real_exists)
+    # a fails before its first tick: its own folder goes, runs/ (which it made) stays while b records there
+    a.discard_if_empty()
+    assert not a.path.exists() and b.path.is_dir()
+    b.discard_if_empty()
+    assert not b.path.exists() and list(Path("runs").iterdir()) == []  # b removes only what b made
