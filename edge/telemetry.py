@@ -518,6 +518,10 @@ def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> None:
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``path`` whole or not at all, also across a power cut (fsynced before the rename)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=_plain), encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, indent=2, default=_plain))
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -16,6 +16,7 @@ seq, host time, f32 targets) and ``arm_result.json`` (how the run ended).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -51,7 +52,12 @@ class Jsonl:
         self._f.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     def close(self) -> None:
-        self._f.close()
+        """Flush the lines to the disk (they are what an arm was sent: they must survive a power cut) and close."""
+        try:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        finally:
+            self._f.close()
 
 
 def drive_arm(loop: Any, driver: Any, clock: Any, duration_s: float, *,
