@@ -9,6 +9,26 @@ from pathlib import Path
 from edge.errors import EdgeError
 
 
+def make_default_run_dir(prefix: str = "") -> tuple[Path, Path]:
+    """``runs/<prefix><YYYYmmdd-HHMMSS>``, or ``-2``, ``-3``, ... after it: made here, not only looked
+    for, so two commands started in the same second never share one. Returns (the directory, the topmost
+    folder made: ``runs`` itself if it did not exist)."""
+    import time
+
+    base = Path(f"runs/{prefix}{time.strftime('%Y%m%d-%H%M%S')}")
+    out, i = base, 1
+    while True:
+        created = next((q for q in reversed((out, *out.parents)) if not q.exists()), out)
+        try:
+            out.mkdir(parents=True)
+            return out, created
+        except FileExistsError:
+            i += 1
+            out = base.with_name(f"{base.name}-{i}")
+        except OSError as err:
+            raise EdgeError(f"cannot create the run directory {out} ({err.strerror}); give one with --out") from None
+
+
 def check_writable_dir(out: str | Path, flag: str = "--out") -> None:
     """Raise EdgeError unless ``out`` is (or can be created as) a writable directory. Creates
     nothing: a probe file or directory is made in ``out`` or its nearest existing parent and removed."""

@@ -172,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
     if args.publish and (args.config or args.set):
         raise EdgeError("--publish writes the committed catalogue report, which runs on the catalogue's "
                         "rig.yaml; drop --config/--set or --publish")
-    out = Path(args.out or f"runs/hil-{time.strftime('%Y%m%d-%H%M%S')}")
-    from edge.commands._out import check_writable_dir
+    from edge.commands._out import check_writable_dir, make_default_run_dir
+
+    out = Path(args.out) if args.out else make_default_run_dir("hil-")[0]
 
     check_writable_dir(out)
     if out.is_dir() and any(out.iterdir()):  # two runs' traces and reports never mix

@@ -4,7 +4,6 @@ latency and projected on-device cost — from fresh runs or re-read run director
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from edge.cli import add_deprecated_alias, add_subparser
@@ -148,14 +147,15 @@ def run(args) -> int:
                        latency_device=args.latency_device,
                        noise_temperature=args.noise_temperature, max_steps=args.max_steps,
                        video_episodes=args.video_episodes, verify=not args.no_verify)
-    out = Path(args.out or f"runs/profile-{time.strftime('%Y%m%d-%H%M%S')}")
-    from edge.commands._out import check_writable_dir
+    from edge.commands._out import check_writable_dir, make_default_run_dir
 
-    check_writable_dir(out)
+    if args.out:
+        check_writable_dir(args.out)
     if arms and args.reference is not None:  # the arms to run are known: a reference among none of them fails now
         from edge.profiler.profile import reference_name
 
         reference_name(arms, args.reference)
+    out = Path(args.out) if args.out else make_default_run_dir("profile-")[0]  # made once the checks passed
     if not args.runs and (out / "summary.json").exists():  # re-reading runs (--runs) may rewrite a report
         raise EdgeError(f"--out {out}: holds another profile's report (summary.json); choose a new --out, "
                         "or re-read runs into it with --runs")

@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,20 +229,9 @@ class RunDir:
                 raise EdgeError(f"--out {out}: the directory is not empty ({shown}); runs never mix: "
                                 "pass --resume to continue that run or choose another --out")
         else:
-            base = Path(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-            out, i = base, 1
-            while True:  # made here, not only looked for: two runs started in the same second never share one
-                created = next((q for q in reversed((out, *out.parents)) if not q.exists()), None)
-                try:
-                    out.mkdir(parents=True)
-                    break
-                except FileExistsError:
-                    i += 1
-                    out = base.with_name(f"{base.name}-{i}")
-                except OSError as err:
-                    raise EdgeError(f"cannot create the run directory {out} ({err.strerror}); "
-                                    "give one with --out") from None
-            self.path, self.created = out, created
+            from edge.commands._out import make_default_run_dir
+
+            self.path, self.created = make_default_run_dir()
             return
         self.path = out
         # the topmost directory this command creates (removed again if the run leaves nothing)

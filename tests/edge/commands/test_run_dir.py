@@ -44,3 +44,14 @@ def test_two_runs_started_in_the_same_second_get_their_own_directories(tmp_path,
     assert not a.path.exists() and b.path.is_dir()
     b.discard_if_empty()
     assert not b.path.exists() and list(Path("runs").iterdir()) == []  # b removes only what b made
+
+
+def test_hil_and_profile_default_folders_are_made_the_same_way(tmp_path, monkeypatch):
+    from edge.commands._out import make_default_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("time.strftime", lambda fmt: "20261207-120000")
+    made = [make_default_run_dir(p) for p in ("hil-", "hil-", "profile-")]
+    assert [str(d) for d, _ in made] == ["runs/hil-20261207-120000", "runs/hil-20261207-120000-2",
+                                         "runs/profile-20261207-120000"]
+    assert [str(c) for _, c in made] == ["runs", "runs/hil-20261207-120000-2", "runs/profile-20261207-120000"]

@@ -239,10 +239,8 @@ def test_edge_run_expert_takes_k_and_c_of_one_and_a_latency(tmp_path, capsys):
 
 
 def test_default_run_directory_never_reuses_an_existing_one(tmp_path, monkeypatch, capsys):
-    import edge.commands.run as run_cmd
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_cmd.time, "strftime", lambda fmt: "20250101-000000")
+    monkeypatch.setattr("time.strftime", lambda fmt: "20250101-000000")
     (tmp_path / "runs" / "20250101-000000").mkdir(parents=True)
     (tmp_path / "runs" / "20250101-000000" / "meta.json").write_text("{}")
     assert main(["run", "--policy", "expert", "--episodes", "1", "--image-size", "16"]) == 0
