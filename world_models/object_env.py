@@ -130,10 +130,12 @@ def center_crop(img: np.ndarray, size: int) -> np.ndarray:
 class ObjectTaskEnv:
     """A gymnasium-style env (``reset(seed=)``, ``step(a)``) over :class:`sim.env.TabletopEnv`."""
 
-    def __init__(self, config: ObjectTaskConfig | None = None) -> None:
+    def __init__(self, config: ObjectTaskConfig | None = None, frames: bool = True) -> None:
+        """``frames=False``: observations carry ``oracle`` only (nothing rendered: an oracle-slot run's)."""
         from sim.env import TabletopEnv
 
         self.cfg = config or ObjectTaskConfig()
+        self.frames = frames
         self._full = render_side(self.cfg.image_size, self.cfg.crop)
         self.env = TabletopEnv(task="push", sim=self.cfg.sim, action_mode="discrete8",
                                image_size=self._full, segmentation=self.cfg.segmentation, depth=self.cfg.depth,
@@ -243,6 +245,8 @@ class ObjectTaskEnv:
         return center_crop(img, self.cfg.image_size)
 
     def _obs(self, obs: dict, info: dict) -> dict:
+        if not self.frames:
+            return {"oracle": self.oracle(info)}
         out = {"frame": self._crop(obs["front"]), "oracle": self.oracle(info)}
         if self.cfg.depth:
             d8, outside = depth_to_uint8(self._crop(obs["front_depth"]), self.cfg.depth_near_m, self.cfg.depth_far_m)

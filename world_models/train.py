@@ -387,7 +387,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ acting
     def _make_envs(self, n: int) -> list[ObjectTaskEnv]:
-        return [ObjectTaskEnv(self.cfg.env) for _ in range(n)]
+        # an oracle-slot run reads the object states only: no camera frame is rendered for it
+        return [ObjectTaskEnv(self.cfg.env, frames=self.cfg.obs != "oracle") for _ in range(n)]
 
     def _temperature(self) -> float:
         frac = self.st["env_steps"] / self.cfg.env_steps
