@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge.profiler.profile import ProfileConfig, make_arm, session_config
     from edge.runtime.config import apply_settings
     from edge.runtime.session import run_session
-    from edge.stats import mcnemar_exact, wilson
+    from edge.stats import paired, wilson
     from edge.vla.manifest import git_revision
 
     own_threads = torch.get_num_threads()  # torch's own count, before any planner sets it
@@ -103,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     if a["per_episode"]["seed"] != b["per_episode"]["seed"]:
         print("error: the two arms ran different seeds", file=sys.stderr)
         return 2
-    only_a = sum(x and not y for x, y in zip(a["per_episode"]["success"], b["per_episode"]["success"]))
-    only_b = sum(y and not x for x, y in zip(a["per_episode"]["success"], b["per_episode"]["success"]))
+    pr = paired(a["per_episode"]["success"], b["per_episode"]["success"])
+    only_a, only_b = pr["only_a"], pr["only_b"]
     res["success_paired"] = {"only_threads1": only_a, "only_threads_torch": only_b,
-                             "mcnemar_exact_p": round(mcnemar_exact(only_a, only_b), 6)}
+                             "mcnemar_exact_p": round(pr["mcnemar_p"], 6)}
     res["decision_p50_ratio_torch_over_1"] = p50_ratio(b, a)
     for k, v in res["arms"].items():
         print(f"{k:14s} decision p50 / p99 {v['decision_ms']['p50']} / {v['decision_ms']['p99']} ms  simulations per "

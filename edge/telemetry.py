@@ -293,8 +293,8 @@ def summarize(run: RunData) -> dict[str, Any]:
     starts included)."""
     from edge.stats import wilson
 
-    unfinished = run.unfinished_ticks()
-    run = run.finished_only()  # an interrupted episode's lines count toward no statistic
+    finished = run.finished_only()  # an interrupted episode's lines count toward no statistic
+    unfinished, run = len(run.ticks) - len(finished.ticks), finished
     ticks, queries, episodes = run.ticks, run.queries, run.episodes
     session = run.meta.get("session") if isinstance(run.meta.get("session"), dict) else {}
     clock = session.get("clock")
