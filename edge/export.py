@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import atomic
 from edge.errors import EdgeError
 from edge.vla.verify import (  # noqa: F401 - METADATA_FILE is re-exported
     EXPORT_FILES_KEY, METADATA_FILE, VerificationError, sha256_file, verify_export)
@@ -260,9 +261,7 @@ def export_onnx(checkpoint: str | Path, out_dir: str | Path, opset: int = DEFAUL
         "export_s": round(time.perf_counter() - t0, 3),
     }
     meta[EXPORT_FILES_KEY] = {f: sha256_file(out / f) for f in meta["files"].values()}
-    tmp = out / (METADATA_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2))
-    os.replace(tmp, out / METADATA_FILE)
+    atomic.write_json(out / METADATA_FILE, meta)
     return meta
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import atomic
 from edge.errors import EdgeError
 from edge.records import SCHEMA_VERSION, STREAM_TYPES, upgrade
 
@@ -512,16 +513,9 @@ def format_summary(summary: dict[str, Any]) -> str:
 def write_summary(run_dir: str | Path, summary: dict[str, Any]) -> None:
     d = Path(run_dir)
     _write_json_atomic(d / "summary.json", summary)
-    tmp = d / "summary.txt.tmp"
-    tmp.write_text(format_summary(summary), encoding="utf-8")
-    os.replace(tmp, d / "summary.txt")
+    atomic.write_text(d / "summary.txt", format_summary(summary))
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``path`` whole or not at all, also across a power cut (fsynced before the rename)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=2, default=_plain))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic.write_json(path, data, default=_plain)

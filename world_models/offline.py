@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edge import atomic
+
 
 def as_tokens(model, z):
     """(…, N, D) slot states as the model's state tokens: unchanged for COMET, one token of N·D for a
@@ -143,7 +145,6 @@ def save_offline(out: Path, cfg, model, info: dict, command: str, data_sha256: s
     configuration it was built from, ``manifest.json`` with command, seed, data hash, git revision,
     metrics, the fitting script's sha256 and the file's sha256), loadable by
     :func:`world_models.policy.load_world_model` and usable as ``init_from``."""
-    import torch
 
     from edge.digest import sha256_file
     from edge.vla.manifest import git_revision
@@ -153,7 +154,7 @@ def save_offline(out: Path, cfg, model, info: dict, command: str, data_sha256: s
     if (out / MODEL_FILE).exists():
         raise FileExistsError(f"{out}: a model is already there; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"config": to_dict(cfg), "model": model.state_dict()}, out / MODEL_FILE)
+    atomic.write_torch(out / MODEL_FILE, {"config": to_dict(cfg), "model": model.state_dict()})
     files = {MODEL_FILE: sha256_file(out / MODEL_FILE)}
     if cfg.obs == "slots":  # the encoder its slots came from, verified when the run is loaded as a policy
         from world_models.train import encoder_weights_file
@@ -167,4 +168,4 @@ def save_offline(out: Path, cfg, model, info: dict, command: str, data_sha256: s
                         "model, planner and learner settings (its env_steps and the like do not apply); "
                         "policy and value untrained",
                 "files": files}
-    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    atomic.write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")

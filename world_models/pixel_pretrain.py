@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from edge import atomic
 from world_models.slot_encoder import fg_weighted_mse
 from world_models.slot_pretrain import (
     _check_positive,
@@ -122,16 +123,12 @@ def save_pixel_encoder(model: PixelAutoencoder, out_dir: str | Path, *, command:
     out = Path(out_dir)
     config = dataclasses.asdict(model.cfg)
     weights = out / WEIGHTS_FILE
-    tmp = weights.with_name(weights.name + ".tmp")
-    torch.save({"kind": KIND, "config": config,
-                "state_dict": {k: v.detach().cpu() for k, v in model.encoder.state_dict().items()}}, tmp)
-    tmp.replace(weights)
+    atomic.write_torch(weights, {"kind": KIND, "config": config,
+                                 "state_dict": {k: v.detach().cpu() for k, v in model.encoder.state_dict().items()}})
     manifest = {"kind": KIND, "file": weights.name, "sha256": sha256_file(weights), "config": config,
                 "command": command, "seed": seed, "data_hash": data_hash, "metrics": metrics,
                 "git": git_revision(), "torch": torch.__version__}
-    path = out / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return path
+    return atomic.write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
 
 
 def is_pixel_encoder(path: str | Path) -> bool:

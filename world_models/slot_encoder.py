@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from edge import atomic
+
 
 @dataclass(frozen=True)
 class SlotEncoderConfig:
@@ -470,13 +472,11 @@ def save_encoder(model: SlotAutoencoder, out_dir: str | Path, *, command: str = 
     config = dataclasses.asdict(model.cfg)
     weights = out / "encoder.pt"
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    torch.save({"config": config, "state_dict": state}, weights)
+    atomic.write_torch(weights, {"config": config, "state_dict": state})
     manifest = {"file": weights.name, "sha256": sha256_file(weights), "config": config, "command": command,
                 "seed": seed, "data_hash": data_hash, "metrics": metrics or {}, "git": git_revision(),
                 "torch": torch.__version__, **(extra or {})}
-    path = out / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return path
+    return atomic.write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
 
 
 def load_verified(path: str | Path, what: str, kind: str | None = None) -> tuple[dict, dict]:

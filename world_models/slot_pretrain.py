@@ -37,7 +37,6 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import os
 import pickle
 import shlex
 import sys
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from edge import atomic
 
 ARRAYS = ("frames", "seg", "episode", "step", "action")
 
@@ -131,10 +132,7 @@ def collect_frames(n_frames: int, seed: int, out_path: str | Path, task: str = "
             **({} if not depth else {"depth": {"near_m": cfg.depth_near_m, "far_m": cfg.depth_far_m,
                                                "clipped_px": int(env.depth_clipped)}}),
             "collect_s": round(time.monotonic() - t0, 1)}
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez_compressed(f, **arrays, meta=np.array(json.dumps(meta)))
-    os.replace(tmp, out_path)
+    atomic.write_with(out_path, lambda f: np.savez_compressed(f, **arrays, meta=np.array(json.dumps(meta))))
     return meta
 
 
@@ -199,11 +197,7 @@ def _set_rng_state(rng: np.random.Generator, state: str) -> None:
 
 
 def _atomic_save(obj: dict, path: Path) -> None:
-    import torch
-
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    atomic.write_torch(path, obj)
 
 
 def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict,
@@ -291,9 +285,7 @@ def cut_log_after(log_path: Path, step: int) -> bool:
             continue  # the line a kill cut short
         if isinstance(row, dict) and int(row.get("step", 0)) <= step:
             rows.append(row)
-    tmp = log_path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(log_path)
+    atomic.write_text(log_path, "".join(json.dumps(r) + "\n" for r in rows))
     return any(r.get("step") == step and "eval" in r for r in rows)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from edge import atomic
 from edge.config import ConfigError, describe_differences, differences
 from edge.errors import EdgeError
 from world_models.learner import Learner, LearnerConfig
@@ -336,14 +337,10 @@ class Trainer:
         blob = {"config": to_dict(self.cfg), "learner": self.learner.state_dict(), "replay": self.replay.episodes,
                 "st": self.st, "curve": self.curve, "rng": self.rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(), "command": self.started_by or self.command}
-        tmp = self.out / (STATE_FILE + ".tmp")
-        torch.save(blob, tmp)
-        tmp.replace(self.out / STATE_FILE)
+        atomic.write_torch(self.out / STATE_FILE, blob)
 
     def _rewrite_curve(self) -> None:
-        tmp = self.out / (CURVE_FILE + ".tmp")
-        tmp.write_text("".join(json.dumps(row) + "\n" for row in self.curve))
-        tmp.replace(self.out / CURVE_FILE)
+        atomic.write_text(self.out / CURVE_FILE, "".join(json.dumps(row) + "\n" for row in self.curve))
 
     def _load_state(self) -> bool:
         f = self.out / STATE_FILE
@@ -593,7 +590,7 @@ class Trainer:
         from edge.vla.manifest import git_revision
 
         f = self.out / MODEL_FILE
-        torch.save({"config": to_dict(self.cfg), "model": self.model.state_dict()}, f)
+        atomic.write_torch(f, {"config": to_dict(self.cfg), "model": self.model.state_dict()})
         metrics = {"final": self.curve[-1] if self.curve else {}, "env_steps": self.st["env_steps"],
                    "updates": self.learner.updates, "wall_s": self.st["wall_s"],
                    "train_episodes": len(self.st["train_success"])}
@@ -608,8 +605,8 @@ class Trainer:
         manifest = {"kind": "edge-world-model", "command": self.started_by or self.command,
                     **({"resumed_by": self.command} if self.started_by and self.command else {}), "seed": self.cfg.seed,
                     "config": to_dict(self.cfg), "git": git_revision(), "metrics": metrics, "files": files}
-        (self.out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
-        (self.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        atomic.write_json(self.out / MANIFEST_FILE, manifest)
+        atomic.write_json(self.out / "metrics.json", metrics)
         return metrics
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from adapters.eqrl import schedule as S
 from adapters.eqrl.checkpoint import ADAPTER_FILE, MANIFEST_FILE
 from adapters.eqrl.config import EqrlConfig
+from edge import atomic
 from edge.errors import EdgeError
 from edge.config import to_dict
 
@@ -275,9 +276,7 @@ class AdapterTrainer:
                     "metrics": {"train_episodes": len(rows),
                                 "train_success_last200": float(np.mean([r["success"] for r in last])) if last else None,
                                 "train_nfe_per_action_last200": float(np.mean([r["nfe_per_action"] for r in last])) if last else None}}
-        tmp = self.out / (MANIFEST_FILE + ".tmp")  # atomic: a kill never leaves an empty manifest to resume from
-        tmp.write_text(json.dumps(manifest, indent=2))
-        tmp.replace(self.out / MANIFEST_FILE)
+        atomic.write_json(self.out / MANIFEST_FILE, manifest)  # a kill never leaves an empty manifest to resume from
         return manifest
 
 
@@ -298,14 +297,8 @@ def _cut_log(path: Path, episodes: int) -> None:
             rows[ep] = line
     kept = "".join(rows[ep] + "\n" for ep in sorted(rows))
     if kept != text:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(kept)
-        tmp.replace(path)
+        atomic.write_text(path, kept)
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
-    import torch
-
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+    atomic.write_torch(path, obj)

@@ -14,13 +14,13 @@ it is verified against the sha256 in ``manifest.json`` (:mod:`edge.vla.verify`);
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from edge import atomic
 from edge.config import ConfigError, from_dict, to_dict
 from edge.errors import EdgeError
 from edge.vla.model import VLAConfig, VLAModel
@@ -50,9 +50,7 @@ def resolve(path: str | Path) -> Path:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    atomic.write_torch(path, obj)
 
 
 def save_model(path: str | Path, model: VLAModel, state_dict: dict[str, torch.Tensor] | None = None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -10,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edge import atomic
 from edge.config import to_dict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,5 @@ def write_manifest(trainer: Any, model_path: Path, wall_s: float) -> dict[str, A
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     path = Path(trainer.out_dir) / "manifest.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2))
-    os.replace(tmp, path)
+    atomic.write_json(path, manifest)
     return manifest

@@ -1,0 +1,86 @@
+"""Whole-or-nothing file writes that also survive a power cut.
+
+Each writer puts the bytes in a temporary file beside the target, fsyncs it, renames it over the
+target and fsyncs the directory, so a reader finds either the old file or the new one, never a torn
+one — also after the machine lost power between the write and the next checkpoint. A writer that
+fails removes its temporary file and leaves the target as it was.
+
+Checkpoints, resume states, manifests and run summaries go through here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:  # a platform without directory handles (the rename itself is still atomic)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_with(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Write ``path`` whole or not at all: ``write(f)`` fills a binary temp file beside it."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(p.parent)
+    return p
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    return write_with(path, lambda f: f.write(data))
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, data: Any, **dumps: Any) -> Path:
+    """``json.dumps(data, **dumps)`` (default ``indent=2``) written whole or not at all."""
+    return write_text(path, json.dumps(data, **{"indent": 2, **dumps}))
+
+
+def write_torch(path: str | Path, obj: Any) -> Path:
+    """``torch.save(obj, path)`` written whole or not at all: the same bytes as a direct save (torch
+    names the archive's records after the file, so the temporary file keeps the name, in a hidden
+    folder beside it)."""
+    import torch
+
+    p = Path(path)
+    work = p.with_name(f".{p.name}.tmp")
+    shutil.rmtree(work, ignore_errors=True)  # a killed writer's
+    work.mkdir()
+    tmp = work / p.name
+    try:
+        torch.save(obj, tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, p)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _fsync_dir(p.parent)
+    return p

@@ -1,0 +1,66 @@
+"""edge.atomic: whole-or-nothing writes, fsynced before and after the rename."""
+
+import json
+import os
+import stat
+
+import pytest
+import torch
+
+from edge import atomic
+
+
+def test_writers_replace_the_file_whole(tmp_path):
+    p = tmp_path / "m.json"
+    p.write_text("old")
+    atomic.write_json(p, {"a": 1})
+    assert json.loads(p.read_text()) == {"a": 1} and p.read_text().startswith("{\n  ")  # indent 2 by default
+    atomic.write_torch(tmp_path / "w.pt", {"x": torch.arange(3)})
+    assert torch.equal(torch.load(tmp_path / "w.pt", weights_only=True)["x"], torch.arange(3))
+    atomic.write_text(tmp_path / "t.txt", "é\n")
+    assert (tmp_path / "t.txt").read_text(encoding="utf-8") == "é\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["m.json", "t.txt", "w.pt"]  # no temp file left
+
+
+def test_a_writer_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
+    p = tmp_path / "state.pt"
+    atomic.write_torch(p, {"step": 1})
+
+    def half_then_fail(f):
+        f.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # a kill mid-write
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_with(p, half_then_fail)
+    assert torch.load(p, weights_only=True) == {"step": 1}
+    assert [x.name for x in tmp_path.iterdir()] == ["state.pt"]
+    with pytest.raises(TypeError):  # an object json cannot write: the same
+        atomic.write_json(tmp_path / "m.json", {"a": object()})
+    assert not (tmp_path / "m.json").exists() and not (tmp_path / "m.json.tmp").exists()
+
+
+def test_the_file_is_synced_before_the_rename_and_its_directory_after(tmp_path, monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
+        real_fsync(fd)
+
+    def replace(a, b):
+        calls.append(("replace", os.path.basename(b)))
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    atomic.write_json(tmp_path / "summary.json", {})
+    assert calls == [("fsync", "file"), ("replace", "summary.json"), ("fsync", "dir")]
+
+
+def test_a_torch_file_has_the_bytes_of_a_direct_save(tmp_path):
+    obj = {"config": {"k": 5}, "state_dict": {"w": torch.ones(2, 3)}}
+    torch.save(obj, tmp_path / "direct.pt")
+    (tmp_path / "a").mkdir()
+    atomic.write_torch(tmp_path / "a" / "direct.pt", obj)  # torch names the archive's records after the file
+    assert (tmp_path / "a" / "direct.pt").read_bytes() == (tmp_path / "direct.pt").read_bytes()
+    assert [x.name for x in (tmp_path / "a").iterdir()] == ["direct.pt"]
