@@ -433,6 +433,16 @@ def main(argv: list[str] | None = None) -> int:
         if n_fit >= n_end:
             ap.error(f"{flag} {n}: too few episodes to hold some out for early stopping")
         return k, k_fit, n_fit, n_end
+
+    # every size is checked against the collected data before anything is fitted
+    for n in sorted({min(s, n_train) for s in args.sizes}) if args.features else []:
+        split(n, "--sizes")
+    seen: set[int] = set()
+    for n in args.token_sizes:
+        split(min(n, n_train), "--token-sizes")
+        if min(n, n_train) in seen:
+            ap.error(f"--token-sizes {n}: more than the {n_train} transitions collected, as another size is")
+        seen.add(min(n, n_train))
     for kind in args.features:
         x_all = np.concatenate([features(e, kind) for e in train])
         y_all = np.concatenate([targets(e) for e in train])
@@ -458,8 +468,6 @@ def main(argv: list[str] | None = None) -> int:
         res["token_config"] = args.token_config
         for n, upd in zip(args.token_sizes, args.token_updates):
             k, k_fit, n_fit, n_end = split(min(n, n_train), "--token-sizes")
-            if f"collected_{min(n, n_train)}" in res["token_models"]:
-                ap.error(f"--token-sizes {n}: more than the {n_train} transitions collected, as another size is")
             t1 = time.perf_counter()
             log(f"token model: fit on {n_fit} collected transitions, early stopping on {n_end - n_fit}")
             model, info = fit_token_model(tcfg, tproj, train[:k_fit], train[k_fit:k], upd,

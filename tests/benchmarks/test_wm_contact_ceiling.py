@@ -94,7 +94,7 @@ def test_token_steps_read_the_last_block_with_its_own_action():
     np.testing.assert_allclose(got, dirs[e["actions"]], atol=1e-3)
 
 
-def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
+def test_cli_on_a_tiny_oracle_push3_run(tmp_path, capsys):
     from world_models.object_env import ObjectTaskConfig
     from world_models.train import Trainer, tiny
 
@@ -138,6 +138,7 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
     with pytest.raises(SystemExit):  # never over an existing model
         cc.main(["--train-episodes", "6", "--test-episodes", "2", "--features", "--token-config", str(run),
                  "--token-sizes", "150", "--token-updates", "3", "--save-token", str(saved), "--out", str(out2)])
+    capsys.readouterr()
     for bad in (["--features", "pixels"], ["--test-seed", "830000001"], ["--agents", "x"],
                 ["--agents", f"x={tmp_path}"], ["--sizes", "10"], ["--token-sizes", "100"],
                 ["--token-config", str(run), "--token-sizes", "100", "--token-updates", "1", "2"],
@@ -145,6 +146,8 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path):
                 ["--token-config", str(run), "--token-sizes", "100000", "200000", "--token-updates", "1", "1"]):
         with pytest.raises(SystemExit):
             cc.main(["--train-episodes", "6", "--test-episodes", "2", "--out", str(out), *bad])
+    err = capsys.readouterr().err  # sizes the data cannot cover are refused before anything is fitted
+    assert "as another size is" in err and "pose: fit on" not in err
 
 
 def test_a_run_of_another_task_setting_is_refused(tmp_path):
