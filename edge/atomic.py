@@ -74,13 +74,19 @@ def write_torch(path: str | Path, obj: Any) -> Path:
     tmp = work / p.name
     try:
         torch.save(obj, tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, p)
+        commit(tmp, p)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    _fsync_dir(p.parent)
     return p
+
+
+def commit(tmp: str | Path, path: str | Path) -> Path:
+    """Rename the finished file ``tmp`` over ``path`` durably: ``tmp`` fsynced first, the folder after."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(Path(path).parent)
+    return Path(path)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge import atomic
 from edge.config import to_dict
 from edge.runtime.config import (  # noqa: F401 (re-export)
     DEFAULT_CHECKPOINT,
@@ -230,7 +231,7 @@ def _drop_unfinished(out_dir: Path, finished: int) -> None:
                     changed = True
                 dst.write(line)
         if changed:
-            os.replace(tmp, path)
+            atomic.commit(tmp, path)
         else:
             tmp.unlink()
 
@@ -358,8 +359,9 @@ class Runtime:
         if video and frames and self.out_dir is not None:
             import imageio.v2 as imageio
 
-            imageio.mimsave(self.out_dir / f"episode{ep.get('ep', len(self.episodes) - 1)}.gif",
-                            [np.asarray(f) for f in frames], duration=0.1, loop=0)
+            gif = [np.asarray(f) for f in frames]  # whole or not at all: a kill mid-write leaves no torn GIF
+            atomic.write_with(self.out_dir / f"episode{ep.get('ep', len(self.episodes) - 1)}.gif",
+                              lambda f: imageio.mimsave(f, gif, format="GIF", duration=0.1, loop=0))
         return ep
 
     @staticmethod
