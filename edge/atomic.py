@@ -5,7 +5,8 @@ target and fsyncs the directory, so a reader finds either the old file or the ne
 one — also after the machine lost power between the write and the next checkpoint. A writer that
 fails removes its temporary file and leaves the target as it was.
 
-Checkpoints, resume states, manifests and run summaries go through here.
+Checkpoints, resume states, manifests and run summaries go through here. One writer per target:
+the temporary name is fixed (a killed writer's leftover is replaced by the next write).
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def write_torch(path: str | Path, obj: Any) -> Path:
 
     p = Path(path)
     work = p.with_name(f".{p.name}.tmp")
-    shutil.rmtree(work, ignore_errors=True)  # a killed writer's
+    if work.is_dir() and not work.is_symlink():
+        shutil.rmtree(work)  # a killed writer's
+    else:
+        work.unlink(missing_ok=True)
     work.mkdir()
     tmp = work / p.name
     try:

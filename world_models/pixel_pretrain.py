@@ -224,7 +224,7 @@ def train_pixel_encoder(config: PixelEncoderConfig, data_path: str | Path, out_d
     if eval_arrays is not None and not metrics:  # resumed after the last step
         metrics = evaluate(model, eval_arrays)
     metrics = {"step": step, **metrics}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    atomic.write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     save_pixel_encoder(model, out, command=command if command is not None else shlex.join([sys.executable, *sys.argv]),
                        seed=seed, data_hash=meta["data_hash"], metrics=metrics)
     return metrics

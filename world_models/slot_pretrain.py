@@ -261,7 +261,7 @@ def export_encoder(weights_path: str | Path, data_path: str | Path, out_dir: str
     if eval_data_path is not None:
         metrics.update(evaluate(model, load_dataset(eval_data_path)[0], eval_episodes))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    atomic.write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     export_cmd = command if command is not None else shlex.join([sys.executable, *sys.argv])
     save_encoder(model, out, command=f"{train_cmd}  # then: {export_cmd}" if train_cmd else export_cmd,
                  seed=settings["seed"], data_hash=settings["data_hash"], metrics=metrics,
@@ -455,7 +455,7 @@ def keep_slots(encoder: str | Path, slots: list[int], out_dir: str | Path, comma
                              f"({made['sha256'][:12]}…); pool the judgements of the encoder these slots make")
         made["metrics"] = {**metrics, "carry_iters": pooled.get("carry_iters"), "measured_in": str(metrics_file),
                            "heldout_seeds": seeds}
-        path.write_text(json.dumps(made, indent=2) + "\n")
+        atomic.write_text(path, json.dumps(made, indent=2) + "\n")
     return made
 
 
@@ -715,7 +715,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
     if eval_arrays is not None and not metrics:  # resumed after the last step: evaluate once more
         metrics = evaluate(model, eval_arrays, eval_episodes)
     metrics = {"step": step, **metrics}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    atomic.write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     save_encoder(model, out, command=command, seed=seed, data_hash=meta["data_hash"], metrics=metrics,
                  extra={**({} if init_info is None else {"init_from": init_info}), **depth_encoding(meta)})
     return metrics

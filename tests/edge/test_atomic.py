@@ -34,8 +34,8 @@ def test_a_writer_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
         atomic.write_with(p, half_then_fail)
     assert torch.load(p, weights_only=True) == {"step": 1}
     assert [x.name for x in tmp_path.iterdir()] == ["state.pt"]
-    with pytest.raises(TypeError):  # an object json cannot write: the same
-        atomic.write_json(tmp_path / "m.json", {"a": object()})
+    with pytest.raises(TypeError):  # a write that fails after its temp file was opened: the same
+        atomic.write_with(tmp_path / "m.json", lambda f: f.write("text, not bytes"))
     assert not (tmp_path / "m.json").exists() and not (tmp_path / "m.json.tmp").exists()
 
 
@@ -64,3 +64,25 @@ def test_a_torch_file_has_the_bytes_of_a_direct_save(tmp_path):
     atomic.write_torch(tmp_path / "a" / "direct.pt", obj)  # torch names the archive's records after the file
     assert (tmp_path / "a" / "direct.pt").read_bytes() == (tmp_path / "direct.pt").read_bytes()
     assert [x.name for x in (tmp_path / "a").iterdir()] == ["direct.pt"]
+
+
+def test_a_torch_file_is_synced_before_the_rename_and_a_failed_save_leaves_the_old_one(tmp_path, monkeypatch):
+    p = tmp_path / "train_state.pt"
+    (tmp_path / ".train_state.pt.tmp").write_text("a killed writer's leftover, not even a folder")
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(
+        "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"), real_fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b)))
+    atomic.write_torch(p, {"step": 1})
+    assert calls == ["file", "replace", "dir"]
+    assert [x.name for x in tmp_path.iterdir()] == ["train_state.pt"]
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise KeyboardInterrupt  # a kill mid-save
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_torch(p, {"step": 2, "x": Unpicklable()})
+    assert torch.load(p, weights_only=True) == {"step": 1}
+    assert [x.name for x in tmp_path.iterdir()] == ["train_state.pt"]
