@@ -151,7 +151,8 @@ def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
                          f"{saved[1]}, not {args.encoder} / {now[1]}; use another --runs directory")
 
 
-def launch(args: argparse.Namespace) -> None:
+def launch(args: argparse.Namespace) -> list[str]:
+    """Train every run not finished yet; returns the names of those that failed."""
     for t in args.tasks:
         for m in args.methods:
             for s in args.seeds:
@@ -164,7 +165,7 @@ def launch(args: argparse.Namespace) -> None:
     # a stopped benchmark stops its training runs too (they checkpoint: rerun to resume them)
     old_term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        _launch_loop(args, todo, running, env)
+        return _launch_loop(args, todo, running, env)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cleanup short
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -186,8 +187,9 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict) -> None:
+def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict) -> list[str]:
     log_of: dict[str, Path] = {}
+    failed: list[str] = []
     while todo or running:
         while todo and len(running) < args.jobs:
             t, m, s = todo.pop(0)
@@ -208,7 +210,9 @@ def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict)
                 running.remove(item)
                 print(f"{name}: exit {p.returncode} after {time.time() - t0:.0f} s", file=sys.stderr)
                 if p.returncode:
+                    failed.append(name)
                     print(f"{name}: failed, see {log_of[name]} ({_last_line(log_of[name])})", file=sys.stderr)
+    return failed
 
 
 def read_curve(out: Path) -> list[dict]:
@@ -451,6 +455,15 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.set:
         if "=" not in text or not text.partition("=")[0].strip():
             ap.error(f"--set {text!r}: give KEY=VALUE, e.g. --set model.width=64")
+    if args.set:  # checked here, not by each of the runs it would start
+        from edge.config import layer_config
+        from edge.errors import EdgeError
+        from world_models.train import RunConfig
+
+        try:
+            layer_config(RunConfig(), ROOT / "configs" / "train" / "wm_default.yaml", args.set)
+        except (EdgeError, ValueError) as err:
+            ap.error(f"--set: {err}")
     if args.report and not Path(args.runs).is_dir():
         ap.error(f"--runs {args.runs}: no such directory (nothing to report; run without --report first)")
     if not 0 <= args.encoder_carry_iters <= 10:
@@ -462,7 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         if "pixels_ae" in args.methods and not Path(args.pixel_encoder).exists():
             ap.error(f"--pixel-encoder {args.pixel_encoder}: no pixel encoder there (train one with "
                      "`edge train pixel-encoder`)")
-        launch(args)
+        failed = launch(args)
+        if failed:  # no report over runs that did not train (an earlier report stays as it was)
+            print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; each one's train.log says why. The "
+                  "others are kept: fix the cause and rerun to resume. No report written.", file=sys.stderr)
+            return 1
     res = report(args)
     for task, rt in res["tasks"].items():
         print(f"{task}: random {rt['random_policy_success']:.2f}; " + "; ".join(

@@ -206,3 +206,28 @@ def test_a_run_with_another_setting_is_refused_unless_asked_for(tmp_path):
         cvm.check_set_overrides(tmp_path, cfg, ["env.approach=behind", "replay_ratio=1.0"])
     del cfg["env"]["approach"]  # a run saved before the key existed counts at its default
     cvm.check_set_overrides(tmp_path, cfg, [])
+
+
+def test_a_bad_set_is_refused_before_any_run_starts(tmp_path, capsys):
+    import pytest
+
+    for bad, said in (("model.widht=64", "widht"), ("planner.num_simulations=zero", "num_simulations")):
+        with pytest.raises(SystemExit) as e:
+            cvm.main(["--tasks", "push3", "--methods", "oracle", "--seeds", "0", "--set", bad,
+                      "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])
+        assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+def test_failed_runs_end_the_benchmark_without_a_report(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(cvm, "run_args", lambda m, t, s, args, out: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    real_sleep = cvm.time.sleep
+    monkeypatch.setattr(cvm.time, "sleep", lambda dt: real_sleep(min(dt, 0.2)))
+    out = tmp_path / "out"
+    assert cvm.main(["--tasks", "push3", "--methods", "oracle", "--seeds", "0", "1", "--env-steps", "12",
+                     "--eval-every", "6", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "2 run(s) failed: push3_oracle_s0, push3_oracle_s1" in err and "No report written" in err
+    assert not out.exists()  # an earlier report there would stay as it was
