@@ -393,6 +393,17 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"--{key.replace('_', '-')} {a!r}: expected NAME=RUN, an `edge train world-model` directory")
     if args.token_config and not (Path(args.token_config) / "model.pt").is_file():
         ap.error(f"--token-config {args.token_config}: not an `edge train world-model` directory")
+    # each run is read once now, so that one of another kind is refused before anything is collected
+    for flag, runs in (("--agents", [a.partition("=")[2] for a in args.agents]),
+                       ("--replay-runs", [a.partition("=")[2] for a in args.replay_runs]),
+                       ("--token-config", [args.token_config] if args.token_config else [])):
+        for run in runs:
+            try:
+                cfg, _, proj = load_oracle_run(run)
+            except (EdgeError, ValueError, OSError) as err:
+                ap.error(f"{flag} " + (str(err) if str(err).startswith(str(run)) else f"{run}: {err}"))
+            if flag == "--replay-runs" and proj.shape[0] != 8:
+                ap.error(f"{flag} {run}: env.oracle_state={cfg.env.oracle_state!r}; the replay arm reads pose runs")
     agents = {}
     for a in args.agents:
         name, _, run = a.partition("=")

@@ -150,7 +150,7 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path, capsys):
     assert "as another size is" in err and "pose: fit on" not in err
 
 
-def test_a_run_of_another_task_setting_is_refused(tmp_path):
+def test_a_run_of_another_task_setting_is_refused(tmp_path, capsys):
     from edge.errors import EdgeError
     from world_models.object_env import ObjectTaskConfig
     from world_models.train import Trainer, tiny
@@ -161,6 +161,14 @@ def test_a_run_of_another_task_setting_is_refused(tmp_path):
     Trainer(cfg, run, progress=False).run()
     with pytest.raises(EdgeError, match="distractors"):
         cc.load_oracle_run(run)
+    for flag in ("--agents", "--replay-runs"):  # refused before any episode is collected
+        with pytest.raises(SystemExit) as e:
+            cc.main(["--train-episodes", "6", "--test-episodes", "2", flag, f"x={run}", "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and f"{flag} {run}: trained with task settings" in err and "collecting" not in err
+    with pytest.raises(SystemExit):
+        cc.main(["--token-config", str(run), "--token-sizes", "150", "--token-updates", "3", "--out", str(tmp_path / "o")])
+    assert "--token-config" in capsys.readouterr().err
 
 
 def test_explorers_play_what_they_say():
