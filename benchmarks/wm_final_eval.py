@@ -134,6 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                     earlier.setdefault((m, s), []).append(r)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             ap.error(f"--reuse {f}: not a wm_final_eval output ({e.__class__.__name__}: {e})")
+    # every run's model and encoder are checked before the first is evaluated (minutes each)
+    from world_models.policy import load_world_model
+
+    for m in args.methods:
+        for s in args.seeds:
+            path = run_dir(Path(args.runs), args.task, m, s)
+            try:
+                cfg, _, manifest = load_world_model(path)
+                encoder_sha256(path, cfg, manifest)
+            except EdgeError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
     runs: dict[str, dict[str, dict]] = {}
     for m in args.methods:
         runs[m] = {}

@@ -83,3 +83,17 @@ def test_a_bad_reuse_file_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         wfe.main(["--runs", str(runs), "--methods", "comet", "pixels", "--seeds", "0", "--reuse", str(bad)])
     assert e.value.code == 2 and "--reuse" in capsys.readouterr().err
+
+
+def test_a_run_that_does_not_verify_is_refused_before_any_run_is_evaluated(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    src = runs / "reach3_comet_s0"
+    Trainer(tiny(env_steps=8, eval_every=8, checkpoint_every=8), src, progress=False).run()
+    shutil.copytree(src, runs / "reach3_pixels_s0")
+    with open(runs / "reach3_pixels_s0" / "model.pt", "ab") as f:  # changed since its manifest was written
+        f.write(b"\0")
+    played = []
+    monkeypatch.setattr(wfe, "evaluate_run", lambda path, *a: played.append(path.name))
+    assert wfe.main(["--runs", str(runs), "--task", "reach3", "--methods", "comet", "pixels", "--seeds", "0",
+                     "--episodes", "3", "--out", str(tmp_path / "res.json")]) == 2
+    assert played == [] and "reach3_pixels_s0" in capsys.readouterr().err and not (tmp_path / "res.json").exists()
