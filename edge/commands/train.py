@@ -226,6 +226,10 @@ def _train_vla(args: argparse.Namespace) -> int:
         trainer = VLATrainer(config, args.task, args.data, out, resume=args.resume,
                              progress=not args.no_progress, init=args.init)
         manifest = trainer.run()
+    except EdgeError:  # a clear refusal already (settings, --init, resume): no episode to blame
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError) as err:
         bad = find_bad_episode(list(args.data))  # a truncated / corrupt episode file: name it
         if created and out.is_dir() and not any(out.iterdir()):

@@ -66,6 +66,7 @@ class VLATrainer(VisionStages):
         if config.threads:
             torch.set_num_threads(config.threads)
         state = self._read_resume_state() if resume else None
+        self._check_settings(config, init, state)  # what the settings alone decide, before the data is read
         t0 = time.perf_counter()
         self.data = DemoSet.load_many(self.data_dirs, config.model.cameras, task=task,
                                       successful_only=config.successful_only,
@@ -115,16 +116,10 @@ class VLATrainer(VisionStages):
         self.wrist_aux = None
         if model_config.wrist_token and self.aux is not None:
             self.wrist_aux = self._wrist_targets(self.data.aux_objects)
-        if config.vision_freeze and not config.vision_pretrain_steps and init is None and state is None:
-            raise ConfigError("vision_freeze=true needs vision_pretrain_steps > 0 or --init (a trained "
-                              "localiser to keep)")
         if config.vision_pretrain_steps and (self.aux is None or model_config.aux_source != "front"):
             raise ConfigError("vision_pretrain_steps > 0 needs aux_object_weight > 0, demos with "
                               "object_pos and model.aux_source=front")
         parts = set(config.vision_pretrain_parts)
-        if not parts or parts - {"front", "wrist"}:
-            raise ConfigError(f"vision_pretrain_parts={list(config.vision_pretrain_parts)!r}: choose "
-                              "from 'front' and 'wrist' (at least one)")
         if config.vision_pretrain_steps and "wrist" in parts and "front" not in parts \
                 and (self.wrist_aux is None or init is None):
             raise ConfigError("vision_pretrain_parts=[wrist] re-trains the wrist head of an --init "
@@ -156,9 +151,6 @@ class VLATrainer(VisionStages):
         self.locator_record: dict[str, Any] | None = None  # scene locator training record, once done
         self.scene_memory: np.ndarray | None = None  # (N, 6) per frame: its episode's scene memory
         if model_config.scene_memory and not config.locator_steps:
-            if init_payload is None and state is None:
-                raise ConfigError("model.scene_memory=true needs a scene locator: set locator_steps "
-                                  "and scene_data, or --init a checkpoint that has one")
             if init_payload is not None and not any(k.startswith("locator.") for k in init_payload["state_dict"]):
                 raise ConfigError(f"--init {init} has no scene locator; set locator_steps and scene_data")
             self._freeze_locator()
@@ -245,6 +237,23 @@ class VLATrainer(VisionStages):
         table = dict(spec.instruction_embeddings)
         table.update({t: tuple(map(float, e)) for t, e in zip(new, emb)})
         return dataclasses.replace(spec, instruction_embeddings=table)
+
+    @staticmethod
+    def _check_settings(config: TrainVLAConfig, init: Any, state: Any) -> None:
+        """Refuse settings that need no data to be refused."""
+        if config.vision_freeze and not config.vision_pretrain_steps and init is None and state is None:
+            raise ConfigError("vision_freeze=true needs vision_pretrain_steps > 0 or --init (a trained "
+                              "localiser to keep)")
+        parts = set(config.vision_pretrain_parts)
+        if not parts or parts - {"front", "wrist"}:
+            raise ConfigError(f"vision_pretrain_parts={list(config.vision_pretrain_parts)!r}: choose "
+                              "from 'front' and 'wrist' (at least one)")
+        if config.vision_pretrain_steps and "wrist" in parts and "front" not in parts and init is None:
+            raise ConfigError("vision_pretrain_parts=[wrist] re-trains the wrist head of an --init "
+                              "checkpoint: it needs --init and model.wrist_token=true")
+        if config.model.scene_memory and not config.locator_steps and init is None and state is None:
+            raise ConfigError("model.scene_memory=true needs a scene locator: set locator_steps "
+                              "and scene_data, or --init a checkpoint that has one")
 
     def _read_resume_state(self) -> dict[str, Any]:
         path = self.out_dir / ckpt.TRAIN_STATE_FILE

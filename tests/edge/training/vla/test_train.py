@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 
 import numpy as np
@@ -14,6 +15,7 @@ from edge.errors import EdgeError
 from edge.vla.checkpoint import TRAIN_STATE_FILE
 from edge.vla.language import HASH_ID
 from edge.training.vla.synthetic import write_synthetic_demos
+from edge.training.vla.data import DemoSet
 from edge.training.vla.train import TrainVLAConfig, VLATrainer
 
 TINY = "configs/train/vla_tiny.yaml"
@@ -280,3 +282,34 @@ def test_scene_memory_trains_a_locator_and_feeds_each_episode_its_first_frame(de
     tuned.run()
     assert tuned.locator_record is None
     assert all(torch.equal(v, tuned.model.locator.state_dict()[k]) for k, v in loc.items())
+
+
+@pytest.mark.parametrize("settings, said", [
+    (("vision_freeze=true",), "vision_freeze=true needs"),
+    (("vision_pretrain_parts=[hand]",), "vision_pretrain_parts=['hand']"),
+    (("vision_pretrain_steps=5", "vision_pretrain_parts=[wrist]"), "needs --init"),
+    (("model.aux_source=front", "model.object_token=true", "model.scene_memory=true"), "scene locator"),
+])
+def test_settings_alone_are_refused_before_the_data_is_read(settings, said, tmp_path, monkeypatch):
+    from edge.config import ConfigError
+
+    def no_reading(*a, **k):
+        raise AssertionError("the demonstrations were read first")
+
+    monkeypatch.setattr(DemoSet, "load_many", no_reading)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        VLATrainer(tiny_config(*settings), "stack", tmp_path / "demos", tmp_path / "x", progress=False)
+
+
+def test_a_settings_error_found_with_the_data_blames_no_episode(demos, tmp_path, capsys, monkeypatch):
+    import edge.commands.data
+
+    def no_scan(*a, **k):
+        raise AssertionError("every episode file was read again to find a bad one")
+
+    monkeypatch.setattr(edge.commands.data, "find_bad_episode", no_scan)
+    out = tmp_path / "x"  # the synthetic demos' object token needs the aux loss: known once they are read
+    assert main(["train", "vla", "--data", str(demos), "--out", str(out), "--task", "stack", "--preset", "tiny",
+                 "--set", "model.aux_source=front", "--set", "model.object_token=true",
+                 "--set", "aux_object_weight=0"]) == 2
+    assert "model.object_token=true needs" in capsys.readouterr().err and not out.exists()
