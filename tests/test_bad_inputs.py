@@ -569,6 +569,9 @@ ROWS = [
         ("--encoder", "is not a slot encoder")),
     Row("train-slot-encoder-window-longer-than-an-episode", ["train", "slot-encoder", "--preset", "tiny", "--frames", "48",
                                                               "--seq-len", "100", "--out", "{tmp}/s"], ("--seq-len 100",)),
+    Row("train-slot-encoder-window-loss-on-single-frames", ["train", "slot-encoder", "--preset", "tiny", "--frames", "48",
+                                                            "--seq-len", "1", "--set", "predict_weight=1", "--out",
+                                                            "{tmp}/s"], ("--seq-len 1", "predict_weight=1 needs")),
     Row("data-scenes-out-is-a-file", ["data", "scenes", "--episodes", "1", "--out", "{tmp}/f"],
         ("--out", "not a directory"), _a_file("f")),
 ]

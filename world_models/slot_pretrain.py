@@ -196,6 +196,18 @@ def _set_rng_state(rng: np.random.Generator, state: str) -> None:
     rng.bit_generator.state = json.loads(state)
 
 
+def check_window(config: Any, seq_len: int) -> None:
+    """Refuse losses that read windows of frames when the samples are single frames."""
+    if config.motion_weight and seq_len < 2:
+        raise ValueError(f"slot_encoder.motion_weight={config.motion_weight} needs windows of frames (seq_len >= 2, "
+                         f"got {seq_len}): it weighs the pixels that changed since the window's previous frame")
+    for key in ("predict_weight", "latent_weight"):
+        if getattr(config, key) and seq_len < 2:
+            raise ValueError(f"slot_encoder.{key}={getattr(config, key)} needs windows of frames (seq_len >= 2, "
+                             f"got {seq_len}): it predicts each next frame's slots of a window from the previous "
+                             "ones and the action")
+
+
 def _atomic_save(obj: dict, path: Path) -> None:
     atomic.write_torch(path, obj)
 
@@ -584,14 +596,7 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
                     ckpt_every=ckpt_every, eval_every=eval_every, log_every=log_every, eval_episodes=eval_episodes)
     if keep_every < 0:
         raise ValueError(f"keep_every={keep_every} is out of range; must be >= 0 (0: keep none)")
-    if config.motion_weight and seq_len < 2:
-        raise ValueError(f"slot_encoder.motion_weight={config.motion_weight} needs windows of frames (seq_len >= 2, "
-                         f"got {seq_len}): it weighs the pixels that changed since the window's previous frame")
-    for key in ("predict_weight", "latent_weight"):
-        if getattr(config, key) and seq_len < 2:
-            raise ValueError(f"slot_encoder.{key}={getattr(config, key)} needs windows of frames (seq_len >= 2, "
-                             f"got {seq_len}): it predicts each next frame's slots of a window from the previous "
-                             "ones and the action")
+    check_window(config, seq_len)
     predicting = bool(config.predict_weight or config.latent_weight)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -486,6 +486,10 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     if args.seq_len > min(episode_len, args.frames):
         raise EdgeError(f"--seq-len {args.seq_len}: a window cannot be longer than an episode of collected frames "
                         f"({episode_len}) or --frames ({args.frames}); choose 1..{min(episode_len, args.frames)}")
+    try:
+        slot_pretrain.check_window(config, args.seq_len)
+    except ValueError as err:
+        raise EdgeError(f"--seq-len {args.seq_len}: {err}") from None
     out.mkdir(parents=True, exist_ok=True)
     # the frames the encoder will read (a --set image_size too; --set in_channels=4: RGB-D frames)
     rc = _collect_frames(args, out, config.image_size, depth=config.in_channels == 4)
