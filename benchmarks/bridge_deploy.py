@@ -276,21 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     from edge.stats import paired, wilson
 
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
     state = work / "settings.json"
     if state.is_file() and json.loads(state.read_text()) != settings(args):
         ap.error(f"--work {work}: holds episodes of other settings ({state.read_text().strip()}); "
                  "choose another --work")
-    state.write_text(json.dumps(settings(args)))
-    log = work / "episodes.jsonl"
-    done = {}
-    if log.is_file():
-        for line in log.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:  # a line cut by a kill: that seed runs again
-                continue
-            done[(rec["arm"], rec["seed"])] = rec
     cfg = runtime_config(args)
     factory = None
     if args.policy == "comet":  # the search runs in a worker process, built there from the factory
@@ -305,6 +294,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         policy = vla_policy(cfg, load_robot_spec(cfg.scene.robot))
         rt = build_runtime(cfg, None, policy=policy)
+    # the settings are written once the policy they name has loaded (a bad one leaves --work as it was)
+    work.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps(settings(args)))
+    log = work / "episodes.jsonl"
+    done = {}
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line cut by a kill: that seed runs again
+                continue
+            done[(rec["arm"], rec["seed"])] = rec
     env = session_env(cfg, policy)
     seeds = [args.seed + i for i in range(args.episodes)]
     bar = tqdm(seeds, desc="bridge vs sim", unit="seed")

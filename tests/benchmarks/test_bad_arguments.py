@@ -121,3 +121,11 @@ def test_wm_pairs_names_a_file_that_is_not_a_search_output(tmp_path, capsys):
     f.write_text(json.dumps({"methods": {}}))
     assert load_benchmark("wm_pairs").main(["--a", f"{f}:x", "--b", f"{f}:x"]) == 2
     assert "is not a wm_sim_search.py output" in capsys.readouterr().err
+
+
+def test_bridge_deploy_leaves_its_work_directory_alone_when_the_policy_does_not_load(tmp_path, capsys):
+    work = tmp_path / "w"  # a rerun with the right --world-model must not find "other settings" there
+    with pytest.raises(SystemExit) as exit_:
+        load_benchmark("bridge_deploy").main(["--work", str(work), "--policy", "comet", "--world-model", NOWHERE,
+                                              "--out", str(tmp_path / "o.json")])
+    assert exit_.value.code == 2 and NOWHERE in capsys.readouterr().err and not work.exists()
