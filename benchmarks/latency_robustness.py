@@ -91,6 +91,27 @@ def main(argv: list[str] | None = None) -> None:
         except (ConfigError, ValueError) as err:
             ap.error(f"--seams {a.seams} (--backend {a.backend}, --num-steps {a.k}, --execute {a.c}, "
                      f"--noise-temperature {a.noise_temperature}): {seam}: {err}")
+    base = {"checkpoint": a.checkpoint, "backend": a.backend, "k": a.k, "c": a.c, "seam": "replace",
+            "noise_temperature": a.noise_temperature, "execution": "async", "episodes": a.episodes, "seed": a.seed}
+    for lat in a.latencies_ms:  # every cell's settings, before the first cell runs
+        try:
+            cell_config({**base, "latency_ms": lat})
+        except (ConfigError, ValueError) as err:
+            ap.error(f"--latencies-ms {lat}: {err}")
+    if a.with_sync:
+        try:
+            cell_config({**base, "execution": "sync", "latency_ms": 0})
+        except (ConfigError, ValueError) as err:
+            ap.error(f"--with-sync: {err}")
+    from edge.errors import EdgeError
+    from edge.runtime.session import checkpoint_spec
+
+    try:
+        chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
+    except (EdgeError, OSError) as err:
+        ap.error(f"--checkpoint {a.checkpoint}: {err}")
+    if a.c > chunk:
+        ap.error(f"--execute {a.c}: at most the checkpoint's chunk ({chunk} actions)")
     from vla_grid import open_resumable  # same directory
     from edge.telemetry import machine_info
 

@@ -336,6 +336,22 @@ def main(argv: list[str] | None = None) -> int:
                          "this before a deadline; one case per value (default: the config's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
+    from edge.config import ConfigError
+
+    for flag, key, values, scale in (("--timer-slack-ns", "timer_slack_ns", args.timer_slack_ns, 1),
+                                     ("--slack-margin-ms", "slack_margin_s", args.slack_margin_ms, 1e-3),
+                                     ("--slack-receive-margin-ms", "slack_receive_margin_s",
+                                      args.slack_receive_margin_ms, 1e-3)):
+        for v in values:  # every case's loop settings, before the first case runs
+            try:
+                LoopConfig(**{key: type(getattr(LoopConfig(), key))(v * scale)})
+            except (ConfigError, ValueError) as err:
+                ap.error(f"{flag} {v}: {err}")
+    for rate in args.rates:
+        try:
+            LoopConfig(rate_hz=rate)
+        except (ConfigError, ValueError) as err:
+            ap.error(f"--rates {rate}: {err}")
     import torch
 
     torch.set_num_threads(args.threads)
