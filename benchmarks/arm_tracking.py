@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import number
+from edge.argtypes import number, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gripper", action="store_true",
                     help="also the gripper's answer to open commands sent while the fingers held something: its "
                          "closure's fall one and two ticks later, how long open was commanded, how often it let go")
-    ap.add_argument("--out", default="benchmarks/results/arm_tracking.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/arm_tracking.json", help="JSON written")
     args = ap.parse_args(argv)
     groups = {}
     for spec in args.runs:

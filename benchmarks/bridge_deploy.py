@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 CHECKPOINT = "edge/vla/checkpoints/stack"
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="an emulated MCU setting (firmware_bridge.emulator.config.McuConfig), e.g. kp_1_s=100 "
                          "(repeatable; default: none, the bench's)")
     ap.add_argument("--work", default="runs/bridge_deploy", help="per-episode records and run dirs (resumable)")
-    ap.add_argument("--out", default="benchmarks/results/bridge_deploy.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/bridge_deploy.json", help="JSON written")
     args = ap.parse_args(argv)
     args.task = args.task or ("stack" if args.policy == "vla" else "reach")
     if (args.policy == "vla") != (args.task == "stack"):

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.stats import paired
 from edge.telemetry import machine_info, package_versions
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="append", required=True, metavar="LABEL=WORK",
                     help="a bridge_deploy --work directory (give two: A first, then B)")
     ap.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    ap.add_argument("--out", required=True, help="JSON written")
+    ap.add_argument("--out", type=writable_file, required=True, help="JSON written")
     args = ap.parse_args(argv)
     if len(args.run) != 2:
         ap.error(f"--run: give exactly two runs (A and B), got {len(args.run)}")

@@ -24,7 +24,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import whole  # noqa: E402
+from edge.argtypes import whole, writable_file  # noqa: E402
 
 
 def run_arm(lazy: bool, episodes: int, seed: int, k: int, c: int) -> dict:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query-env-render-mesh-cell-m", type=float, default=0.0,
                     help="with --query-env-queries: also QueryEnv with lazy images and the robot's render meshes "
                          "simplified on this grid (scene.render_mesh_cell_m; 0 = not measured)")
-    ap.add_argument("--out", default="benchmarks/results/campaign_speed.json", help="JSON written (default: %(default)s)")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/campaign_speed.json", help="JSON written (default: %(default)s)")
     a = ap.parse_args(argv)
     from edge.config import ConfigError
     from edge.runtime import RuntimeConfig

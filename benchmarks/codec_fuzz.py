@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_path
 from firmware_bridge import cobs
 from firmware_bridge.crc import crc16_ccitt_false
 from firmware_bridge.frame_codec import (
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=whole(1), default=1_000_000)
     parser.add_argument("--trace-frames", type=whole(1), default=100_000)
     parser.add_argument("--seed", type=whole(0), default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=writable_path, default=str(RESULTS))
     args = parser.parse_args(argv)
     result = {
         "benchmark": "codec_fuzz",

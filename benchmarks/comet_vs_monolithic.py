@@ -45,7 +45,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_dir
 from edge.telemetry import machine_info
 from world_models.object_env import TASKS
 
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra settings for every run")
     ap.add_argument("--jobs", type=whole(1), default=2, help="runs at once (one core each)")
     ap.add_argument("--runs", default="runs/wm_bench", help="where the training runs live (resumable)")
-    ap.add_argument("--out", default="benchmarks/results/comet_vs_monolithic")
+    ap.add_argument("--out", type=writable_dir, default="benchmarks/results/comet_vs_monolithic")
     ap.add_argument("--report", action="store_true", help="only aggregate the runs that exist")
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the final models' diagnostics")
     args = ap.parse_args(argv)

@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import existing, whole  # noqa: E402
+from edge.argtypes import existing, whole, writable_file  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", type=existing("path"), default=str(ROOT / "edge/vla/checkpoints/stack"))
     ap.add_argument("--reps", type=whole(2), default=60, help="timed repetitions per measurement (>= 2)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/device_calibration.json"))
+    ap.add_argument("--out", type=writable_file, default=str(ROOT / "benchmarks/results/device_calibration.json"))
     args = ap.parse_args(argv)
 
     import os

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=whole(0), default=600000, help="first episode seed")
     ap.add_argument("--block", type=int, default=25, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/edge_run_revisions", help="where the two arms' run directories go (must not exist)")
-    ap.add_argument("--out", default="benchmarks/results/edge_run_revisions.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/edge_run_revisions.json", help="JSON written")
     args = ap.parse_args(own)
     if not run_args:
         ap.error("give the `edge run` arguments after `--` (e.g. -- --policy comet --task reach)")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 
 
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="instruction phrasings: as in training, or held-out paraphrases (same scenes)")
     ap.add_argument("--query-mode", default="auto", choices=("auto", "sync", "async"),
                     help="how episodes query the VLA: auto = sync at 0 ms latency, async above it")
-    ap.add_argument("--out", default="benchmarks/results/eqrl_eval.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/eqrl_eval.json")
     a = ap.parse_args(argv)
     arms = [s if not (s == "eqrl" and a.adapter) else f"eqrl:{a.adapter}" for s in a.arms.split(",")]
     from edge.runtime.session import checkpoint_spec
@@ -266,10 +266,20 @@ def main(argv: list[str] | None = None) -> None:
     if a.default_arm not in arms:  # allowed (arms compared only with each other), but said
         print(f"note: --default-arm {a.default_arm} is not among --arms {a.arms}: no arm is compared against it",
               file=sys.stderr)
+    if a.ray:
+        from edge.runtime.campaign import require_ray
+
+        try:
+            require_ray()
+        except EdgeError as err:
+            ap.error(f"--ray {a.ray}: {err}")
     out = Path(a.out)
-    if out.is_dir():
-        ap.error(f"--out {out}: a directory; give the result JSON's path")
-    results = json.loads(out.read_text()) if out.exists() else {}
+    try:
+        results = json.loads(out.read_text()) if out.exists() else {}
+    except (OSError, ValueError) as err:
+        ap.error(f"--out {out}: not a readable JSON ({err}); choose another --out")
+    if not isinstance(results, dict):
+        ap.error(f"--out {out}: not a result of this script; choose another --out")
     ident = {"checkpoint": a.checkpoint, "episodes": a.episodes, "seed": a.seed, "shard": a.shard,
              "noise_temperature": a.noise_temperature, "latency_ms": a.latency_ms}
     for key, default in (("query_mode", "auto"), ("sim", "mujoco"), ("distribution", "train"),

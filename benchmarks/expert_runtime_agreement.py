@@ -65,7 +65,7 @@ def runtime_loop(task: str, sim_name: str, n_blocks: int, seeds: list[int], imag
 
 
 def main(argv: list[str] | None = None) -> None:
-    from edge.argtypes import whole
+    from edge.argtypes import whole, writable_file
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=whole(1), default=20)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cells", default="stack2", help=f"comma-separated, of {', '.join(CELLS)}")
     ap.add_argument("--sim", default="mujoco", choices=("mujoco", "pybullet"))
     ap.add_argument("--image-size", type=whole(16, 512), default=96)
-    ap.add_argument("--out", default="benchmarks/results/expert_runtime_agreement.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/expert_runtime_agreement.json")
     a = ap.parse_args(argv)
     unknown = [c for c in a.cells.split(",") if c not in CELLS]
     if unknown:

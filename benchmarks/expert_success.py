@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from edge.argtypes import writable_file
 from edge.commands.expert import run_eval
 
 CELLS = {"stack2": ("stack", 2), "stack3": ("stack", 3), "pick_place": ("pick_place", 2), "push": ("push", 2)}
@@ -24,7 +25,7 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=1000, help="first episode seed (default: %(default)s)")
     ap.add_argument("--physics-dt", type=float, default=0.0,
                     help="env physics_dt_s (default 0: each engine's default step)")
-    ap.add_argument("--out", default="benchmarks/results/expert_success.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/expert_success.json")
     a = ap.parse_args()
     from sim.env import EnvConfig
 
@@ -39,8 +40,6 @@ if __name__ == "__main__":
     if a.episodes < 1 or a.seed < 0:
         ap.error(f"--episodes {a.episodes} / --seed {a.seed}: episodes >= 1, seed >= 0")
     out = Path(a.out)
-    if out.is_dir():
-        ap.error(f"--out {out}: a directory; give the result JSON's path")
     results = {}
     if out.exists():  # cells are added to an earlier result of this script, never to another JSON
         try:

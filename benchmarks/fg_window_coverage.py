@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.telemetry import machine_info
 
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="colour thresholds (summed absolute difference over channels, frames in [0, 1]; the loss uses 0.15)")
     ap.add_argument("--res", type=int, default=32, help="side of the reconstruction target (the encoder's decoder_res)")
     ap.add_argument("--episodes", type=int, default=40, help="episodes read (the first N of the commonest length)")
-    ap.add_argument("--out", default="benchmarks/results/fg_window_coverage.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/fg_window_coverage.json")
     args = ap.parse_args(argv)
     for w in args.windows:
         if w < 3 or w % 2 == 0:

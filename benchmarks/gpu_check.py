@@ -301,6 +301,13 @@ def bad_args(args: argparse.Namespace) -> str | None:
         return f"--device {dev}: give cuda, cuda:N or cpu"
     if not Path(args.checkpoint).exists():
         return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
+    from edge.commands._out import check_writable_file
+    from edge.errors import EdgeError
+
+    try:
+        check_writable_file(args.out)  # before the device time is spent, not after
+    except EdgeError as err:
+        return str(err)
     return None
 
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge.argtypes import whole, whole_list
+from edge.argtypes import whole, whole_list, writable_file
 from edge.config import ConfigError
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=whole(1), default=2)
     ap.add_argument("--noise-temperature", type=float, default=0.5,
                     help="scale of each query's initial noise (edge run's default)")
-    ap.add_argument("--out", default="benchmarks/results/latency_robustness.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/latency_robustness.json")
     a = ap.parse_args(argv)
     if not Path(a.checkpoint).exists():
         ap.error(f"--checkpoint {a.checkpoint}: no VLA checkpoint there")

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import number, whole  # noqa: E402
+from edge.argtypes import number, whole, writable_path  # noqa: E402
 from firmware_bridge.wire_constants import MAX_JOINTS  # noqa: E402
 
 from firmware_bridge.client import ClientConfig, FirmwareClient  # noqa: E402
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=number(0, lo_open=True), default=10.0)
     parser.add_argument("--rate-hz", type=number(0, lo_open=True), default=1000.0)
     parser.add_argument("--joints", type=whole(1, MAX_JOINTS), default=6)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=writable_path, default=str(RESULTS))
     args = parser.parse_args(argv)
     result = {
         "benchmark": "link_throughput",

@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge.action_queue import QueueConfig
-from edge.argtypes import number, whole
+from edge.argtypes import number, whole, writable_file
 from edge.cli import add_deprecated_alias
 from edge.clock import RealClock
 from edge.contracts import DriverState, Observation, RobotState
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                     default=[LoopConfig().slack_receive_margin_s * 1e3],
                     help="loop.slack_receive_margin_s in ms: no receiving a worker answer in the slack later than "
                          "this before a deadline; one case per value (default: the config's)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
+    ap.add_argument("--out", type=writable_file, default=str(Path(__file__).resolve().parent / "results" / "loop_timing.json"))
     args = ap.parse_args(argv)
     from edge.config import ConfigError
 

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=whole(1), nargs="+", default=[1, 2], help="rollout thread counts to measure")
     ap.add_argument("--rounds", type=whole(1), default=5, help="interleaved rounds (medians reported)")
     ap.add_argument("--steps", type=whole(1), default=200, help="control steps per measurement")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "mujoco_rollout_speed.json"))
+    ap.add_argument("--out", type=writable_file, default=str(Path(__file__).resolve().parent / "results" / "mujoco_rollout_speed.json"))
     a = ap.parse_args(argv)
     if any(t > a.envs for t in a.threads):
         ap.error(f"--threads {max(a.threads)}: at most --envs {a.envs} threads (one env per thread at least)")

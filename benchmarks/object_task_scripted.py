@@ -33,13 +33,12 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_path
 from edge.errors import EdgeError
 from edge.stats import wilson
 from edge.telemetry import machine_info
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="episodes per action to pick the best constant action on (0: skip that reference)")
     ap.add_argument("--select-seed0", type=whole(0), default=611_000_000,
                     help="first seed of the constant actions' selection episodes")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/object_task_scripted.json"))
+    ap.add_argument("--out", type=writable_path, default="benchmarks/results/object_task_scripted.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
         raise EdgeError(f"--episodes={args.episodes} must be at least 1")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads and onnxruntime intra-op threads")
     ap.add_argument("--lookahead", action="store_true", help="search from after the previous move (async's extra pass)")
     ap.add_argument("--tick-ms", type=float, default=50.0, help="the control period a decision should fit (ms)")
-    ap.add_argument("--out", default="benchmarks/results/planner_device_cost.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/planner_device_cost.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     from benchmarks.wm_plan_latency import check_args

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
-from edge.argtypes import number, whole  # noqa: E402
+from edge.argtypes import number, whole, writable_file  # noqa: E402
 from edge.telemetry import machine_info  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell", type=number(0, lo_open=True), default=0.01, help="render_mesh_cell_m compared (default: %(default)s)")
     ap.add_argument("--seeds", type=whole(0), nargs="+", default=[0, 1, 2], help="episode seeds (default: 0 1 2)")
     ap.add_argument("--steps", type=int, default=40, help="random-action steps per seed (default: %(default)s)")
-    ap.add_argument("--out", default="benchmarks/results/render_meshes.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/render_meshes.json")
     a = ap.parse_args(argv)
     if a.steps < 1:
         ap.error(f"--steps {a.steps}: must be >= 1")

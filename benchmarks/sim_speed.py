@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
-from edge.argtypes import fail  # noqa: E402
+from edge.argtypes import fail, writable_file  # noqa: E402
 from edge.telemetry import machine_info  # noqa: E402
 from sim.env import EnvConfig  # noqa: E402
 from sim.rollout import expert_episode  # noqa: E402
@@ -173,6 +173,10 @@ def _parse_peers(specs: list[str], anchors: Path) -> dict[str, tuple[str, Path]]
         script = anchors / PEER_SCRIPTS[name]
         if not script.is_file():
             fail(f"--peer {name}: {script} not found; pass --anchors DIR (the peer speed scripts)")
+        package = name if name != "panda-gym" else "panda_gym"
+        if peer_version(python, package) == "unknown":  # before any round is measured
+            fail(f"--peer {spec!r}: {python} cannot import {package}; install it in that virtualenv (see "
+                 f"{anchors / 'README.md'})")
         peers[name] = (python, script)
     return peers
 
@@ -199,7 +203,7 @@ def summarise(rounds: list[dict], peers: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="benchmarks/results/sim_speed.json", help="JSON written (default: %(default)s)")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/sim_speed.json", help="JSON written (default: %(default)s)")
     ap.add_argument("--peer", action="append", default=[], metavar="NAME=PYTHON",
                     help=f"a peer and its virtualenv's python (repeatable; default: none); NAME: {sorted(PEER_SCRIPTS)}")
     ap.add_argument("--anchors", type=Path,

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pair-encoders", action="store_true",
                     help="also each encoder against every one listed before it: per-episode differences on the same "
                          "episodes, rounds and prior, 95 %% bootstrap intervals (`paired_encoders` in the JSON)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
+    ap.add_argument("--out", type=writable_file, default=str(Path(__file__).resolve().parent / "results" / "slot_carry_iters.json"))
     args = ap.parse_args(argv)
     for flag, values in (("--seed", args.seed), ("--encoders", args.encoders), ("--carry-iters", args.carry_iters),
                          ("--carry-prior", [float(b) for b in args.carry_prior])):

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.telemetry import machine_info
 
 ROBOT_BINS = ((1, 50), (50, 100), (100, 200), (200, 400), (400, 100_000))  # visible robot pixels at 64²
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=40, help="episodes read (the first N of the commonest length)")
     ap.add_argument("--carry-iters", type=int, default=1,
                     help="tracking rounds (1..10); overrides the encoder's own (1 is what the world models use)")
-    ap.add_argument("--out", default="benchmarks/results/slot_owners.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/slot_owners.json")
     ap.add_argument("--picture", default=None, metavar="PNG",
                     help="also draw up to 4 frames with 200-400 robot pixels: frame, owner slots, robot mask")
     args = ap.parse_args(argv)

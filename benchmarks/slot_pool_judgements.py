@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 
 METRICS = ("fg_ari_attn", "fg_ari_decoder", "identity_rate_attn", "identity_rate_decoder")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--carry-iters", type=int, default=1, help="tracking rounds of the results pooled")
     ap.add_argument("--carry-prior", type=float, default=0.0, help="tracking prior of the results pooled")
     ap.add_argument("--seed", type=whole(0), default=0, help="seeds the bootstrap")
-    ap.add_argument("--out", default="benchmarks/results/slot_pooled_judgements.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/slot_pooled_judgements.json")
     args = ap.parse_args(argv)
     manifest = Path(args.encoder) / "manifest.json"
     if not manifest.is_file():

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import number, whole
+from edge.argtypes import number, whole, writable_file
 from edge.clock import set_thread_timer_slack
 from edge.clock import thread_timer_slack as get_timer_slack
 from edge.telemetry import machine_info
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="loop thread timer slack per case: 'default' (unchanged) or nanoseconds")
     ap.add_argument("--priority", type=whole(1, 99), default=10, help="SCHED_FIFO priority (1..99)")
     ap.add_argument("--hidden", type=whole(1), default=2048, help="load: MLP width (as loop_timing.py)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "timer_floor.json"))
+    ap.add_argument("--out", type=writable_file, default=str(Path(__file__).resolve().parent / "results" / "timer_floor.json"))
     args = ap.parse_args(argv)
     if args.seconds * args.rate < 10:
         ap.error(f"--seconds {args.seconds} at --rate {args.rate}: under 10 ticks per case; measure longer")

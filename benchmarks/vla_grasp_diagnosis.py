@@ -34,7 +34,7 @@ import numpy as np
 os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import existing, number, whole  # noqa: E402
+from edge.argtypes import existing, number, whole, writable_file  # noqa: E402
 
 
 def aux_denormaliser(data_dirs: list[str]):
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="the checkpoint's training data dirs, to de-normalise the auxiliary head "
                          "(default: from its manifest if present, skipped if missing there; given ones must exist)")
     ap.add_argument("--threads", type=whole(1), default=1, help="torch threads (more oversubscribe a small CPU)")
-    ap.add_argument("--out", default="benchmarks/results/vla_grasp_diagnosis.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/vla_grasp_diagnosis.json")
     args = ap.parse_args(argv)
     for d in args.aux_data or ():
         if not Path(d).is_dir():
@@ -182,7 +182,12 @@ def main(argv: list[str] | None = None) -> None:
     if dirs is None:
         d = manifest.get("data", {}).get("dir")
         dirs = [d] if isinstance(d, str) else list(d or [])
-    policy = load_policy(args.checkpoint, "torch")
+    from edge.errors import EdgeError
+
+    try:
+        policy = load_policy(args.checkpoint, "torch")
+    except (EdgeError, OSError, ValueError) as err:
+        ap.error(f"--checkpoint {args.checkpoint}: {err}")
     if args.c > policy.chunk_len:
         ap.error(f"--execute {args.c}: at most the checkpoint's chunk of {policy.chunk_len} actions")
     model = load_model(args.checkpoint)

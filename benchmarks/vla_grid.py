@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="scale of each query's initial noise (default 0.5, the runtime's; 1 = as trained)")
     ap.add_argument("--render-mesh-cell-m", type=float, default=0.0,
                     help="MuJoCo: draw the robot with its meshes simplified on this grid (m); 0 = as they are")
-    ap.add_argument("--out", default="benchmarks/results/vla_grid.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/vla_grid.json")
     a = ap.parse_args(argv)
     out = Path(a.out)
     _check_args(ap, a)

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import existing, whole, whole_list  # noqa: E402
+from edge.argtypes import existing, whole, whole_list, writable_file  # noqa: E402
 
 
 def random_default_checkpoint(directory: Path) -> tuple[Path, str]:
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ratio-pairs", type=whole(1), default=300)
     ap.add_argument("--query-env-queries", type=whole(0), default=300,
                     help="QueryEnv throughput: queries timed per backend (0 = skip)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/vla_latency.json"))
+    ap.add_argument("--out", type=writable_file, default=str(ROOT / "benchmarks/results/vla_latency.json"))
     args = ap.parse_args(argv)
 
     import onnxruntime

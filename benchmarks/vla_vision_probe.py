@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import existing, number, whole  # noqa: E402
+from edge.argtypes import existing, number, whole, writable_file  # noqa: E402
 
 
 def load_frames(data_dir: str, stride: int, camera: str):
@@ -62,10 +62,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=number(0, lo_open=True), default=1e-3)
     ap.add_argument("--seed", type=whole(0), default=0)
     ap.add_argument("--threads", type=whole(1), default=1)
-    ap.add_argument("--out", default="benchmarks/results/vla_vision_probe.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/vla_vision_probe.json")
     args = ap.parse_args(argv)
     if args.holdout >= 1:
         ap.error(f"--holdout {args.holdout}: must be below 1 (some episodes must train)")
+    from sim.demos import read_meta
+
+    try:
+        cameras = read_meta(args.data).get("cameras")  # absent from datasets recorded before it was kept
+    except (OSError, ValueError) as err:
+        ap.error(f"--data {args.data}: {err}")
+    if cameras is not None and args.camera not in cameras:
+        ap.error(f"--camera {args.camera}: --data {args.data} was recorded with {', '.join(cameras)} only "
+                 "(record the wrist camera with `edge data record --wrist`)")
 
     import torch
     from tqdm import tqdm

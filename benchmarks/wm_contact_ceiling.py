@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
@@ -350,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-token", default="", help="DIR: save the last token-model fit on the collected data "
                                                      "as a world-model run directory")
     ap.add_argument("--jobs", type=int, default=1, help="processes collecting episodes")
-    ap.add_argument("--out", default="benchmarks/results/wm_contact_ceiling.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_contact_ceiling.json")
     args = ap.parse_args(argv)
     for key in ("train_episodes", "test_episodes", "jobs", "max_updates"):
         if getattr(args, key) < 1:

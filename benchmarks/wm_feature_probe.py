@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
 
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="frozen: read the encoder's feature map as it is; finetune: train a copy of the "
                          "encoder's trunk with the probe (each fitted on the same episodes)")
     ap.add_argument("--trunk-lr", type=float, default=1e-4, help="finetune: the trunk's learning rate")
-    ap.add_argument("--out", default="benchmarks/results/wm_feature_probe.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_feature_probe.json")
     args = ap.parse_args(argv)
     for key in ("train_episodes", "test_episodes", "updates"):
         if getattr(args, key) < 1:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from edge.argtypes import writable_file
 from edge.errors import EdgeError
 from edge.stats import paired, wilson
 from edge.telemetry import machine_info
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", nargs="+", default=[], metavar="JSON",
                     help="earlier outputs: runs whose model, encoder, episodes and seeds match one of their "
                          "entries are not replayed (the last matching file's entry is used)")
-    ap.add_argument("--out", default="benchmarks/results/wm_final_eval.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_final_eval.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
         ap.error(f"--episodes {args.episodes}: must be at least 1")

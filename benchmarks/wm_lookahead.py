@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                          "step, no safety layer or latency; seeds SEED ..): the reference for R (default 0: no)")
     ap.add_argument("--train-env-only", action="store_true", help="run only the --train-env reference")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--out", default=None,
+    ap.add_argument("--out", type=writable_file, default=None,
                     help="JSON written (default benchmarks/results/wm_lookahead.json; with --train-env-only "
                          "benchmarks/results/wm_lookahead_train_env.json)")
     args = ap.parse_args(argv)
@@ -171,7 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     latency = ("measured", 0.0) if args.latency_ms is None else ("constant", args.latency_ms)
     from world_models.policy import RUNTIME_TASK, SHIPPED, load_world_model
 
-    wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    from edge.errors import EdgeError
+
+    try:
+        wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    except (EdgeError, OSError, ValueError) as err:
+        ap.error(f"--world-model {args.world_model or SHIPPED}: {err}")
     pc = ProfileConfig(task=RUNTIME_TASK[wm_env.task], sim=wm_env.sim, episodes=args.episodes, seed=args.seed,
                        latency=latency[0], latency_ms=latency[1], world_model=args.world_model,
                        max_steps=args.max_steps)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 CLASSES = ("clean", "accel_cap", "workspace_clip", "sim_clip")
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulations", type=int, default=0, help="the planner's simulations (0 = the model's own)")
     ap.add_argument("--world-model", default="", metavar="DIR", help="default: the shipped comet_push3")
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--out", default="benchmarks/results/wm_motion_gap.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_motion_gap.json")
     args = ap.parse_args(argv)
     for d in args.runs:
         if not (Path(d) / "ticks.jsonl").is_file():

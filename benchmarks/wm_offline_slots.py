@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
@@ -416,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="fit the probe to the first N training episodes only (0: all; to compare encoders whose "
                          "data files hold different numbers of episodes)")
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--out", default="benchmarks/results/wm_offline_slots.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_offline_slots.json")
     args = ap.parse_args(argv)
     for key in ("train_episodes", "test_episodes", "jobs", "group"):
         if getattr(args, key) < 1:

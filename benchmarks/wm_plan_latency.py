@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-tree", action="store_true",
                     help="a third arm: the ONNX pass with the tree's per-node work (state windows, support "
                          "decoding) in torch, as before the numpy pass; paired decision-time ratios")
-    ap.add_argument("--out", default="benchmarks/results/wm_plan_latency.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_plan_latency.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     check_args(ap, args)

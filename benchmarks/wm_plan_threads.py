@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs-dir", default="", help="where the two arms' run directories go (must not exist; "
                                                    "default: a new temporary directory)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--out", default="benchmarks/results/wm_plan_threads.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_plan_threads.json", help="JSON written")
     args = ap.parse_args(argv)
     if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
         ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")

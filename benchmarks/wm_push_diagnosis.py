@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
 
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="+", required=True, help="edge train world-model --obs oracle --task push3 runs")
     ap.add_argument("--tail", type=int, default=40, help="replay episodes (the last ones) for the model checks")
-    ap.add_argument("--out", default="benchmarks/results/wm_push_diagnosis.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_push_diagnosis.json")
     args = ap.parse_args(argv)
     if args.tail < 1:
         ap.error(f"--tail {args.tail}: must be >= 1")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
 
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="wm_sim_search result files whose episodes the success models are fitted to")
     ap.add_argument("--predict", nargs="*", default=[], metavar="FILE",
                     help="wm_sim_search result files whose successes are compared with the fits' expectation")
-    ap.add_argument("--out", required=True, help="JSON report")
+    ap.add_argument("--out", type=writable_file, required=True, help="JSON report")
     args = ap.parse_args(argv)
     try:
         files = {f: read_results(f) for f in dict.fromkeys([*args.fit, *args.predict])}

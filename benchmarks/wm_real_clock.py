@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 ARMS = {"virtual": [], "real": ["--clock", "real"]}
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="sync: where the real clock's arm decides (a worker process, edge run's default, or a worker thread)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--runs-dir", default="/tmp/wm_real_clock_runs", help="where the two arms' run directories go (must not exist)")
-    ap.add_argument("--out", default="benchmarks/results/wm_real_clock.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_real_clock.json", help="JSON written")
     args = ap.parse_args(argv)
     if args.episodes < 2:
         ap.error(f"--episodes {args.episodes}: need >= 2 for intervals")

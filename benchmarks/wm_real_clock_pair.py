@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge.argtypes import writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("first", help="RESULT.json:ARM (the difference is first − second)")
     ap.add_argument("second", help="RESULT.json:ARM")
-    ap.add_argument("--out", default="benchmarks/results/wm_real_clock_pair.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_real_clock_pair.json", help="JSON written")
     args = ap.parse_args(argv)
     try:
         (r1, a1), (r2, a2) = read_arm(args.first), read_arm(args.second)

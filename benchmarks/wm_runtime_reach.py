@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 CONSTANT_ACTION = 7  # object_task_scripted.py's selection on reach3 (+x, -y)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="charge this constant decision time instead of the measured one (e.g. for tests)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the runtime arms alternate block by block")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--out", default="benchmarks/results/wm_runtime_reach.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_runtime_reach.json", help="JSON written")
     args = ap.parse_args(argv)
     from world_models.policy import SHIPPED_BY_TASK, load_world_model
 

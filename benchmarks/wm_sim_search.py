@@ -51,7 +51,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_path
 from edge.errors import EdgeError
 from edge.stats import paired, percentiles, wilson
 from edge.telemetry import machine_info
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
                     help="instead of playing: put the arms of earlier runs (same --seed0) in one file with their pairs "
                          "(an arm in several files is kept once if it played the same episodes alike)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/wm_sim_search.json"))
+    ap.add_argument("--out", type=writable_path, default="benchmarks/results/wm_sim_search.json")
     args = ap.parse_args(argv)
     if args.merge:
         missing = [str(f) for f in args.merge if not f.is_file()]

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from comet_vs_monolithic import level_above, ratio_bootstrap, steps_to  # noqa: E402
 
+from edge.argtypes import writable_path
 from edge.errors import EdgeError  # noqa: E402
 from edge.telemetry import machine_info  # noqa: E402
 from edge.vla.manifest import git_revision  # noqa: E402
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                             "constant action's success is the floor")
     floor.add_argument("--floor", type=float, help="the floor as a success rate in [0, 1)")
     ap.add_argument("--resamples", type=int, default=2000, help="seed resamples for the ratio's spread")
-    ap.add_argument("--out", type=Path, required=True, help="where to write the JSON")
+    ap.add_argument("--out", type=writable_path, required=True, help="where to write the JSON")
     args = ap.parse_args(argv)
     try:
         return run(args)

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loop-cpu", type=whole(0), default=None,
                     help="real_pinned: the CPU of the loop thread (the worker gets the others; default 0)")
     ap.add_argument("--runs-dir", default="/tmp/wm_thread_cost_runs", help="where the arms' run directories go (must not exist)")
-    ap.add_argument("--out", default="benchmarks/results/wm_thread_cost.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_thread_cost.json", help="JSON written")
     args = ap.parse_args(argv)
     if args.simulations < 1:
         ap.error(f"--simulations {args.simulations}: must be >= 1")

@@ -46,7 +46,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_path
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=20, help="scripted-policy episodes probed per agent")
     ap.add_argument("--seed0", type=whole(0), default=820_000_000, help="first episode seed (every agent probes the same)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (one agent each)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/wm_value_probe.json"))
+    ap.add_argument("--out", type=writable_path, default="benchmarks/results/wm_value_probe.json")
     args = ap.parse_args(argv)
     if args.episodes < 1:
         raise EdgeError(f"--episodes={args.episodes} must be at least 1")

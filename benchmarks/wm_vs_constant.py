@@ -26,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+from edge.argtypes import writable_path
 from edge.errors import EdgeError
 from edge.stats import paired
 from edge.telemetry import machine_info
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--constant", type=Path, required=True, help="object_task_scripted.py output (with constant_action)")
     ap.add_argument("--task", default="reach3", choices=["reach3", "push3"])
     ap.add_argument("--final", nargs="+", required=True, metavar="LABEL=FILE", help="wm_final_eval.py outputs")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/wm_vs_constant_action.json"))
+    ap.add_argument("--out", type=writable_path, default="benchmarks/results/wm_vs_constant_action.json")
     args = ap.parse_args(argv)
     const = load_constant(args.constant, args.task)
     res: dict = {"machine": machine_info(), "git": git_revision(),

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="charge this constant decision time instead of the measured one (e.g. for tests)")
     ap.add_argument("--block", type=int, default=50, help="episodes per block; the arms alternate block by block")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--out", default="benchmarks/results/wm_workspace_mask.json", help="JSON written")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/wm_workspace_mask.json", help="JSON written")
     args = ap.parse_args(argv)
     if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
         ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")
@@ -123,7 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     latency = ("measured", 0.0) if args.latency_ms is None else ("constant", args.latency_ms)
     from world_models.policy import RUNTIME_TASK, SHIPPED, load_world_model
 
-    wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    from edge.errors import EdgeError
+
+    try:
+        wm_env = load_world_model(args.world_model or str(SHIPPED))[0].env  # the task and sim the model learned
+    except (EdgeError, OSError, ValueError) as err:
+        ap.error(f"--world-model {args.world_model or SHIPPED}: {err}")
     pc = ProfileConfig(task=RUNTIME_TASK[wm_env.task], sim=wm_env.sim, episodes=args.episodes, seed=args.seed,
                        latency=latency[0], latency_ms=latency[1], world_model=args.world_model,
                        max_steps=args.max_steps)

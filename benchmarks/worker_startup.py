@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole
+from edge.argtypes import whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 MODES = ("process", "thread")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=whole(1), default=5, help="runs per mode (default 5)")
     ap.add_argument("--max-steps", type=whole(1, 100_000), default=20,
                     help="periods of each run's one episode (default 20)")
-    ap.add_argument("--out", default="benchmarks/results/worker_startup.json")
+    ap.add_argument("--out", type=writable_file, default="benchmarks/results/worker_startup.json")
     args = ap.parse_args(argv)
     if len(set(args.modes)) != len(args.modes):
         ap.error(f"--modes {args.modes}: a mode given twice")

@@ -117,3 +117,37 @@ def existing(kind: str = "path") -> Callable[[str], str]:
 
     parse.__name__ = kind
     return parse
+
+
+def writable_file(text: str) -> str:
+    """An ``--out`` path a result file can be written to: not a directory, its nearest existing folder
+    writable (checked when parsed, before the work; creates nothing). "" passes (no file asked for)."""
+    if text:
+        from edge.commands._out import check_writable_file
+        from edge.errors import EdgeError
+
+        try:
+            check_writable_file(text)
+        except EdgeError as err:  # argparse names the flag: "argument --out: PATH: ..."
+            raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
+    return text
+
+
+def writable_path(text: str) -> Path:
+    """:func:`writable_file`, as a ``Path``."""
+    return Path(writable_file(text))
+
+
+def writable_dir(text: str) -> str:
+    """An ``--out`` directory that exists or can be made, writable (checked when parsed; creates nothing)."""
+    from edge.commands._out import check_writable_dir
+    from edge.errors import EdgeError
+
+    try:
+        check_writable_dir(text)
+    except EdgeError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
+    return text
+
+
+writable_file.__name__, writable_path.__name__, writable_dir.__name__ = "file path", "file path", "directory"

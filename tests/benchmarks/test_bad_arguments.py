@@ -43,6 +43,9 @@ CASES = [
     ("vla_latency", ["--k-max", "1"], "argument --k-max: 1: must be a whole number in [2, 100]"),
     ("vla_latency", ["--ratio-threads", "1,x"], "argument --ratio-threads: x: not a whole number"),
     ("vla_vision_probe", ["--data", NOWHERE], f"argument --data: {NOWHERE}: no such directory"),
+    ("wm_lookahead", ["--world-model", "configs"], "--world-model configs:"),
+    ("wm_workspace_mask", ["--world-model", "configs"], "--world-model configs:"),
+    ("vla_grasp_diagnosis", ["--checkpoint", "configs"], "--checkpoint configs:"),
     ("vla_vision_probe", ["--holdout", "0"], "argument --holdout: 0: must be a number in (0, 1]"),
     ("eqrl_eval", ["--arms", "fixed:2y8"], "--arms: 'fixed:2y8': write fixed:KxC"),
     ("eqrl_eval", ["--noise-temperature", "5"], "--noise-temperature 5.0"),
@@ -134,3 +137,61 @@ def test_bridge_deploy_leaves_its_work_directory_alone_when_the_policy_does_not_
         load_benchmark("bridge_deploy").main(["--work", str(work), "--policy", "comet", "--world-model", NOWHERE,
                                               "--out", str(tmp_path / "o.json")])
     assert exit_.value.code == 2 and NOWHERE in capsys.readouterr().err and not work.exists()
+
+
+OUT_SCRIPTS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if 'add_argument("--out"' in p.read_text())
+
+
+@pytest.mark.parametrize("script", OUT_SCRIPTS)
+def test_an_out_that_cannot_be_written_is_refused_before_anything_runs(script, tmp_path, monkeypatch, capsys):
+    """A results file's --out is checked when parsed (a directory given for it was found only when the
+    results were written, after the whole run); comet_vs_monolithic's --out is a directory."""
+    monkeypatch.chdir(ROOT)
+    bad, said = tmp_path, "is a directory; give a file path"
+    if script == "comet_vs_monolithic":
+        bad, said = tmp_path / "f", "exists and is not a directory"
+        bad.write_text("")
+    main = getattr(load_benchmark(script), "main", None)
+    if main is None:  # a script without main(argv)
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--out", str(bad)], capture_output=True,
+                              text=True)
+        code, err = proc.returncode, proc.stderr
+    else:
+        try:
+            code = main(["--out", str(bad)])
+        except SystemExit as exit_:
+            code = exit_.code
+        err = capsys.readouterr().err
+    if script == "gpu_check":  # its own exit codes: 3 for a bad argument (2 is "no GPU")
+        assert code == load_benchmark("gpu_check").EXIT_SETUP and f"--out {bad}: {said}" in err, err
+        return
+    assert code == 2 and f"argument --out: {bad}: {said}" in err and "Traceback" not in err, err
+
+
+def test_eqrl_eval_refuses_ray_it_cannot_import_and_an_out_that_is_not_its_json(tmp_path, capsys):
+    import importlib.util
+
+    eqrl_eval = load_benchmark("eqrl_eval")
+    if importlib.util.find_spec("ray") is None:
+        with pytest.raises(SystemExit) as exit_:
+            eqrl_eval.main(["--ray", "--out", str(tmp_path / "o.json")])
+        assert exit_.value.code == 2 and "--ray local:" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("not json")
+    with pytest.raises(SystemExit) as exit_:
+        eqrl_eval.main(["--out", str(tmp_path / "notes.txt")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "not a readable JSON" in err and "Traceback" not in err
+
+
+def test_vla_vision_probe_names_a_camera_the_dataset_was_not_recorded_with(tmp_path, capsys):
+    from edge.training.vla.synthetic import write_synthetic_demos
+
+    data = write_synthetic_demos(tmp_path / "d", episodes=1, steps=5)  # the front camera only
+    with pytest.raises(SystemExit) as exit_:
+        load_benchmark("vla_vision_probe").main(["--data", str(data), "--camera", "wrist",
+                                                 "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--camera wrist:" in err and "front only" in err and "Traceback" not in err

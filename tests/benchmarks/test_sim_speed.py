@@ -45,7 +45,7 @@ def test_ratios_are_taken_within_each_round(tmp_path):
     assert out["median"]["mujoco"]["control_steps_per_s_no_render"] == 900.0
 
 
-def test_bad_peer_arguments_name_the_flag(tmp_path):
+def test_bad_peer_arguments_name_the_flag(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="NAME=PYTHON"):
         sim_speed._parse_peers(["pandagym"], tmp_path)
     with pytest.raises(SystemExit, match="is not a file"):
@@ -53,6 +53,9 @@ def test_bad_peer_arguments_name_the_flag(tmp_path):
     with pytest.raises(SystemExit, match="--anchors"):
         sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
     _fake_peer(tmp_path, 1)
+    with pytest.raises(SystemExit, match="cannot import panda_gym"):  # this venv has no panda-gym: before round 1
+        sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
+    monkeypatch.setattr(sim_speed, "peer_version", lambda python, package: "3.0.7")
     assert sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)["panda-gym"][0] == sys.executable
 
 

@@ -52,3 +52,24 @@ def test_existing_kinds(tmp_path):
     assert existing("path")(str(tmp_path)) == str(tmp_path)
     with pytest.raises(ValueError):
         existing("folder")
+
+
+def test_out_paths_are_checked_when_parsed_and_nothing_is_made(tmp_path, capsys):
+    from edge.argtypes import writable_dir, writable_file, writable_path
+
+    ap = argparse.ArgumentParser(prog="bench")
+    ap.add_argument("--out", type=writable_file, default=str(tmp_path / "new" / "deeper" / "r.json"))
+    ap.add_argument("--runs", type=writable_dir)
+    ap.add_argument("--p", type=writable_path)
+    a = ap.parse_args(["--runs", str(tmp_path / "runs"), "--p", str(tmp_path / "p.json")])
+    assert a.out == str(tmp_path / "new" / "deeper" / "r.json") and a.p == tmp_path / "p.json"
+    assert list(tmp_path.iterdir()) == []  # checked, nothing created
+    assert ap.parse_args(["--out", ""]).out == ""  # no file asked for
+    (tmp_path / "f").write_text("")
+    for argv, said in ((["--out", str(tmp_path)], f"argument --out: {tmp_path}: is a directory; give a file path"),
+                       (["--out", str(tmp_path / "f" / "r.json")], "its folder"),
+                       (["--runs", str(tmp_path / "f")], f"{tmp_path / 'f'}: exists and is not a directory")):
+        with pytest.raises(SystemExit) as e:
+            ap.parse_args(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and said in err, err
