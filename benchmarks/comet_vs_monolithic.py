@@ -151,6 +151,23 @@ def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
                          f"{saved[1]}, not {args.encoder} / {now[1]}; use another --runs directory")
 
 
+def check_run_settings(args: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
+    """Each task and method's `edge train world-model` command line, checked as that command checks
+    it (settings, encoders), before any run starts: a --set one of them refuses is an error here."""
+    from edge.cli import build_parser
+    from edge.commands.train import world_model_config
+    from edge.errors import EdgeError
+
+    parser = build_parser()
+    for t in args.tasks:
+        for m in args.methods:
+            cmd = run_args(m, t, args.seeds[0], args, run_dir(args, t, m, args.seeds[0]))
+            try:
+                world_model_config(parser.parse_args(cmd[1:]))
+            except EdgeError as err:
+                ap.error(f"{t} / {m}: {err}")
+
+
 def launch(args: argparse.Namespace) -> list[str]:
     """Train every run not finished yet; returns the names of those that failed."""
     for t in args.tasks:
@@ -455,15 +472,6 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.set:
         if "=" not in text or not text.partition("=")[0].strip():
             ap.error(f"--set {text!r}: give KEY=VALUE, e.g. --set model.width=64")
-    if args.set:  # checked here, not by each of the runs it would start
-        from edge.config import layer_config
-        from edge.errors import EdgeError
-        from world_models.train import RunConfig
-
-        try:
-            layer_config(RunConfig(), ROOT / "configs" / "train" / "wm_default.yaml", args.set)
-        except (EdgeError, ValueError) as err:
-            ap.error(f"--set: {err}")
     if args.report and not Path(args.runs).is_dir():
         ap.error(f"--runs {args.runs}: no such directory (nothing to report; run without --report first)")
     if not 0 <= args.encoder_carry_iters <= 10:
@@ -475,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         if "pixels_ae" in args.methods and not Path(args.pixel_encoder).exists():
             ap.error(f"--pixel-encoder {args.pixel_encoder}: no pixel encoder there (train one with "
                      "`edge train pixel-encoder`)")
+        check_run_settings(args, ap)
         failed = launch(args)
         if failed:  # no report over runs that did not train (an earlier report stays as it was)
             print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; each one's train.log says why. The "

@@ -110,13 +110,6 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{bad} after `--`: the benchmark sets it for both arms; drop it")
     if args.episodes < 2 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: need >= 2 episodes and blocks >= 1")
-    from edge.commands._out import check_writable_file
-    from edge.errors import EdgeError
-
-    try:
-        check_writable_file(args.out)  # before the runs, not after them
-    except EdgeError as e:
-        ap.error(str(e))
     runs = Path(args.runs_dir).resolve()  # the before arm runs inside its worktree
     if runs.exists():
         ap.error(f"--runs-dir {runs} exists: give a new directory (the arms' runs must not mix with old ones)")

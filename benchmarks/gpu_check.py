@@ -305,7 +305,7 @@ def bad_args(args: argparse.Namespace) -> str | None:
     from edge.errors import EdgeError
 
     try:
-        check_writable_file(args.out)  # before the device time is spent, not after
+        check_writable_file(args.out, replace=True)  # before the device time is spent (written by rename)
     except EdgeError as err:
         return str(err)
     return None

@@ -270,8 +270,12 @@ def layer_config(base: T, path: str | Path | None = None, overrides: list[str] |
     for text in overrides:
         keys, value = parse_override(text)
         node = data
-        for k in keys[:-1]:
+        for i, k in enumerate(keys[:-1]):
             node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text}: {'.'.join(keys[:i + 1])} is a setting, not a section of "
+                                  "settings; give it a value (e.g. --set "
+                                  f"{'.'.join(keys[:i + 1])}=…)")
         node[keys[-1]] = value
     try:
         return from_dict(type(base), data)

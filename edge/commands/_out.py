@@ -57,12 +57,17 @@ def foreign_entries(out: str | Path) -> list[str]:
                   and not (x.is_dir() and not any(x.iterdir())))
 
 
-def check_writable_file(out: str | Path, flag: str = "--out") -> None:
-    """Raise EdgeError unless ``out`` can be written as a file (a result JSON): not a directory, and
-    its nearest existing parent a writable directory. Creates nothing (checked before the work)."""
+def check_writable_file(out: str | Path, flag: str = "--out", replace: bool = False) -> None:
+    """Raise EdgeError unless ``out`` can be written as a file (a result JSON): not a directory; an
+    existing file writable in place, else (or with ``replace``: a writer that renames a temporary file
+    over it) its nearest existing parent a writable directory. Creates nothing (checked before the work)."""
     p = Path(out)
     if p.is_dir():
         raise EdgeError(f"{flag} {p}: is a directory; give a file path (e.g. {p / 'result.json'})")
+    if not replace and p.exists():
+        if os.access(p, os.W_OK):
+            return
+        raise EdgeError(f"{flag} {p}: not writable; choose another {flag}")
     try:
         check_writable_dir(p.parent, flag=flag)
     except EdgeError as e:

@@ -6,6 +6,7 @@ import argparse
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 from edge.cli import add_subparser
 from edge.commands._sim_args import EXPERT_TASKS
@@ -354,15 +355,16 @@ def _settings_file(args: argparse.Namespace, kind: str) -> Path:
     return Path(args.config) if args.config else PRESETS_DIR / f"{kind}_{args.preset or 'default'}.yaml"
 
 
-def _train_world_model(args: argparse.Namespace) -> int:
+def world_model_config(args: argparse.Namespace) -> Any:
+    """The ``RunConfig`` an ``edge train world-model`` command line trains, every setting checked
+    (an EdgeError naming the flag or key otherwise); reads the encoder's manifest, writes nothing."""
     import dataclasses
-    import shlex
     import sys
 
     from edge.config import layer_config
     from edge.errors import EdgeError
     from world_models.pixel_pretrain import is_pixel_encoder
-    from world_models.train import CURVE_FILE, STATE_FILE, RunConfig, Trainer, resolve_shipped, unused_slot_encoder
+    from world_models.train import RunConfig, resolve_shipped, unused_slot_encoder
 
     preset = _settings_file(args, "wm")
     if not preset.is_file():
@@ -428,6 +430,17 @@ def _train_world_model(args: argparse.Namespace) -> int:
                 print(f"note: --config {args.config}: model.num_slots={config.model.num_slots} set to {enc_slots} "
                       "(one token per slot of the encoder)", file=sys.stderr)
             config = dataclasses.replace(config, model=dataclasses.replace(config.model, num_slots=enc_slots))
+    return config
+
+
+def _train_world_model(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from edge.errors import EdgeError
+    from world_models.train import CURVE_FILE, STATE_FILE, Trainer
+
+    config = world_model_config(args)
     out = Path(args.out)
     from edge.commands._out import check_writable_dir
 

@@ -211,7 +211,9 @@ def test_a_run_with_another_setting_is_refused_unless_asked_for(tmp_path):
 def test_a_bad_set_is_refused_before_any_run_starts(tmp_path, capsys):
     import pytest
 
-    for bad, said in (("model.widht=64", "widht"), ("planner.num_simulations=zero", "num_simulations")):
+    for bad, said in (("model.widht=64", "widht"), ("planner.num_simulations=zero", "num_simulations"),
+                      ("model.num_slots=7", "push3 / oracle: --set model.num_slots=7: --obs oracle gives one slot"),
+                      ("seed.x=1", "seed is a setting, not a section")):
         with pytest.raises(SystemExit) as e:
             cvm.main(["--tasks", "push3", "--methods", "oracle", "--seeds", "0", "--set", bad,
                       "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])
@@ -222,6 +224,7 @@ def test_a_bad_set_is_refused_before_any_run_starts(tmp_path, capsys):
 def test_failed_runs_end_the_benchmark_without_a_report(tmp_path, monkeypatch, capsys):
     import sys
 
+    monkeypatch.setattr(cvm, "check_run_settings", lambda args, ap: None)  # runs that fail while training
     monkeypatch.setattr(cvm, "run_args", lambda m, t, s, args, out: [sys.executable, "-c", "import sys; sys.exit(3)"])
     real_sleep = cvm.time.sleep
     monkeypatch.setattr(cvm.time, "sleep", lambda dt: real_sleep(min(dt, 0.2)))

@@ -53,8 +53,11 @@ def test_bad_peer_arguments_name_the_flag(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="--anchors"):
         sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
     _fake_peer(tmp_path, 1)
-    with pytest.raises(SystemExit, match="cannot import panda_gym"):  # this venv has no panda-gym: before round 1
-        sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)
+    bare = tmp_path / "python"  # a Python without panda-gym: refused before round 1
+    bare.write_text("#!/bin/sh\nexit 1\n")
+    bare.chmod(0o755)
+    with pytest.raises(SystemExit, match="panda_gym is not installed"):
+        sim_speed._parse_peers([f"panda-gym={bare}"], tmp_path)
     monkeypatch.setattr(sim_speed, "peer_version", lambda python, package: "3.0.7")
     assert sim_speed._parse_peers([f"panda-gym={sys.executable}"], tmp_path)["panda-gym"][0] == sys.executable
 

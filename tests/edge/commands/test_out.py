@@ -16,3 +16,21 @@ def test_a_result_file_path_is_checked_before_the_work(tmp_path):
         check_writable_file(tmp_path / "f" / "r.json")
     with pytest.raises(EdgeError, match="--runs-dir .*exists and is not a directory"):
         check_writable_dir(tmp_path / "f", flag="--runs-dir")
+
+
+def test_an_existing_file_is_written_in_place_so_its_folder_is_not_probed(tmp_path, monkeypatch):
+    import edge.commands._out as out_mod
+    from edge.errors import EdgeError
+
+    f = tmp_path / "results.json"
+    f.write_text("{}")
+
+    def folder_not_writable(p, flag="--out"):
+        raise EdgeError(f"{flag} {p}: not writable")
+
+    monkeypatch.setattr(out_mod, "check_writable_dir", folder_not_writable)
+    out_mod.check_writable_file(f)  # e.g. a results file the user may write, in a folder they may not
+    with pytest.raises(EdgeError, match="its folder"):  # a writer that renames a temp file over it needs the folder
+        out_mod.check_writable_file(f, replace=True)
+    with pytest.raises(EdgeError, match="its folder"):  # a new file too
+        out_mod.check_writable_file(tmp_path / "new.json")
