@@ -487,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         failed = launch(args)
         if failed:  # no report over runs that did not train (an earlier report stays as it was)
             print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; each one's train.log says why. The "
-                  "others are kept: fix the cause and rerun to resume. No report written.", file=sys.stderr)
+                  "others are kept: fix the cause and rerun to resume (or pass --report to aggregate the runs that exist). "
+                  "No report written.", file=sys.stderr)
             return 1
     res = report(args)
     for task, rt in res["tasks"].items():

@@ -146,8 +146,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="JSON written (default benchmarks/results/wm_lookahead.json; with --train-env-only "
                          "benchmarks/results/wm_lookahead_train_env.json)")
     args = ap.parse_args(argv)
-    args.out = args.out or ("benchmarks/results/wm_lookahead_train_env.json" if args.train_env_only
-                            else "benchmarks/results/wm_lookahead.json")
+    if args.out is None:  # the default depends on --train-env-only: checked as a given --out is
+        try:
+            args.out = writable_file("benchmarks/results/wm_lookahead_train_env.json" if args.train_env_only
+                                     else "benchmarks/results/wm_lookahead.json")
+        except argparse.ArgumentTypeError as err:
+            ap.error(f"--out (default) {err}")
     if args.world_model and not (Path(args.world_model) / "model.pt").is_file():
         ap.error(f"--world-model {args.world_model}: no model.pt there (a directory from `edge train world-model`)")
     if args.episodes < 2:

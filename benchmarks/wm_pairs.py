@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge.argtypes import writable_file
+from edge.argtypes import writable_file_or_none
 from edge.errors import EdgeError
 from edge.stats import paired
 from edge.telemetry import machine_info
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--a", nargs="+", required=True, metavar="FILE:ARM", help="side A's arms, in seed order")
     ap.add_argument("--b", nargs="+", required=True, metavar="FILE:ARM", help="side B's arms, the same seeds")
-    ap.add_argument("--out", type=writable_file, default="", help="also write the result as JSON here")
+    ap.add_argument("--out", type=writable_file_or_none, default="", help="also write the result as JSON here")
     args = ap.parse_args(argv)
     try:
         res = pair_sides(args.a, args.b)

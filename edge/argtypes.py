@@ -120,17 +120,23 @@ def existing(kind: str = "path") -> Callable[[str], str]:
 
 
 def writable_file(text: str) -> str:
-    """An ``--out`` path a result file can be written to: not a directory, its nearest existing folder
-    writable (checked when parsed, before the work; creates nothing). "" passes (no file asked for)."""
-    if text:
-        from edge.commands._out import check_writable_file
-        from edge.errors import EdgeError
+    """An ``--out`` path a result file can be written to: not a directory; an existing file writable,
+    or a new one's nearest existing folder (checked when parsed, before the work; creates nothing)."""
+    from edge.commands._out import check_writable_file
+    from edge.errors import EdgeError
 
-        try:
-            check_writable_file(text)
-        except EdgeError as err:  # argparse names the flag: "argument --out: PATH: ..."
-            raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a file path, e.g. results.json")
+    try:
+        check_writable_file(text)
+    except EdgeError as err:  # argparse names the flag: "argument --out: PATH: ..."
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
     return text
+
+
+def writable_file_or_none(text: str) -> str:
+    """:func:`writable_file`, or "" (no file asked for)."""
+    return writable_file(text) if text else text
 
 
 def writable_path(text: str) -> Path:
@@ -150,4 +156,5 @@ def writable_dir(text: str) -> str:
     return text
 
 
-writable_file.__name__, writable_path.__name__, writable_dir.__name__ = "file path", "file path", "directory"
+writable_file.__name__ = writable_path.__name__ = writable_file_or_none.__name__ = "file path"
+writable_dir.__name__ = "directory"

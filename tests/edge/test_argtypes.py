@@ -55,7 +55,7 @@ def test_existing_kinds(tmp_path):
 
 
 def test_out_paths_are_checked_when_parsed_and_nothing_is_made(tmp_path, capsys):
-    from edge.argtypes import writable_dir, writable_file, writable_path
+    from edge.argtypes import writable_dir, writable_file, writable_file_or_none, writable_path
 
     ap = argparse.ArgumentParser(prog="bench")
     ap.add_argument("--out", type=writable_file, default=str(tmp_path / "new" / "deeper" / "r.json"))
@@ -64,7 +64,12 @@ def test_out_paths_are_checked_when_parsed_and_nothing_is_made(tmp_path, capsys)
     a = ap.parse_args(["--runs", str(tmp_path / "runs"), "--p", str(tmp_path / "p.json")])
     assert a.out == str(tmp_path / "new" / "deeper" / "r.json") and a.p == tmp_path / "p.json"
     assert list(tmp_path.iterdir()) == []  # checked, nothing created
-    assert ap.parse_args(["--out", ""]).out == ""  # no file asked for
+    with pytest.raises(SystemExit):  # Path("") would be the current directory, found only when written
+        ap.parse_args(["--out", ""])
+    assert "argument --out: '': give a file path" in capsys.readouterr().err
+    opt = argparse.ArgumentParser(prog="pairs")
+    opt.add_argument("--out", type=writable_file_or_none, default="")
+    assert opt.parse_args([]).out == "" and opt.parse_args(["--out", str(tmp_path / "o.json")]).out
     (tmp_path / "f").write_text("")
     for argv, said in ((["--out", str(tmp_path)], f"argument --out: {tmp_path}: is a directory; give a file path"),
                        (["--out", str(tmp_path / "f" / "r.json")], "its folder"),
