@@ -122,7 +122,7 @@ def existing(kind: str = "path") -> Callable[[str], str]:
 def writable_file(text: str) -> str:
     """An ``--out`` path a result file can be written to: not a directory; an existing file writable,
     or a new one's nearest existing folder (checked when parsed, before the work; creates nothing)."""
-    from edge.commands._out import check_writable_file
+    from edge.writable import check_writable_file
     from edge.errors import EdgeError
 
     if not text.strip():
@@ -146,7 +146,7 @@ def writable_path(text: str) -> Path:
 
 def writable_dir(text: str) -> str:
     """An ``--out`` directory that exists or can be made, writable (checked when parsed; creates nothing)."""
-    from edge.commands._out import check_writable_dir
+    from edge.writable import check_writable_dir
     from edge.errors import EdgeError
 
     try:

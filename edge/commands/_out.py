@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from edge.errors import EdgeError
+from edge.writable import check_writable_dir, check_writable_file  # noqa: F401 - re-exported
 
 
 def make_default_run_dir(prefix: str = "") -> tuple[Path, Path]:
@@ -29,23 +28,6 @@ def make_default_run_dir(prefix: str = "") -> tuple[Path, Path]:
             raise EdgeError(f"cannot create the run directory {out} ({err.strerror}); give one with --out") from None
 
 
-def check_writable_dir(out: str | Path, flag: str = "--out") -> None:
-    """Raise EdgeError unless ``out`` is (or can be created as) a writable directory. Creates
-    nothing: a probe file or directory is made in ``out`` or its nearest existing parent and removed."""
-    p = Path(out)
-    if p.exists() and not p.is_dir():
-        raise EdgeError(f"{flag} {p}: exists and is not a directory; choose another {flag}")
-    anchor = p if p.exists() else next((q for q in p.parents if q.exists()), Path("."))
-    if not anchor.is_dir():
-        raise EdgeError(f"{flag} {p}: {anchor} is a file, not a directory; choose another {flag}")
-    try:
-        probe = tempfile.mkdtemp(prefix=".edge-write-probe-", dir=anchor)
-        os.rmdir(probe)
-    except OSError as err:
-        where = "" if anchor == p else f" ({anchor} is where it would be created)"
-        raise EdgeError(f"{flag} {p}: not writable{where}: {err.strerror}; choose another {flag}") from None
-
-
 def foreign_entries(out: str | Path) -> list[str]:
     """The names in ``out`` that are someone else's: all but hidden files, the commands' own temporary
     files (``*.tmp``, ``*.tmp.*``) and empty folders left by an interrupted write; [] if ``out`` is no folder."""
@@ -55,21 +37,3 @@ def foreign_entries(out: str | Path) -> list[str]:
     return sorted(x.name for x in p.iterdir()
                   if not x.name.startswith(".") and not x.name.endswith(".tmp") and ".tmp." not in x.name
                   and not (x.is_dir() and not any(x.iterdir())))
-
-
-def check_writable_file(out: str | Path, flag: str = "--out", replace: bool = False) -> None:
-    """Raise EdgeError unless ``out`` can be written as a file (a result JSON): not a directory; an
-    existing file writable in place, else (or with ``replace``: a writer that renames a temporary file
-    over it) its nearest existing parent a writable directory. Creates nothing (checked before the work)."""
-    p = Path(out)
-    if p.is_dir():
-        raise EdgeError(f"{flag} {p}: is a directory; give a file path (e.g. {p / 'result.json'})")
-    if not replace and p.exists():
-        if os.access(p, os.W_OK):
-            return
-        raise EdgeError(f"{flag} {p}: not writable; choose another {flag}")
-    try:
-        check_writable_dir(p.parent, flag=flag)
-    except EdgeError as e:
-        why = str(e).split(": ", 1)[-1]
-        raise EdgeError(f"{flag} {p}: its folder {p.parent}: {why}") from None

@@ -19,7 +19,7 @@ def test_a_result_file_path_is_checked_before_the_work(tmp_path):
 
 
 def test_an_existing_file_is_written_in_place_so_its_folder_is_not_probed(tmp_path, monkeypatch):
-    import edge.commands._out as out_mod
+    import edge.writable as out_mod
     from edge.errors import EdgeError
 
     f = tmp_path / "results.json"
