@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -32,15 +33,30 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _target(path: str | Path) -> Path:
+    """The file a write lands in: a symlink's target (the link stays a link)."""
+    p = Path(path)
+    return p.resolve() if p.is_symlink() else p
+
+
+def _keep_mode(tmp: Path, p: Path) -> None:
+    """The replacement keeps the replaced file's permissions."""
+    try:
+        os.chmod(tmp, stat.S_IMODE(p.stat().st_mode))
+    except FileNotFoundError:
+        pass
+
+
 def write_with(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
     """Write ``path`` whole or not at all: ``write(f)`` fills a binary temp file beside it."""
-    p = Path(path)
+    p = _target(path)
     tmp = p.with_name(p.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        _keep_mode(tmp, p)
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -68,7 +84,7 @@ def write_torch(path: str | Path, obj: Any) -> Path:
     folder beside it)."""
     import torch
 
-    p = Path(path)
+    p = _target(path)
     work = p.with_name(f".{p.name}.tmp")
     if work.is_dir() and not work.is_symlink():
         shutil.rmtree(work)  # a killed writer's
@@ -78,6 +94,7 @@ def write_torch(path: str | Path, obj: Any) -> Path:
     tmp = work / p.name
     try:
         torch.save(obj, tmp)
+        _keep_mode(tmp, p)
         commit(tmp, p)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -86,3 +86,20 @@ def test_a_torch_file_is_synced_before_the_rename_and_a_failed_save_leaves_the_o
         atomic.write_torch(p, {"step": 2, "x": Unpicklable()})
     assert torch.load(p, weights_only=True) == {"step": 1}
     assert [x.name for x in tmp_path.iterdir()] == ["train_state.pt"]
+
+
+def test_a_symlinked_target_stays_a_link_and_a_replaced_file_keeps_its_permissions(tmp_path):
+    real = tmp_path / "store" / "manifest.json"
+    real.parent.mkdir()
+    real.write_text("{}")
+    real.chmod(0o640)
+    link = tmp_path / "manifest.json"
+    link.symlink_to(real)
+    atomic.write_json(link, {"a": 1})
+    assert link.is_symlink() and json.loads(real.read_text()) == {"a": 1}
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    w = tmp_path / "w.pt"
+    atomic.write_torch(w, {"step": 1})
+    w.chmod(0o600)
+    atomic.write_torch(w, {"step": 2})
+    assert stat.S_IMODE(w.stat().st_mode) == 0o600 and torch.load(w, weights_only=True) == {"step": 2}
