@@ -47,10 +47,10 @@ def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
     assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
-                       "--max-steps", "30", "--seed", "11", "--arms", "real_process", "--runs-dir",
+                       "--max-steps", "12", "--seed", "11", "--arms", "real_torch1", "--runs-dir",
                        str(tmp_path / "runs"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
-    assert list(res["arms"]) == ["virtual", "real_process"]  # virtual always: the ratios are to it
+    assert list(res["arms"]) == ["virtual", "real_torch1"]  # virtual always: the ratios are to it
     for fig in res["arms"].values():
         assert len(fig["compute_p50_ms_by_block"]) == 2
         assert all(v is not None and v > 0 for v in fig["compute_p50_ms_by_block"]), fig["compute_p50_ms_by_block"]
