@@ -208,24 +208,20 @@ def check_window(config: Any, seq_len: int) -> None:
                              "ones and the action")
 
 
-def _atomic_save(obj: dict, path: Path) -> None:
-    atomic.write_torch(path, obj)
-
-
 def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generator, settings: dict,
                       predictor=None) -> None:
     import torch
 
-    _atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                  "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
-                  "settings": json.dumps(settings),
-                  **({} if predictor is None else {"predictor": predictor.state_dict()})}, path)
+    atomic.write_torch(path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                              "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
+                              "settings": json.dumps(settings),
+                              **({} if predictor is None else {"predictor": predictor.state_dict()})})
 
 
 def _save_weights(path: Path, model, step: int, settings: dict, command: str) -> None:
     """The weights alone at ``step`` (read, like a ``train_state.pt``, by :func:`load_run_weights`)."""
-    _atomic_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "step": step,
-                  "settings": json.dumps(settings), "command": command}, path)
+    atomic.write_torch(path, {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "step": step,
+                              "settings": json.dumps(settings), "command": command})
 
 
 def load_run_weights(path: str | Path, flag: str = "--weights"):

@@ -247,12 +247,12 @@ class AdapterTrainer:
         st = dict(st, wall_s=st.get("wall_s_base", st["wall_s"]) + time.perf_counter() - t_start)
         deploy = {"config": to_dict(self.cfg), "agent": agent.state_dict(), "gate": gate,
                   "feature_dim": agent.enc.proj.in_features, "chunk_len": agent.H, "action_dim": agent.Da}
-        _atomic_torch_save(deploy, self.out / ADAPTER_FILE)
-        _atomic_torch_save({"agent": agent.state_dict(),
-                            **{n: getattr(agent, n).state_dict() for n in ("opt_critic", "opt_actor", "opt_alpha")},
-                            **replay.state(),
-                            "counters": st, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()},
-                           self.out / STATE_FILE)
+        atomic.write_torch(self.out / ADAPTER_FILE, deploy)
+        atomic.write_torch(self.out / STATE_FILE, {
+            "agent": agent.state_dict(),
+            **{n: getattr(agent, n).state_dict() for n in ("opt_critic", "opt_actor", "opt_alpha")},
+            **replay.state(),
+            "counters": st, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()})
         files = {ADAPTER_FILE: sha256_file(self.out / ADAPTER_FILE)}
         if final:
             from adapters.eqrl.export import ONNX_FILE, export_onnx
@@ -298,7 +298,3 @@ def _cut_log(path: Path, episodes: int) -> None:
     kept = "".join(rows[ep] + "\n" for ep in sorted(rows))
     if kept != text:
         atomic.write_text(path, kept)
-
-
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    atomic.write_torch(path, obj)

@@ -49,10 +49,6 @@ def resolve(path: str | Path) -> Path:
     return p
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    atomic.write_torch(path, obj)
-
-
 def save_model(path: str | Path, model: VLAModel, state_dict: dict[str, torch.Tensor] | None = None,
                extra: dict[str, Any] | None = None) -> Path:
     """Write the deployable checkpoint (``state_dict`` defaults to the model's own weights)."""
@@ -67,7 +63,7 @@ def save_model(path: str | Path, model: VLAModel, state_dict: dict[str, torch.Te
     }
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    atomic_torch_save(payload, p)
+    atomic.write_torch(p, payload)
     return p
 
 

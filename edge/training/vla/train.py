@@ -32,6 +32,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 
+from edge import atomic
 from edge.config import ConfigError, to_dict
 from edge.errors import EdgeError
 from edge.training.vla.config import (  # noqa: F401 - TrainVLAConfig, warmup_cosine re-exported
@@ -420,7 +421,7 @@ class VLATrainer(VisionStages):
             "history": self.history, "evals": self.evals, "resumed_at": self.resumed_at,
             "init": self.init_info, "pretrain": self.pretrain, "locator": self.locator_record,
         }
-        ckpt.atomic_torch_save(state, self.out_dir / ckpt.TRAIN_STATE_FILE)
+        atomic.write_torch(self.out_dir / ckpt.TRAIN_STATE_FILE, state)
         model_path = ckpt.save_model(self.out_dir / ckpt.MODEL_FILE, self.ema,
                                      extra={"step": self.step, "weights": "ema"})
         return write_manifest(self, model_path, wall)
