@@ -299,10 +299,14 @@ def bad_args(args: argparse.Namespace) -> str | None:
     dev = args.device
     if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         return f"--device {dev}: give cuda, cuda:N or cpu"
-    if not Path(args.checkpoint).exists():
-        return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
     from edge.commands._out import check_writable_file
     from edge.errors import EdgeError
+    from edge.vla.checkpoint import resolve
+
+    try:
+        resolve(args.checkpoint)
+    except FileNotFoundError as err:  # names what the directory is instead, where it can tell
+        return f"--checkpoint: {err}"
 
     try:
         check_writable_file(args.out, replace=True)  # before the device time is spent (written by rename)
@@ -332,11 +336,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_GPU
 
     from edge.backends.torch_cuda import TorchCudaBackend
+    from edge.errors import EdgeError
     from edge.vla.checkpoint import load_model, resolve
 
     out_path = Path(args.out)
     ckpt = resolve(args.checkpoint)
-    base_model = load_model(ckpt)
+    try:
+        base_model = load_model(ckpt)
+    except EdgeError as err:  # weights that fail their manifest, a stored config this code cannot build
+        print(f"gpu_check: --checkpoint {args.checkpoint}: {err}", file=sys.stderr)
+        return EXIT_SETUP
     spec = base_model.spec
     mean, std = spec.action_stats()
     parity_k = sorted({int(k) for k in args.parity_k.split(",")})

@@ -140,13 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from edge.errors import EdgeError
-    from world_models.policy import SHIPPED, load_world_model
+    from world_models.policy import SHIPPED, WorldModelPolicy, load_world_model
     from world_models.slot_pretrain import random_episodes
 
     torch.set_num_threads(args.threads)
     wm = args.world_model or str(SHIPPED)
     try:
         cfg, _, manifest = load_world_model(wm)
+        WorldModelPolicy(wm, seed=args.seed)  # refuses a model the runtime cannot plan with (an oracle-slot
+        # one, one whose encoder changed) before any frame is rendered
     except (EdgeError, OSError, ValueError, KeyError) as e:
         print(f"error: --world-model {wm}: {e}", file=sys.stderr)
         return 2

@@ -44,3 +44,23 @@ def test_dry_run_on_cpu_writes_the_whole_record(tmp_path):
     assert d["skipped"]["tensorrt_fp16"]
     assert d["parity"]["ort_cpu_fp32_dry_run"]["pass"] and d["parity"]["torch_eager_bf16"]["cosine_min"] > 0.99
     assert d["parity_failed"] == []
+
+
+def test_a_checkpoint_that_is_not_one_is_refused_in_one_line(tmp_path, capsys):
+    from tests.benchmarks._load import load_benchmark
+
+    gc = load_benchmark("gpu_check")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ticks.jsonl").write_text("")
+    out = str(tmp_path / "o.json")
+    assert gc.main(["--device", "cpu", "--checkpoint", str(run), "--out", out]) == gc.EXIT_SETUP
+    err = capsys.readouterr().err
+    assert "--checkpoint: no VLA checkpoint at" in err and "it is a run directory" in err
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "model.pt").write_bytes(b"not a torch file")
+    assert gc.main(["--device", "cpu", "--checkpoint", str(torn), "--out", out]) == gc.EXIT_SETUP
+    err = capsys.readouterr().err
+    assert f"--checkpoint {torn}" in err and "Traceback" not in err
+    assert not (tmp_path / "o.json").exists()

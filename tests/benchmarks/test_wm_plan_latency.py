@@ -26,3 +26,20 @@ def test_both_backends_decide_on_the_same_frames(tmp_path, monkeypatch, capsys):
         with pytest.raises(SystemExit) as e:
             bench.main([*bad, "--out", str(out)])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_an_oracle_slot_model_is_refused_before_any_frame_is_rendered(tmp_path, monkeypatch, capsys):
+    import world_models.slot_pretrain as sp
+    from world_models.train import Trainer, tiny
+
+    Trainer(tiny(env_steps=4, eval_every=4, checkpoint_every=4, min_replay=2), tmp_path / "oracle",
+            progress=False).run()
+
+    def no_frames(*a, **k):
+        raise AssertionError("frames rendered before the model was refused")
+
+    monkeypatch.setattr(sp, "random_episodes", no_frames)
+    assert bench.main(["--world-model", str(tmp_path / "oracle"), "--out", str(tmp_path / "o.json"),
+                       "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--world-model" in err and "oracle-slot world model" in err
