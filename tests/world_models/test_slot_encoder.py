@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from edge.errors import EdgeError
 from sim.backends.base import SEG_BACKGROUND, SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
 from world_models.slot_encoder import (
     SlotAutoencoder,
@@ -307,6 +308,9 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     del settings["config"]["carry_iters"]
     state["settings"] = json.dumps(settings)
     torch.save(state, out / "train_state.pt")
+    with pytest.raises(EdgeError, match="changed on disk after it was saved"):  # its sha256 record refuses it
+        train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)
+    (out / "train_state.pt.sha256").unlink()  # as saved before sha256 records were kept: unchecked
     with open(out / "log.jsonl", "a") as f:  # a killed run logged step 7 after its last checkpoint (6)
         f.write(json.dumps({"step": 7, "loss": 9.0}) + "\n")
     m6 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)

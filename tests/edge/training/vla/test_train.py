@@ -82,6 +82,12 @@ def test_resume_refuses_changed_settings_or_data(demos, tmp_path):
         VLATrainer(tiny_config("steps=1"), "stack", demos, tmp_path / "r", resume=True)
     with pytest.raises(EdgeError, match=r"--init .*: the interrupted run was started from scratch \(no --init\)"):
         VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True, init=tmp_path / "r")
+    state = tmp_path / "r" / "train_state.pt"
+    b = bytearray(state.read_bytes())
+    b[len(b) // 2] ^= 0xFF  # a byte changed on disk (torch.load would not notice)
+    state.write_bytes(bytes(b))
+    with pytest.raises(EdgeError, match="changed on disk after it was saved"):
+        VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True)
 
 
 def test_cli_trains_refuses_overwrite_and_resumes(demos, tmp_path, capsys):
