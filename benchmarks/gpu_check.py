@@ -301,12 +301,18 @@ def bad_args(args: argparse.Namespace) -> str | None:
         return f"--device {dev}: give cuda, cuda:N or cpu"
     from edge.commands._out import check_writable_file
     from edge.errors import EdgeError
-    from edge.vla.checkpoint import resolve
 
     try:
-        resolve(args.checkpoint)
-    except FileNotFoundError as err:  # names what the directory is instead, where it can tell
-        return f"--checkpoint: {err}"
+        from edge.vla.checkpoint import resolve  # imports torch: main says so in one line where it cannot
+    except ImportError:
+        resolve = None
+    if resolve is not None:
+        try:
+            resolve(args.checkpoint)
+        except FileNotFoundError as err:  # names what the directory is instead, where it can tell
+            return f"--checkpoint: {err}"
+    elif not Path(args.checkpoint).exists():
+        return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
 
     try:
         check_writable_file(args.out, replace=True)  # before the device time is spent (written by rename)

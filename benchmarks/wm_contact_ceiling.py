@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from edge import atomic
 from edge.argtypes import writable_file
 from edge.errors import EdgeError
 from edge.telemetry import machine_info
@@ -271,6 +272,7 @@ def replay_episodes(run: str | Path) -> tuple[list[dict], int]:
     cfg, _, proj = load_oracle_run(run)
     if proj.shape[0] != 8:
         raise EdgeError(f"{run}: env.oracle_state={cfg.env.oracle_state!r}; the replay arm reads pose runs")
+    atomic.verify_torch_file(Path(run) / STATE_FILE)
     eps = torch.load(Path(run) / STATE_FILE, weights_only=False)["replay"]
     out = []
     for e in eps:

@@ -147,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     wm = args.world_model or str(SHIPPED)
     try:
         cfg, _, manifest = load_world_model(wm)
-        WorldModelPolicy(wm, seed=args.seed)  # refuses a model the runtime cannot plan with (an oracle-slot
-        # one, one whose encoder changed) before any frame is rendered
     except (EdgeError, OSError, ValueError, KeyError) as e:
         print(f"error: --world-model {wm}: {e}", file=sys.stderr)
+        return 2
+    try:  # a model the runtime cannot plan with (oracle slots, an encoder changed since): before any frame
+        WorldModelPolicy(wm, seed=args.seed)
+    except EdgeError as e:
+        print(f"error: --world-model: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     frames, data_hash = random_episodes(args.episodes, args.steps, args.seed, image_size=cfg.env.image_size,

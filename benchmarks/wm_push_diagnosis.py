@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge import atomic
 from edge.argtypes import writable_file
 from edge.telemetry import machine_info
 from edge.vla.manifest import git_revision
@@ -183,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                      "this needs an oracle push3 run")
     for run in args.runs:
         p = Path(run)
+        try:
+            atomic.verify_torch_file(p / STATE_FILE, ValueError, "--runs")
+        except ValueError as e:
+            ap.error(str(e))
         blob = torch.load(p / STATE_FILE, weights_only=False)
         cfg = blob["config"]
         if cfg.get("obs") != "oracle" or cfg["env"]["task"] != "push3":

@@ -212,7 +212,7 @@ def _save_train_state(path: Path, model, opt, step: int, rng: np.random.Generato
                       predictor=None) -> None:
     import torch
 
-    atomic.write_torch_checked(path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+    atomic.write_torch(path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                               "numpy_rng": _rng_state(rng), "torch_rng": torch.get_rng_state(),
                               "settings": json.dumps(settings),
                               **({} if predictor is None else {"predictor": predictor.state_dict()})})
@@ -232,7 +232,7 @@ def load_run_weights(path: str | Path, flag: str = "--weights"):
 
     from world_models.slot_encoder import SlotAutoencoder, SlotEncoderConfig
 
-    atomic.verify_checked(path)  # a run's train_state.pt (kept weights have no record)
+    atomic.verify_torch_file(path, ValueError, flag)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
         settings = json.loads(state["settings"])
@@ -303,7 +303,7 @@ def _load_train_state(path: Path, settings: dict, model, opt, rng: np.random.Gen
     ``path``; returns its step. The settings must match."""
     import torch
 
-    atomic.verify_checked(path)
+    atomic.verify_torch_file(path, ValueError)
     state = torch.load(path, map_location=model.device, weights_only=True)
     saved = json.loads(state["settings"])
     saved_cfg, cfg = saved.get("config"), settings.get("config")
@@ -355,6 +355,8 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
         src = src / "train_state.pt" if (src / "train_state.pt").is_file() else src / "manifest.json"
     if not src.is_file():
         raise ValueError(f"--init-from {str(path)!r}: no train_state.pt or manifest.json there")
+    if src.suffix != ".json":
+        atomic.verify_torch_file(src, ValueError, "--init-from")
     try:
         if src.suffix == ".json":
             from world_models.slot_encoder import load_encoder
@@ -363,7 +365,6 @@ def load_init_weights(path: str | Path, config) -> tuple[dict, dict]:
             weights, cfg = model.state_dict(), dict(manifest["config"])
             info = {"path": str(path), "sha256": manifest["sha256"], "step": manifest.get("metrics", {}).get("step")}
         else:
-            atomic.verify_checked(src)
             state = torch.load(src, map_location="cpu", weights_only=True)
             weights, cfg = state["model"], json.loads(state["settings"])["config"]
             info = {"path": str(path), "sha256": sha256_file(src), "step": int(state["step"])}
@@ -655,8 +656,6 @@ def train_slot_encoder(config, data_path: str | Path, out_dir: str | Path, steps
             for old in (state_path, *out.glob("weights_*.pt")):
                 if old.resolve() != start:
                     old.unlink(missing_ok=True)
-                    if old == state_path:
-                        atomic.digest_record(old).unlink(missing_ok=True)
         if init_info is not None:
             load_into(model, init_weights)
             log(f"initialised from {init_info['path']} (step {init_info['step']})")

@@ -337,7 +337,7 @@ class Trainer:
         blob = {"config": to_dict(self.cfg), "learner": self.learner.state_dict(), "replay": self.replay.episodes,
                 "st": self.st, "curve": self.curve, "rng": self.rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(), "command": self.started_by or self.command}
-        atomic.write_torch_checked(self.out / STATE_FILE, blob)
+        atomic.write_torch(self.out / STATE_FILE, blob)
 
     def _rewrite_curve(self) -> None:
         atomic.write_text(self.out / CURVE_FILE, "".join(json.dumps(row) + "\n" for row in self.curve))
@@ -346,7 +346,7 @@ class Trainer:
         f = self.out / STATE_FILE
         if not f.is_file():
             return False
-        atomic.verify_checked(f)
+        atomic.verify_torch_file(f)
         blob = torch.load(f, weights_only=False)
         new = to_dict(self.cfg)
         saved = _with_new_defaults(blob["config"], new, to_dict(RunConfig()))

@@ -116,6 +116,8 @@ class AdapterTrainer:
         cfg = self.cfg
         torch.set_num_threads(cfg.threads)
         t_start = time.perf_counter()
+        if self.resume and (self.out / STATE_FILE).exists():
+            atomic.verify_torch_file(self.out / STATE_FILE, flag="--resume:")  # before the envs start
         vla = _vla_latent(self.checkpoint)
         envs = (VecQueryEnv(cfg.envs, self.session) if self.ray_address is None
                 else RayVecQueryEnv(cfg.envs, self.session, address=self.ray_address))
@@ -132,7 +134,6 @@ class AdapterTrainer:
                   "wall_s": 0.0}
             rng = np.random.default_rng(cfg.seed)
             if self.resume and (self.out / STATE_FILE).exists():
-                atomic.verify_checked(self.out / STATE_FILE)
                 saved = torch.load(self.out / STATE_FILE, weights_only=False)
                 agent.load_state_dict(saved["agent"])
                 for name in ("opt_critic", "opt_actor", "opt_alpha"):
@@ -249,7 +250,7 @@ class AdapterTrainer:
         deploy = {"config": to_dict(self.cfg), "agent": agent.state_dict(), "gate": gate,
                   "feature_dim": agent.enc.proj.in_features, "chunk_len": agent.H, "action_dim": agent.Da}
         atomic.write_torch(self.out / ADAPTER_FILE, deploy)
-        atomic.write_torch_checked(self.out / STATE_FILE, {
+        atomic.write_torch(self.out / STATE_FILE, {
             "agent": agent.state_dict(),
             **{n: getattr(agent, n).state_dict() for n in ("opt_critic", "opt_actor", "opt_alpha")},
             **replay.state(),

@@ -105,69 +105,21 @@ def test_a_symlinked_target_stays_a_link_and_a_replaced_file_keeps_its_permissio
     assert stat.S_IMODE(w.stat().st_mode) == 0o600 and torch.load(w, weights_only=True) == {"step": 2}
 
 
-def _flip(path, at=None):
-    b = bytearray(path.read_bytes())
-    b[len(b) // 2 if at is None else at] ^= 0xFF
-    path.write_bytes(bytes(b))
 
-
-def test_a_checked_state_refuses_bytes_changed_on_disk_and_passes_without_a_record(tmp_path):
-    import torch
-
+def test_a_torch_file_whose_bytes_changed_on_disk_is_refused(tmp_path):
     from edge.errors import EdgeError
 
     p = tmp_path / "train_state.pt"
-    atomic.write_torch_checked(p, {"w": torch.arange(4096.0)})
-    rec = atomic.digest_record(p)
-    assert json.loads(rec.read_text()) == {"sha256": [atomic.sha256_of(p)]}
-    atomic.verify_checked(p)
-    _flip(p)  # torch.load would read this without noticing: the check is what catches it
-    assert torch.load(p, weights_only=True)["w"].shape == (4096,)
-    with pytest.raises(EdgeError, match="changed on disk after it was saved.*delete train_state.pt.sha256"):
-        atomic.verify_checked(p)
-    rec.unlink()
-    atomic.verify_checked(p)  # a state saved before records were kept: unchecked
-    rec.write_text("{}")
-    with pytest.raises(EdgeError, match="not a sha256 record"):
-        atomic.verify_checked(p)
-
-
-def test_a_checked_state_killed_at_any_point_of_its_save_is_accepted_by_its_record(tmp_path, monkeypatch):
-    import torch
-
-    p = tmp_path / "train_state.pt"
-    atomic.write_torch_checked(p, {"step": 1})
-    real_commit, real_json = atomic.commit, atomic.write_json
-
-    def killed(*a, **k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(atomic, "commit", killed)  # after the record lists both hashes, before the rename
-    with pytest.raises(KeyboardInterrupt):
-        atomic.write_torch_checked(p, {"step": 2})
-    assert len(json.loads(atomic.digest_record(p).read_text())["sha256"]) == 2
-    atomic.verify_checked(p)
-    assert torch.load(p)["step"] == 1
-    monkeypatch.setattr(atomic, "commit", real_commit)
-    calls = []
-
-    def json_then_killed(path, data, **kw):  # the rename happened, the final record did not
-        calls.append(data)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_json(path, data, **kw)
-
-    monkeypatch.setattr(atomic, "write_json", json_then_killed)
-    with pytest.raises(KeyboardInterrupt):
-        atomic.write_torch_checked(p, {"step": 3})
-    assert torch.load(p)["step"] == 3
-    atomic.verify_checked(p)
-    monkeypatch.setattr(atomic, "write_json", real_json)
-    atomic.write_torch_checked(p, {"step": 4})  # the next save reads the file past a killed save's two hashes
-    assert json.loads(atomic.digest_record(p).read_text())["sha256"] == [atomic.sha256_of(p)]
-    q = tmp_path / "first.pt"
-    monkeypatch.setattr(atomic, "write_json", killed)  # a first save leaves no record before its rename
-    with pytest.raises(KeyboardInterrupt):
-        atomic.write_torch_checked(q, {"step": 1})
-    assert torch.load(q)["step"] == 1 and not atomic.digest_record(q).exists()
-    atomic.verify_checked(q)
+    atomic.write_torch(p, {"w": torch.arange(4096.0)})
+    atomic.verify_torch_file(p)
+    b = bytearray(p.read_bytes())
+    b[len(b) // 2] ^= 0xFF  # inside the tensor's bytes
+    p.write_bytes(bytes(b))
+    assert torch.load(p, weights_only=True)["w"].shape == (4096,)  # torch reads it without noticing
+    with pytest.raises(EdgeError, match=r"--resume: .*train_state.pt: its bytes changed on disk.*train_state/data/0"):
+        atomic.verify_torch_file(p, flag="--resume:")
+    with pytest.raises(ValueError, match="its bytes changed on disk"):
+        atomic.verify_torch_file(p, ValueError)
+    atomic.verify_torch_file(tmp_path / "missing.pt")  # no file, or no zip archive: the loader's to say
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    atomic.verify_torch_file(tmp_path / "junk.pt")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from edge.errors import EdgeError
 from sim.backends.base import SEG_BACKGROUND, SEG_OBJECT0, SEG_ROBOT, SEG_TABLE
 from world_models.slot_encoder import (
     SlotAutoencoder,
@@ -308,9 +307,13 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     del settings["config"]["carry_iters"]
     state["settings"] = json.dumps(settings)
     torch.save(state, out / "train_state.pt")
-    with pytest.raises(EdgeError, match="changed on disk after it was saved"):  # its sha256 record refuses it
+    keep = (out / "train_state.pt").read_bytes()
+    b = bytearray(keep)
+    b[len(b) // 2] ^= 0xFF  # a byte changed on disk: not resumed (torch.load would read it without noticing)
+    (out / "train_state.pt").write_bytes(bytes(b))
+    with pytest.raises(ValueError, match="its bytes changed on disk after it was saved"):
         train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)
-    (out / "train_state.pt.sha256").unlink()  # as saved before sha256 records were kept: unchecked
+    (out / "train_state.pt").write_bytes(keep)
     with open(out / "log.jsonl", "a") as f:  # a killed run logged step 7 after its last checkpoint (6)
         f.write(json.dumps({"step": 7, "loss": 9.0}) + "\n")
     m6 = train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)

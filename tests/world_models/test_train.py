@@ -1,6 +1,7 @@
 """A tiny world-model + MCTS training run: it runs, writes its artefacts, resumes, refuses mixing."""
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from edge import atomic
 from edge.config import ConfigError
 from edge.errors import EdgeError
 
@@ -54,10 +54,15 @@ def test_tiny_train_then_resume_continues(tmp_path):
     blob = torch.load(out / STATE_FILE, weights_only=False)
     del blob["config"]["encoder_carry_iters"]
     torch.save(blob, out / STATE_FILE)
-    with pytest.raises(EdgeError, match="changed on disk after it was saved"):  # its sha256 record refuses it
-        Trainer(tiny(env_steps=36), out, progress=False)._load_state()
-    atomic.digest_record(out / STATE_FILE).unlink()  # as saved before records were kept: unchecked
     assert Trainer(tiny(env_steps=36), out, progress=False)._load_state()
+    # a state whose bytes changed on disk is not resumed (torch.load would read it without noticing)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    b = bytearray((damaged / STATE_FILE).read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    (damaged / STATE_FILE).write_bytes(bytes(b))
+    with pytest.raises(EdgeError, match="its bytes changed on disk after it was saved"):
+        Trainer(tiny(env_steps=36), damaged, progress=False)._load_state()
     # an oracle run reads no encoder: a slot encoder or tracking rounds named by a preset leave it resumable
     assert Trainer(tiny(env_steps=36, encoder="world_models/checkpoints/slots_push3_v2", encoder_carry_iters=1), out,
                    progress=False)._load_state()
@@ -269,7 +274,6 @@ def test_a_run_saved_before_a_section_key_existed_resumes_at_its_default(tmp_pat
     del blob["config"]["env"]["approach"]  # added later still
     del blob["config"]["env"]["oracle_state"]  # and later again
     torch.save(blob, out / STATE_FILE)
-    atomic.digest_record(out / STATE_FILE).unlink()  # saved before sha256 records were kept
     assert Trainer(tiny(env_steps=24), out, progress=False)._load_state()
     with pytest.raises(ConfigError, match="learner"):
         Trainer(tiny(env_steps=24, learner=LearnerConfig(batch=4, unroll=2, td_steps=2, relevance_l1=0.1)), out,

@@ -261,7 +261,7 @@ class VLATrainer(VisionStages):
         if not path.is_file():
             raise FileNotFoundError(f"--resume: no {ckpt.TRAIN_STATE_FILE} in {self.out_dir}; "
                                     "start without --resume")
-        atomic.verify_checked(path)
+        atomic.verify_torch_file(path, flag="--resume:")
         state = torch.load(path, map_location="cpu", weights_only=True)
         if state.get("format") != TRAIN_FORMAT:
             raise EdgeError(f"{path} is not a VLA training state")
@@ -422,7 +422,7 @@ class VLATrainer(VisionStages):
             "history": self.history, "evals": self.evals, "resumed_at": self.resumed_at,
             "init": self.init_info, "pretrain": self.pretrain, "locator": self.locator_record,
         }
-        atomic.write_torch_checked(self.out_dir / ckpt.TRAIN_STATE_FILE, state)
+        atomic.write_torch(self.out_dir / ckpt.TRAIN_STATE_FILE, state)
         model_path = ckpt.save_model(self.out_dir / ckpt.MODEL_FILE, self.ema,
                                      extra={"step": self.step, "weights": "ema"})
         return write_manifest(self, model_path, wall)

@@ -10,7 +10,6 @@ from adapters.eqrl.config import EqrlConfig
 from adapters.eqrl.deploy import EqrlScheduler, load_agent
 from adapters.eqrl.export import ONNX_FILE
 from adapters.eqrl.train import LOG_FILE, MANIFEST_FILE, STATE_FILE, AdapterTrainer
-from edge.atomic import sha256_of
 from edge.runtime.session import DEFAULT_CHECKPOINT
 
 TINY = dict(envs=1, warmup_queries=5, batch_size=8, distill_batch=4, hidden=16, feature_proj=8, n_critics=2,
@@ -36,7 +35,6 @@ def test_train_saves_and_resume_continues(trained):
     rows = [json.loads(x) for x in (out / LOG_FILE).read_text().splitlines()]
     assert [r["episode"] for r in rows] == [0, 1, 2]
     assert m["vla"]["sha256"] and set(m["files"]) == {"adapter.pt", ONNX_FILE}
-    assert json.loads((out / "train_state.pt.sha256").read_text())["sha256"] == [sha256_of(out / STATE_FILE)]
 
 
 def test_a_state_changed_on_disk_is_not_resumed(trained, tmp_path):
@@ -49,7 +47,7 @@ def test_a_state_changed_on_disk_is_not_resumed(trained, tmp_path):
     b = bytearray((out / STATE_FILE).read_bytes())
     b[len(b) // 2] ^= 0xFF
     (out / STATE_FILE).write_bytes(bytes(b))
-    with pytest.raises(EdgeError, match="changed on disk after it was saved"):
+    with pytest.raises(EdgeError, match="--resume: .*changed on disk after it was saved"):
         AdapterTrainer(EqrlConfig(episodes=4, **TINY), out, str(DEFAULT_CHECKPOINT), resume=True,
                        progress=False).run()
 

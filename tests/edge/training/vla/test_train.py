@@ -86,7 +86,7 @@ def test_resume_refuses_changed_settings_or_data(demos, tmp_path):
     b = bytearray(state.read_bytes())
     b[len(b) // 2] ^= 0xFF  # a byte changed on disk (torch.load would not notice)
     state.write_bytes(bytes(b))
-    with pytest.raises(EdgeError, match="changed on disk after it was saved"):
+    with pytest.raises(EdgeError, match="--resume: .*changed on disk after it was saved"):
         VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True)
 
 
