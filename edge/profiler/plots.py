@@ -102,6 +102,8 @@ def episode_timeline(ep: Mapping[str, Any], path: Path) -> Path:
         title += f" (seed {ep['seed']})"
     if ep.get("success") is not None:
         title += " — success" if ep["success"] else " — failure"
+    elif ep.get("interrupted"):
+        title += " — interrupted (no episode record)"
     ax_kc.set_title(title, loc="left")
 
     if tq:

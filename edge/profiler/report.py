@@ -153,14 +153,23 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
     doc.h("Timelines")
     if len(ep_ids) > max_episodes:
         doc.p(f"First {max_episodes} of {len(ep_ids)} episodes (--max-episodes).")
+    # episodes without a record (finished_only() is the run itself where runs have no episodes: an arm, HIL)
+    cut = [] if run.finished_only() is run else [ep for ep in ep_ids if ep not in by_ep]
+    if cut:
+        doc.p(f"Episode{'s' if len(cut) > 1 else ''} {', '.join(map(str, cut))} did not end (no episode record: "
+              "the run stopped there, was killed, or is still running); the summary and the episode table "
+              "leave them out, and their timelines (within --max-episodes) show the ticks recorded.")
     for ep in ep_ids[:max_episodes]:
         series = episode_series(ticks, queries, ep, by_ep.get(ep))
         if not series["t_s"]:
             continue
+        series["interrupted"] = ep in cut
         p = plots.episode_timeline(series, out / f"timeline_ep{ep}.png")
         written["pngs"].append(p)
-        doc.img(p, f"episode {ep}: starved ticks in red on the queue-depth axis; safety interventions "
-                   "per kind (wait_first_plan = holding until the first chunk arrives)")
+        doc.img(p, f"episode {ep}{' (interrupted: no episode record)' if ep in cut else ''}: starved ticks in "
+                   "red on the queue-depth axis; safety interventions per kind (wait_first_plan = holding "
+                   "until the first chunk arrives)")
+    written["interrupted_episodes"] = cut
 
     if video:
         gifs = sorted(run_dir.glob("episode*.gif"), key=lambda p: int(p.stem.removeprefix("episode") or 0))

@@ -120,3 +120,18 @@ def test_a_report_replaces_its_own_run_earlier_report_and_refuses_other_files(pr
     (rep / ".edge-report.json").unlink()  # this run's report made before the marker existed: redone in place
     assert main(["report", str(run_dir), "--out", str(rep), "--no-video"]) == 0
     assert (rep / ".edge-report.json").is_file()
+
+
+def test_an_episode_a_kill_cut_short_is_marked_interrupted(profiled, tmp_path):
+    out, _ = profiled
+    run = tmp_path / "killed"
+    shutil.copytree(out / "runs" / "fixed_1x8__torch", run)
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    (run / "episodes.jsonl").write_text(lines[0] + "\n")  # the run was killed inside its second episode
+    res = build_report(run, tmp_path / "rep", video=False)
+    assert res["interrupted_episodes"] == [1] and res["summary"]["episodes"] == 1
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Episode 1 did not end" in md and "episode 1 (interrupted: no episode record)" in md
+    assert (tmp_path / "rep" / "timeline_ep1.png").is_file()
+    whole = build_report(out / "runs" / "fixed_1x8__torch", tmp_path / "rep2", video=False)
+    assert whole["interrupted_episodes"] == [] and "did not end" not in (tmp_path / "rep2" / "report.md").read_text()
