@@ -310,7 +310,7 @@ def bad_args(args: argparse.Namespace) -> str | None:
         try:
             resolve(args.checkpoint)
         except FileNotFoundError as err:  # names what the directory is instead, where it can tell
-            return f"--checkpoint: {err}"
+            return f"--checkpoint {args.checkpoint}: {err}"
     elif not Path(args.checkpoint).exists():
         return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
 

@@ -33,6 +33,19 @@ def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, 
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     assert res["revisions"]["after_dirty"] is bool(status.strip())  # uncommitted or untracked changes
     assert (tmp_path / "runs" / "before" / "episodes.jsonl").is_file()
+
+
+@pytest.mark.slow  # two more `edge run`s, each from a worktree (~13 s)
+def test_both_arms_from_worktrees_play_the_same_episodes(reach_model, tmp_path, monkeypatch):
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
+    run = ["--policy", "comet", "--task", "reach", "--world-model", str(reach_model), "--plan-simulations", "2",
+           "--latency", "constant", "--latency-ms", "10", "--set", "max_steps=4"]
+    assert bench.main(["--before", "HEAD", "--episodes", "2", "--block", "2", "--seed", "11",
+                       "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--", *run]) == 0
+    a = json.loads(out.read_text())["arms"]["after"]
     assert bench.main(["--before", "HEAD", "--after", "HEAD", "--episodes", "2", "--block", "2", "--seed", "11",
                        "--runs-dir", str(tmp_path / "runs2"), "--out", str(out), "--", *run]) == 0
     res2 = json.loads(out.read_text())  # both arms from worktrees: the same episodes again

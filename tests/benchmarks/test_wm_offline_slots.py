@@ -146,7 +146,7 @@ def test_mask_centroids_are_each_slots_decoder_mask_centre_and_share():
 
 def test_step_probe_reads_the_step_from_the_slot_that_carries_it():
     train, test = _synthetic_episodes(300, 0), _synthetic_episodes(40, 1)
-    probe, info = ofs.fit_step_probe(train[:270], train[270:], 1500, seed=0)
+    probe, info = ofs.fit_step_probe(train[:270], train[270:], 500, seed=0)  # here: R² 0.99, MSE 0.016 of zero
     assert info["best_update"] > 0 and info["val_mse_cm2"] < 0.2 * info["val_mse_zero_cm2"]
     ceiling = ofs.probe_steps(probe, test, what="ceiling")
     assert ceiling["contact_steps"] > 100 and ceiling["r2_at_contact"] > 0.8

@@ -32,9 +32,15 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     p = res["paired_real_minus_virtual"]
     d = sum(r["per_episode"]["success"]) - sum(v["per_episode"]["success"])
     assert p["only_first"] - p["only_second"] == d and p["difference"] == pytest.approx(d / 3, abs=1e-4)
+
+
+@pytest.mark.slow  # four more real-clock runs (~20 s)
+def test_async_real_clock_decides_inline_within_the_tick(reach_model, tmp_path, monkeypatch):
     # async: the real clock's arm decides inline, within the tick, and moves on more than every other
     # tick (sync's most); one process for both episodes, long enough that a slow first tick (which the
     # sim steps through) leaves ticks to count
+    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "o.json"
     assert bench.main(["--world-model", str(reach_model), "--episodes", "2", "--block", "2", "--max-steps", "12",
                        "--query-mode", "async", "--plan-simulations", "3", "--runs-dir", str(tmp_path / "a"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
@@ -61,12 +67,19 @@ def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, cap
     assert res["real_inference"] == "thread" and res["arms"]["real"]["decision_ms"]["n"] > 0
     for name, inference in (("virtual", "auto"), ("real", "thread")):
         assert json.loads((tmp_path / "p" / name / "meta.json").read_text())["session"]["inference"] == inference
+
+
+def test_bad_arguments_are_refused_before_any_run(reach_model, tmp_path, capsys):
+    out = tmp_path / "o.json"
+    (tmp_path / "runs").mkdir()
     for bad, said in ((["--episodes", "1"], "--episodes 1"), (["--plan-simulations", "-1"], "--plan-simulations -1"),
                       (["--runs-dir", str(tmp_path / "runs")], "exists"),
                       (["--query-mode", "async", "--real-inference", "thread"], "--real-inference thread")):
         with pytest.raises(SystemExit) as e:
-            bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
+            bench.main(["--world-model", str(reach_model), *bad, "--out", str(out),
+                        *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "n").exists() and not out.exists()
 
 
 def test_run_blocks_resumes_each_arm_and_rotates_who_goes_first(tmp_path, capsys):

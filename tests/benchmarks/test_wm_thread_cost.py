@@ -10,7 +10,8 @@ from tests.benchmarks._load import load_benchmark
 bench = load_benchmark("wm_thread_cost")
 
 
-def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path, monkeypatch, capsys):
+@pytest.mark.slow  # every arm (five or six real-clock runs, ~40 s); test_arms_pick_the_arms_run covers two
+def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
     assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "2",
@@ -36,21 +37,32 @@ def test_arms_run_the_same_seeds_and_compare_compute_time(reach_model, tmp_path,
     if "real_pinned" in res["arms"]:
         session = json.loads((tmp_path / "runs" / "real_pinned" / "meta.json").read_text())["session"]
         assert session["loop_cpus"] == "0" and session["inference_cpus"] == ""  # a thread is not placed by it
+
+
+def test_bad_arguments_are_refused_before_any_run(reach_model, tmp_path, capsys):
+    out = tmp_path / "o.json"
+    (tmp_path / "runs").mkdir()
     for bad, said in ((["--simulations", "0"], "--simulations 0"), (["--runs-dir", str(tmp_path / "runs")], "exists"),
                       (["--arms", "real,threads"], "unknown arm(s) threads")):
         with pytest.raises(SystemExit) as e:
-            bench.main([*bad, "--out", str(out), *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
+            bench.main(["--world-model", str(reach_model), *bad, "--out", str(out),
+                        *([] if "--runs-dir" in bad else ["--runs-dir", str(tmp_path / "n")])])
         assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "n").exists() and not out.exists()
 
 
 def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
     assert bench.main(["--world-model", str(reach_model), "--simulations", "2", "--episodes", "2", "--block", "1",
-                       "--max-steps", "12", "--seed", "11", "--arms", "real_torch1", "--runs-dir",
+                       "--max-steps", "20", "--seed", "11", "--arms", "real_torch1", "--runs-dir",
                        str(tmp_path / "runs"), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert list(res["arms"]) == ["virtual", "real_torch1"]  # virtual always: the ratios are to it
+    config = {name: json.loads((tmp_path / "runs" / name / "meta.json").read_text()) for name in res["arms"]}
+    assert config["real_torch1"]["config"]["worker"]["torch_threads"] == 1
+    assert [c["session"]["clock"] for c in config.values()] == ["virtual", "real"]
+    assert res["arms"]["virtual"]["compute_p50_vs_virtual"] == 1.0 and res["arms"]["real_torch1"]["seeds"] == [11, 12]
     for fig in res["arms"].values():
         assert len(fig["compute_p50_ms_by_block"]) == 2
         assert all(v is not None and v > 0 for v in fig["compute_p50_ms_by_block"]), fig["compute_p50_ms_by_block"]
