@@ -38,12 +38,28 @@ REQUIRED_KEYS = ("front", "proprio", "action", "phase", "instruction", "success"
 
 
 def _atomic_write_bytes(path: Path, write) -> None:
+    """Write ``path`` whole or not at all, also across a power cut: a temp file beside it, fsynced, renamed
+    over it, the folder fsynced (as edge/atomic.py does; sim imports no project module but kinematics)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # a platform without directory handles: the rename itself is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def episode_path(root: Path, seed: int) -> Path:

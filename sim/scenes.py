@@ -20,13 +20,14 @@ one-object task repeats its object.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from sim.demos import _atomic_write_bytes
 
 META_FILE = "meta.json"
 DATA_FILE = "scenes.npz"
@@ -56,14 +57,14 @@ def record_scenes(env: Any, count: int, seed: int, out: str | Path, meta: dict[s
         objects[i, :3] = info["object_poses"][moved][:3]
         objects[i, 3:] = info["object_poses"][base][:3]
         instructions.append(str(obs["instruction"]))
-    tmp = out / (DATA_FILE + ".tmp.npz")
-    np.savez(tmp, front=frames, objects=objects, instruction=np.asarray(instructions))
-    os.replace(tmp, out / DATA_FILE)
+    _atomic_write_bytes(out / DATA_FILE, lambda fh: np.savez(fh, front=frames, objects=objects,
+                                                           instruction=np.asarray(instructions)))
     record = {"format": "edge-scenes", "version": 1, "count": count, "seed": seed,
               "image_hw": list(frames.shape[1:3]) if frames is not None else None,
               "roles": ["moved", "base"], "wall_s": round(time.perf_counter() - t0, 1),
               "command": " ".join(["edge", *sys.argv[1:]]), **(meta or {})}
-    (out / META_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    text = (json.dumps(record, indent=2) + "\n").encode()
+    _atomic_write_bytes(out / META_FILE, lambda fh: fh.write(text))
     return record
 
 
