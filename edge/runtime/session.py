@@ -105,6 +105,13 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
         what = ("an edge hil host trace" if "hil_host" in meta else "a run on a real arm (edge run --arm bridge)"
                 if "arm" in meta else "not a run edge run recorded (no session in meta.json)")
         raise EdgeError(f"--resume: {d} is {what}; edge run resumes only its own runs: choose another --out")
+    from edge.records import SCHEMA_VERSION
+
+    version = meta.get("schema_version", 1)  # no key: written before records were versioned
+    if version != SCHEMA_VERSION:  # its lines and a resume's would be two schemas in one file
+        raise EdgeError(f"--resume: {d} was recorded in record schema v{version} (this edge writes v{SCHEMA_VERSION}); "
+                        "a resume would mix the two in one file. `edge report` still reads it; continue it "
+                        "with the edge that started it, or start a new run (another --out)")
     try:
         old = config_from_meta(meta).dotted()
     except ConfigError as err:

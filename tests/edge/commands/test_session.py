@@ -186,6 +186,23 @@ def test_a_run_from_another_physics_step_does_not_resume(tmp_path, capsys):
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 1
 
 
+def test_a_run_recorded_in_an_older_record_schema_does_not_resume(tmp_path, capsys):
+    """A resume appends lines in the current schema: a v1 run's file would hold two (the reader takes one)."""
+    out = tmp_path / "r"
+    argv = ["run", "--policy", "expert", "--episodes", "1", "--image-size", "16", "--set", "max_steps=5",
+            "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    del meta["schema_version"]  # as recorded before records were versioned: v1
+    (out / "meta.json").write_text(json.dumps(meta))
+    ticks = (out / "ticks.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*argv[:4], "2", *argv[5:], "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "recorded in record schema v1 (this edge writes v2)" in err and "another --out" in err
+    assert (out / "ticks.jsonl").read_text() == ticks and "schema_version" not in (out / "meta.json").read_text()
+
+
 def test_a_run_with_another_workspace_box_does_not_resume(tmp_path, capsys):
     """A run directory records the robot's workspace box (the safety layer clips at it); a panda run
     written before the simulated arm's clips were counted ran with the box of before e95f17e (y ±0.40,
