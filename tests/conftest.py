@@ -31,3 +31,25 @@ def _ctrl_c_is_keyboard_interrupt():
     yield
     if old is signal.SIG_IGN:
         signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture
+def sync_calls(monkeypatch):
+    """The fsyncs ("file" / "dir") and renames (target name) made while the test runs, in order."""
+    import os
+    import stat
+
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
+        real_fsync(fd)
+
+    def replace(a, b):
+        calls.append(("replace", os.path.basename(b)))
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return calls

@@ -12,13 +12,18 @@ bench = load_benchmark("edge_run_revisions")
 ROOT = BENCHMARKS.parent
 
 
-def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, monkeypatch):
+def _edge_run_args(reach_model, tmp_path, monkeypatch) -> list[str]:
+    """The `edge run` both arms play (a tiny planner run); skips outside a git checkout."""
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode:
         pytest.skip("not a git checkout")
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    return ["--policy", "comet", "--task", "reach", "--world-model", str(reach_model), "--plan-simulations", "2",
+            "--latency", "constant", "--latency-ms", "10", "--set", "max_steps=4"]
+
+
+def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, monkeypatch):
+    run = _edge_run_args(reach_model, tmp_path, monkeypatch)
     out = tmp_path / "o.json"
-    run = ["--policy", "comet", "--task", "reach", "--world-model", str(reach_model), "--plan-simulations", "2",
-           "--latency", "constant", "--latency-ms", "10", "--set", "max_steps=4"]
     monkeypatch.chdir(tmp_path)  # a relative --runs-dir: the same directory for both arms
     assert bench.main(["--before", "HEAD", "--episodes", "2", "--block", "2", "--seed", "11",
                        "--runs-dir", "runs", "--out", str(out), "--", *run]) == 0
@@ -37,12 +42,8 @@ def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, 
 
 @pytest.mark.slow  # two more `edge run`s, each from a worktree (~13 s)
 def test_both_arms_from_worktrees_play_the_same_episodes(reach_model, tmp_path, monkeypatch):
-    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode:
-        pytest.skip("not a git checkout")
-    monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
+    run = _edge_run_args(reach_model, tmp_path, monkeypatch)
     out = tmp_path / "o.json"
-    run = ["--policy", "comet", "--task", "reach", "--world-model", str(reach_model), "--plan-simulations", "2",
-           "--latency", "constant", "--latency-ms", "10", "--set", "max_steps=4"]
     assert bench.main(["--before", "HEAD", "--episodes", "2", "--block", "2", "--seed", "11",
                        "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--", *run]) == 0
     a = json.loads(out.read_text())["arms"]["after"]

@@ -39,22 +39,9 @@ def test_a_writer_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
     assert not (tmp_path / "m.json").exists() and not (tmp_path / "m.json.tmp").exists()
 
 
-def test_the_file_is_synced_before_the_rename_and_its_directory_after(tmp_path, monkeypatch):
-    calls = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        calls.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
-        real_fsync(fd)
-
-    def replace(a, b):
-        calls.append(("replace", os.path.basename(b)))
-        real_replace(a, b)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+def test_the_file_is_synced_before_the_rename_and_its_directory_after(tmp_path, sync_calls):
     atomic.write_json(tmp_path / "summary.json", {})
-    assert calls == [("fsync", "file"), ("replace", "summary.json"), ("fsync", "dir")]
+    assert sync_calls == [("fsync", "file"), ("replace", "summary.json"), ("fsync", "dir")]
 
 
 def test_a_torch_file_has_the_bytes_of_a_direct_save(tmp_path):

@@ -43,27 +43,11 @@ def test_write_rejects_ragged_episode(tmp_path):
 
 
 def test_files_are_synced_before_the_rename_and_their_folder_after_and_a_failed_write_leaves_no_temp(
-        tmp_path, monkeypatch):
-    import os
-    import stat
-
+        tmp_path, sync_calls):
     from sim.demos import _atomic_write_bytes
 
-    calls = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd):
-        calls.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
-        real_fsync(fd)
-
-    def replace(a, b):
-        calls.append(("replace", os.path.basename(b)))
-        real_replace(a, b)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
     _atomic_write_bytes(tmp_path / "meta.json", lambda fh: fh.write(b"{}"))
-    assert calls == [("fsync", "file"), ("replace", "meta.json"), ("fsync", "dir")]
+    assert sync_calls == [("fsync", "file"), ("replace", "meta.json"), ("fsync", "dir")]
 
     def fails(fh):
         fh.write(b"half")
