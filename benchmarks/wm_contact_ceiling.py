@@ -407,6 +407,13 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"{flag} " + (str(err) if str(err).startswith(str(run)) else f"{run}: {err}"))
             if flag == "--replay-runs" and proj.shape[0] != 8:
                 ap.error(f"{flag} {run}: env.oracle_state={cfg.env.oracle_state!r}; the replay arm reads pose runs")
+            if flag == "--replay-runs":  # its replay is read after the collection and the fits
+                from world_models.train import STATE_FILE
+
+                try:
+                    atomic.verify_torch_file(Path(run) / STATE_FILE)
+                except EdgeError as err:
+                    ap.error(f"{flag} {err}")
     agents = {}
     for a in args.agents:
         name, _, run = a.partition("=")

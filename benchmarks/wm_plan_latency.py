@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:  # a model the runtime cannot plan with (oracle slots, an encoder changed since): before any frame
         WorldModelPolicy(wm, seed=args.seed)
-    except EdgeError as e:
+    except (EdgeError, OSError, ValueError, KeyError) as e:
         print(f"error: --world-model: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()

@@ -182,12 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         if cfg and (cfg.get("obs") != "oracle" or cfg.get("env", {}).get("task") != "push3"):
             ap.error(f"--runs {run}: obs={cfg.get('obs')}, task={cfg.get('env', {}).get('task')}; "
                      "this needs an oracle push3 run")
-    for run in args.runs:
-        p = Path(run)
         try:
-            atomic.verify_torch_file(p / STATE_FILE, ValueError, "--runs")
+            atomic.verify_torch_file(Path(run) / STATE_FILE, ValueError, "--runs")
         except ValueError as e:
             ap.error(str(e))
+    for run in args.runs:
+        p = Path(run)
         blob = torch.load(p / STATE_FILE, weights_only=False)
         cfg = blob["config"]
         if cfg.get("obs") != "oracle" or cfg["env"]["task"] != "push3":

@@ -114,23 +114,35 @@ def commit(tmp: str | Path, path: str | Path) -> Path:
 
 
 def verify_torch_file(path: str | Path, error: type[Exception] | None = None, flag: str = "") -> None:
-    """Refuse a torch file whose bytes changed on disk after it was saved (a failing disk, an edit):
-    ``torch.load`` reads such a file without noticing, but the zip archive ``torch.save`` writes keeps
-    a CRC32 of every record, which this checks (about 0.3 s per 100 MB). Raises ``error`` (default
-    :class:`edge.errors.EdgeError`) naming the file (after ``flag``, where given); a file in torch's
-    pre-zip format passes unchecked."""
+    """Refuse a torch file whose bytes changed on disk after it was saved (a failing disk, an edit, a
+    cut copy): ``torch.load`` reads a flipped byte inside a tensor without noticing, but the zip archive
+    ``torch.save`` writes keeps a CRC32 of every record, which this checks (about 0.3 s per 100 MB).
+    Raises ``error`` (default :class:`edge.errors.EdgeError`) naming the file (after ``flag``, where
+    given). Passes unchecked: no such file (the loader says so), a file that is no zip archive (torch's
+    pre-1.6 format, or not a torch file: the loader says what it is), and an archive saved without CRCs
+    (``torch.serialization.set_crc32_options(False)``)."""
     import zipfile
 
     if error is None:
         from edge.errors import EdgeError as error
+    p = Path(path)
     try:
-        with zipfile.ZipFile(path) as z:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return
+    if head != b"PK\x03\x04":  # torch's own test for its zip format
+        return
+    what = "a damaged disk, an edit or a copy cut short"
+    try:
+        with zipfile.ZipFile(p) as z:
+            if not any(i.CRC for i in z.infolist() if i.file_size):  # saved without CRCs: nothing to compare
+                return
             bad = z.testzip()
-    except (zipfile.BadZipFile, OSError):
-        return  # no file, or not a zip archive: the loader that follows says what it is
-    except (EOFError, ValueError, NotImplementedError) as err:  # a damaged archive's own error
-        bad = f"a record ({type(err).__name__}: {err})"
+    except Exception as err:  # noqa: BLE001 - a truncated or damaged archive, whatever zipfile makes of it
+        raise error(f"{flag + ' ' if flag else ''}{p}: not a whole torch archive ({type(err).__name__}: {err}; "
+                    f"{what}), so it is not read; restore the file or make it again") from None
     if bad is not None:
-        raise error(f"{flag + ' ' if flag else ''}{path}: its bytes changed on disk after it was saved (the CRC32 torch stored for {bad} "
-                    "does not match: a damaged disk or an edit), so it is not read; start the run again or "
-                    "restore the file")
+        raise error(f"{flag + ' ' if flag else ''}{p}: its bytes changed on disk after it was saved (the CRC32 "
+                    f"torch stored for {bad} does not match: {what}), so it is not read; restore the file "
+                    "or make it again")

@@ -158,7 +158,8 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, max_epi
     if cut:
         doc.p(f"Episode{'s' if len(cut) > 1 else ''} {', '.join(map(str, cut))} did not end (no episode record: "
               "the run stopped there, was killed, or is still running); the summary and the episode table "
-              "leave them out, and their timelines (within --max-episodes) show the ticks recorded.")
+              "leave them out; the latency histogram and their timelines (within --max-episodes) show what "
+              "was recorded.")
     for ep in ep_ids[:max_episodes]:
         series = episode_series(ticks, queries, ep, by_ep.get(ep))
         if not series["t_s"]:

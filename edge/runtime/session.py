@@ -108,7 +108,7 @@ def resume_state(cfg_: RuntimeConfig, out_dir: str | Path) -> tuple[dict[str, An
     from edge.records import SCHEMA_VERSION
 
     version = meta.get("schema_version", 1)  # no key: written before records were versioned
-    if version != SCHEMA_VERSION:  # its lines and a resume's would be two schemas in one file
+    if str(version) != str(SCHEMA_VERSION):  # its lines and a resume's would be two schemas in one file
         raise EdgeError(f"--resume: {d} was recorded in record schema v{version} (this edge writes v{SCHEMA_VERSION}); "
                         "a resume would mix the two in one file. `edge report` still reads it; continue it "
                         "with the edge that started it, or start a new run (another --out)")

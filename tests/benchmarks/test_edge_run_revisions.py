@@ -38,6 +38,8 @@ def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, 
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     assert res["revisions"]["after_dirty"] is bool(status.strip())  # uncommitted or untracked changes
     assert (tmp_path / "runs" / "before" / "episodes.jsonl").is_file()
+    listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "edge_before_" not in listed  # the before arm's worktree is gone
 
 
 @pytest.mark.slow  # two more `edge run`s, each from a worktree (~13 s)

@@ -148,6 +148,14 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path, capsys):
             cc.main(["--train-episodes", "6", "--test-episodes", "2", "--out", str(out), *bad])
     err = capsys.readouterr().err  # sizes the data cannot cover are refused before anything is fitted
     assert "as another size is" in err and "pose: fit on" not in err
+    state = run / "train_state.pt"  # a replay whose bytes changed on disk: refused before any collection
+    b = bytearray(state.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    state.write_bytes(bytes(b))
+    with pytest.raises(SystemExit) as e:
+        cc.main(["--train-episodes", "6", "--test-episodes", "2", "--replay-runs", f"r={run}", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "its bytes changed on disk" in err and "collecting" not in err
 
 
 def test_a_run_of_another_task_setting_is_refused(tmp_path, capsys):

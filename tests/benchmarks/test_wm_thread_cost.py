@@ -66,3 +66,14 @@ def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     for fig in res["arms"].values():
         assert len(fig["compute_p50_ms_by_block"]) == 2
         assert all(v is not None and v > 0 for v in fig["compute_p50_ms_by_block"]), fig["compute_p50_ms_by_block"]
+
+
+def test_each_arm_names_its_one_difference_from_the_thread_arm():
+    a = bench.arms(loop_cpu=0)
+    thread = ["--clock", "real", "--inference", "thread"]
+    assert a["virtual"] == [] and a["real"] == thread
+    assert a["real_process"] == ["--clock", "real", "--inference", "process"]
+    assert a["real_switch5ms"] == [*thread, "--set", "loop.gil_switch_interval_s=0"]
+    assert a["real_torch1"] == [*thread, "--set", "worker.torch_threads=1"]
+    assert set(a) <= set(bench.ARM_NAMES) and a.get("real_pinned", [*thread, "--set", "loop_cpus=0"]) == \
+        [*thread, "--set", "loop_cpus=0"]

@@ -110,3 +110,18 @@ def test_a_torch_file_whose_bytes_changed_on_disk_is_refused(tmp_path):
     atomic.verify_torch_file(tmp_path / "missing.pt")  # no file, or no zip archive: the loader's to say
     (tmp_path / "junk.pt").write_bytes(b"junk")
     atomic.verify_torch_file(tmp_path / "junk.pt")
+    legacy = tmp_path / "legacy.pt"  # torch's pre-zip format: no CRCs, read unchecked
+    torch.save({"w": torch.arange(4.0)}, legacy, _use_new_zipfile_serialization=False)
+    atomic.verify_torch_file(legacy)
+    whole = tmp_path / "whole.pt"
+    atomic.write_torch(whole, {"w": torch.arange(4096.0)})
+    cut = tmp_path / "cut.pt"  # a copy cut short: torch.load's own error would be a traceback
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(EdgeError, match=r"cut.pt: not a whole torch archive"):
+        atomic.verify_torch_file(cut)
+    torch.serialization.set_crc32_options(False)  # an archive saved without CRCs: nothing to compare
+    try:
+        torch.save({"w": torch.arange(4096.0)}, tmp_path / "nocrc.pt")
+    finally:
+        torch.serialization.set_crc32_options(True)
+    atomic.verify_torch_file(tmp_path / "nocrc.pt")

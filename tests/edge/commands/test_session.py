@@ -201,6 +201,9 @@ def test_a_run_recorded_in_an_older_record_schema_does_not_resume(tmp_path, caps
     err = capsys.readouterr().err
     assert "recorded in record schema v1 (this edge writes v2)" in err and "another --out" in err
     assert (out / "ticks.jsonl").read_text() == ticks and "schema_version" not in (out / "meta.json").read_text()
+    (out / "meta.json").write_text(json.dumps({**meta, "schema_version": 3}))  # a newer edge's run
+    assert main([*argv[:4], "2", *argv[5:], "--resume"]) == 2
+    assert "recorded in record schema v3" in capsys.readouterr().err
 
 
 def test_a_run_with_another_workspace_box_does_not_resume(tmp_path, capsys):
