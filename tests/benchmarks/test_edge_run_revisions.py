@@ -21,6 +21,7 @@ def _edge_run_args(reach_model, tmp_path, monkeypatch) -> list[str]:
             "--latency", "constant", "--latency-ms", "10", "--set", "max_steps=4"]
 
 
+@pytest.mark.slow  # a worktree and two `edge run`s (~14 s)
 def test_the_same_revision_twice_plays_the_same_episodes(reach_model, tmp_path, monkeypatch):
     run = _edge_run_args(reach_model, tmp_path, monkeypatch)
     out = tmp_path / "o.json"

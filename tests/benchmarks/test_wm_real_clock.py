@@ -10,6 +10,7 @@ from tests.benchmarks._load import load_benchmark
 bench = load_benchmark("wm_real_clock")
 
 
+@pytest.mark.slow  # four `edge run` blocks (~30 s); run_blocks' pairing and resumes are checked fast below
 def test_both_clocks_play_the_same_seeds(reach_model, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"

@@ -51,6 +51,7 @@ def test_bad_arguments_are_refused_before_any_run(reach_model, tmp_path, capsys)
     assert not (tmp_path / "n").exists() and not out.exists()
 
 
+@pytest.mark.slow  # two real-clock runs of two blocks (~19 s); the arms' flags are checked fast below
 def test_arms_pick_the_arms_run(reach_model, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGE_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "o.json"
