@@ -133,16 +133,15 @@ def verify_torch_file(path: str | Path, error: type[Exception] | None = None, fl
         return
     if head != b"PK\x03\x04":  # torch's own test for its zip format
         return
-    what = "a damaged disk, an edit or a copy cut short"
     try:
         with zipfile.ZipFile(p) as z:
             if not any(i.CRC for i in z.infolist() if i.file_size):  # saved without CRCs: nothing to compare
                 return
             bad = z.testzip()
+        why = None if bad is None else f"the CRC32 torch stored for {bad} does not match"
     except Exception as err:  # noqa: BLE001 - a truncated or damaged archive, whatever zipfile makes of it
-        raise error(f"{flag + ' ' if flag else ''}{p}: not a whole torch archive ({type(err).__name__}: {err}; "
-                    f"{what}), so it is not read; restore the file or make it again") from None
-    if bad is not None:
-        raise error(f"{flag + ' ' if flag else ''}{p}: its bytes changed on disk after it was saved (the CRC32 "
-                    f"torch stored for {bad} does not match: {what}), so it is not read; restore the file "
-                    "or make it again")
+        why = f"not a whole torch archive: {type(err).__name__}: {err}"
+    if why is not None:
+        raise error(f"{flag + ' ' if flag else ''}{p}: its bytes changed on disk after it was saved ({why}; a "
+                    "damaged disk, an edit or a copy cut short), so it is not read; restore the file or make "
+                    "it again")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.benchmarks._load import load_benchmark
+from tests._damage import flip_a_stored_byte
 
 cc = load_benchmark("wm_contact_ceiling")
 
@@ -149,9 +150,7 @@ def test_cli_on_a_tiny_oracle_push3_run(tmp_path, capsys):
     err = capsys.readouterr().err  # sizes the data cannot cover are refused before anything is fitted
     assert "as another size is" in err and "pose: fit on" not in err
     state = run / "train_state.pt"  # a replay whose bytes changed on disk: refused before any collection
-    b = bytearray(state.read_bytes())
-    b[len(b) // 2] ^= 0xFF
-    state.write_bytes(bytes(b))
+    flip_a_stored_byte(state)
     with pytest.raises(SystemExit) as e:
         cc.main(["--train-episodes", "6", "--test-episodes", "2", "--replay-runs", f"r={run}", "--out", str(out)])
     err = capsys.readouterr().err

@@ -24,6 +24,7 @@ from world_models.slot_pretrain import (
     main,
     train_slot_encoder,
 )
+from tests._damage import flip_a_stored_byte
 
 CFG = SlotEncoderConfig.tiny()
 
@@ -308,9 +309,7 @@ def test_train_resumes_step_and_optimizer(tmp_path):
     state["settings"] = json.dumps(settings)
     torch.save(state, out / "train_state.pt")
     keep = (out / "train_state.pt").read_bytes()
-    b = bytearray(keep)
-    b[len(b) // 2] ^= 0xFF  # a byte changed on disk: not resumed (torch.load would read it without noticing)
-    (out / "train_state.pt").write_bytes(bytes(b))
+    flip_a_stored_byte(out / "train_state.pt")  # a byte changed on disk: not resumed (torch.load would not notice)
     with pytest.raises(ValueError, match="its bytes changed on disk after it was saved"):
         train_slot_encoder(CFG, tmp_path / "train.npz", out, 6, batch_size=4, seed=0, seq_len=1, **kw)
     (out / "train_state.pt").write_bytes(keep)

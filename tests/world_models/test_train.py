@@ -22,6 +22,7 @@ from world_models.train import (
     Trainer,
     tiny,
 )
+from tests._damage import flip_a_stored_byte
 
 
 def test_tiny_train_then_resume_continues(tmp_path):
@@ -58,9 +59,7 @@ def test_tiny_train_then_resume_continues(tmp_path):
     # a state whose bytes changed on disk is not resumed (torch.load would read it without noticing)
     damaged = tmp_path / "damaged"
     shutil.copytree(out, damaged)
-    b = bytearray((damaged / STATE_FILE).read_bytes())
-    b[len(b) // 2] ^= 0xFF
-    (damaged / STATE_FILE).write_bytes(bytes(b))
+    flip_a_stored_byte(damaged / STATE_FILE)
     with pytest.raises(EdgeError, match="its bytes changed on disk after it was saved"):
         Trainer(tiny(env_steps=36), damaged, progress=False)._load_state()
     # an oracle run reads no encoder: a slot encoder or tracking rounds named by a preset leave it resumable

@@ -11,6 +11,7 @@ from adapters.eqrl.deploy import EqrlScheduler, load_agent
 from adapters.eqrl.export import ONNX_FILE
 from adapters.eqrl.train import LOG_FILE, MANIFEST_FILE, STATE_FILE, AdapterTrainer
 from edge.runtime.session import DEFAULT_CHECKPOINT
+from tests._damage import flip_a_stored_byte
 
 TINY = dict(envs=1, warmup_queries=5, batch_size=8, distill_batch=4, hidden=16, feature_proj=8, n_critics=2,
             save_every=1, actor_delay_updates=0, actor_every=1)
@@ -44,9 +45,7 @@ def test_a_state_changed_on_disk_is_not_resumed(trained, tmp_path):
 
     out = tmp_path / "ad"
     shutil.copytree(trained[0], out)
-    b = bytearray((out / STATE_FILE).read_bytes())
-    b[len(b) // 2] ^= 0xFF
-    (out / STATE_FILE).write_bytes(bytes(b))
+    flip_a_stored_byte(out / STATE_FILE)
     with pytest.raises(EdgeError, match="--resume: .*changed on disk after it was saved"):
         AdapterTrainer(EqrlConfig(episodes=4, **TINY), out, str(DEFAULT_CHECKPOINT), resume=True,
                        progress=False).run()

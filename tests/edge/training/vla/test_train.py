@@ -17,6 +17,7 @@ from edge.vla.language import HASH_ID
 from edge.training.vla.synthetic import write_synthetic_demos
 from edge.training.vla.data import DemoSet
 from edge.training.vla.train import TrainVLAConfig, VLATrainer
+from tests._damage import flip_a_stored_byte
 
 TINY = "configs/train/vla_tiny.yaml"
 
@@ -83,9 +84,7 @@ def test_resume_refuses_changed_settings_or_data(demos, tmp_path):
     with pytest.raises(EdgeError, match=r"--init .*: the interrupted run was started from scratch \(no --init\)"):
         VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True, init=tmp_path / "r")
     state = tmp_path / "r" / "train_state.pt"
-    b = bytearray(state.read_bytes())
-    b[len(b) // 2] ^= 0xFF  # a byte changed on disk (torch.load would not notice)
-    state.write_bytes(bytes(b))
+    flip_a_stored_byte(state)  # a byte changed on disk (torch.load would not notice)
     with pytest.raises(EdgeError, match="--resume: .*changed on disk after it was saved"):
         VLATrainer(tiny_config("steps=6"), "stack", demos, tmp_path / "r", resume=True)
 
