@@ -43,3 +43,15 @@ def test_an_oracle_slot_model_is_refused_before_any_frame_is_rendered(tmp_path, 
                        "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--world-model" in err and "oracle-slot world model" in err
+
+
+def test_a_slots_model_whose_encoder_is_gone_is_refused_in_one_line(reach_model, tmp_path, capsys):
+    enc = reach_model.parent / "slots"  # the shared fixture's encoder, put back below
+    away = reach_model.parent / "slots_away"
+    enc.rename(away)
+    try:
+        assert bench.main(["--world-model", str(reach_model), "--out", str(tmp_path / "o.json"), "--no-progress"]) == 2
+    finally:
+        away.rename(enc)
+    err = capsys.readouterr().err
+    assert err.startswith("error: --world-model") and "Traceback" not in err and not (tmp_path / "o.json").exists()
