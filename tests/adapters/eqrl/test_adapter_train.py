@@ -38,14 +38,20 @@ def test_train_saves_and_resume_continues(trained):
     assert m["vla"]["sha256"] and set(m["files"]) == {"adapter.pt", ONNX_FILE}
 
 
-def test_a_state_changed_on_disk_is_not_resumed(trained, tmp_path):
+def test_a_state_changed_on_disk_is_not_resumed(trained, tmp_path, monkeypatch):
     import shutil
 
+    import adapters.eqrl.collect as collect
     from edge.errors import EdgeError
 
     out = tmp_path / "ad"
     shutil.copytree(trained[0], out)
     flip_a_stored_byte(out / STATE_FILE)
+
+    def no_envs(*a, **k):
+        raise AssertionError("envs started before the state was checked")
+
+    monkeypatch.setattr(collect, "VecQueryEnv", no_envs)
     with pytest.raises(EdgeError, match="--resume: .*changed on disk after it was saved"):
         AdapterTrainer(EqrlConfig(episodes=4, **TINY), out, str(DEFAULT_CHECKPOINT), resume=True,
                        progress=False).run()
