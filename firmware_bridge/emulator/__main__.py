@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -19,6 +20,25 @@ from firmware_bridge.emulator.config import McuConfig
 from firmware_bridge.emulator.plant import ServoPlant, ServoPlantConfig
 from firmware_bridge.fault_proxy import FaultSchedule
 from firmware_bridge.rig import PtyRig
+
+
+def write_path_file(path: str, pty_path: str) -> None:
+    """Write the pty path whole or not at all: a reader polling for the file never sees it empty.
+
+    The text goes to a temporary file beside it, which is then renamed over the target (a plain
+    ``open(path, "w")`` creates the file before its line is written, and a reader that waits for the
+    file to exist can read it empty in between).
+    """
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(pty_path + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     rig.start()
     print(rig.path, flush=True)
     if args.path_file:
-        with open(args.path_file, "w") as fh:
-            fh.write(rig.path + "\n")
+        write_path_file(args.path_file, rig.path)
     try:
         while rig.error is None and not stop.wait(0.2):
             pass

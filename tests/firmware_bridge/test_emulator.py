@@ -517,3 +517,31 @@ def test_the_emulator_takes_the_panda_with_wider_hard_limits(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_path_file_appears_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A reader polling for --path-file must never see it empty (a CI run read '' between create and write)."""
+    import os
+
+    from firmware_bridge.emulator.__main__ import write_path_file
+
+    target = tmp_path / "pty"
+    seen = []
+    real_replace = os.replace
+
+    def watching_replace(src, dst):
+        seen.append((target.exists(), open(src).read()))  # at the rename: target absent, temp already whole
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", watching_replace)
+    write_path_file(str(target), "/dev/pts/7")
+    assert seen == [(False, "/dev/pts/7\n")]
+    assert target.read_text() == "/dev/pts/7\n" and [p.name for p in tmp_path.iterdir()] == ["pty"]
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_path_file(str(tmp_path / "other"), "/dev/pts/8")
+    assert [p.name for p in tmp_path.iterdir()] == ["pty"]  # no temporary file left behind
