@@ -16,7 +16,7 @@ import sys
 from edge import __version__
 from edge.errors import EdgeError
 
-# Order = order in `edge --help`. A module missing here is simply not offered.
+# Order = order in `edge --help`; each module defines register(subparsers).
 COMMAND_MODULES = (
     "edge.commands.run",
     "edge.commands.hil",
@@ -25,7 +25,6 @@ COMMAND_MODULES = (
     "edge.commands.data",
     "edge.commands.expert",
     "edge.commands.train",
-    "edge.commands.eval",
     "edge.commands.export",
     "edge.commands.doctor",
 )
@@ -54,13 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -76,7 +76,7 @@ def register(sub) -> None:
                    help="who acts: auto (the VLA if the checkpoint exists, else the scripted expert), "
                         "vla, expert (the scripted expert, through the same runtime: one action per "
                         "query, --query-mode sync, K = C = 1, no charged latency unless --latency is "
-                        "given), comet, or your own 'pkg.module:factory' (factory(session_config, "
+                        "given), comet, or your own 'pkg.module:factory' (factory(runtime_config, "
                         "robot_spec) -> ChunkPolicy)")
     p.add_argument("--checkpoint", default=None, metavar="CKPT",
                    help=f"VLA checkpoint or ONNX export dir (default: the shipped one, {DEFAULT_CHECKPOINT}; "
@@ -90,9 +90,8 @@ def register(sub) -> None:
                         "'pkg.module:factory' (factory(runtime_config, policy) -> Scheduler)")
     p.add_argument("--adapter", default="", metavar="DIR",
                    help="--scheduler eqrl: the adapter checkpoint dir, or a shipped one by name: stack "
-                        "(the default), stack_efficient (steps only where the task is hard: the best fixed "
-                        "schedule's success at 0.7x its compute) or stack_latency (trained with 0-300 ms "
-                        "inference latency)")
+                        "(the default), stack_efficient (trained to spend fewer denoising steps; docs/eqrl.md) "
+                        "or stack_latency (trained with 0-300 ms inference latency)")
     p.add_argument("--config", metavar="YAML",
                    help="runtime settings (edge.runtime.config.RuntimeConfig: nested sections, or the "
                         "flags' short names; e.g. configs/run/default.yaml) applied on top of the flags "

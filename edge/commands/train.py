@@ -116,15 +116,10 @@ def register(subparsers) -> None:
   edge train slot-encoder --out runs/slots/enc        # 20k + 1.6k frames, 2500 steps: the shipped slots_push3
   edge train slot-encoder --out runs/slots/v2 --steps 8000   # the shipped slots_push3_v2 (the world models' default)
   edge train slot-encoder --out /tmp/slots_tiny --preset tiny --frames 64 --eval-frames 32 --steps 2
-  edge train slot-encoder --out runs/slots_carry1 --steps 8000 --set carry_iters=1   # one tracking round
   edge train slot-encoder --out runs/slots_rgbd --steps 8000 --set in_channels=4   # RGB-D frames (depth channel)
-  edge train slot-encoder --out runs/slots_ft --init-from runs/slots_long --set carry_iters=1 --steps 2000 --lr 1e-4
   edge train slot-encoder --out runs/slots_play --policy play --init-from world_models/checkpoints/slots_push3_v2 \
-      --steps 2000 --lr 2e-4 --warmup-steps 100    # v2 fine-tuned on object-play frames
-  edge train slot-encoder --out runs/slots_k7 --init-from world_models/checkpoints/slots_push3_v2 \
-      --set num_slots=7 --steps 2000 --lr 2e-4 --warmup-steps 100    # one more slot than v2
-  edge train slot-encoder --out runs/slots_v2d --init-from world_models/checkpoints/slots_push3_v2 \
-      --set in_channels=4 --steps 2000 --lr 2e-4 --warmup-steps 100  # v2 given a depth channel (RGB-D frames)""")
+      --steps 2000 --lr 2e-4 --warmup-steps 100    # fine-tune a shipped encoder on object-play frames
+  (more recipes, with what each measured: docs/world_models.md)""")
     se.add_argument("--out", required=True, help="encoder directory: encoder.pt, manifest.json, metrics.json, "
                     "log.jsonl, data_train.npz, data_eval.npz, train_state.pt")
     _add_frame_args(se)

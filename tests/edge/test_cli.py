@@ -15,6 +15,19 @@ def test_help_lists_subcommands_with_examples(capsys):
         assert "Examples:" in (p.epilog or ""), name
 
 
+def test_every_listed_command_module_exists_and_registers_one_command():
+    """No placeholder entries: a listed module that is missing is an import error, not a silently absent command."""
+    import importlib
+
+    from edge.cli import COMMAND_MODULES
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    for name in COMMAND_MODULES:
+        before = set(sub.choices)
+        importlib.import_module(name).register(sub)
+        assert set(sub.choices) - before, name
+
+
 def test_console_script_help():
     r = subprocess.run([sys.executable, "-m", "edge.cli", "--help"], capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "run" in r.stdout
