@@ -310,7 +310,8 @@ def bad_args(args: argparse.Namespace) -> str | None:
         try:
             resolve(args.checkpoint)
         except FileNotFoundError as err:  # names what the directory is instead, where it can tell
-            return f"--checkpoint {args.checkpoint}: {err}"
+            said = str(err)  # resolve's message names the path itself: say it once
+            return f"--checkpoint: {said}" if str(args.checkpoint) in said else f"--checkpoint {args.checkpoint}: {said}"
     elif not Path(args.checkpoint).exists():
         return f"--checkpoint {args.checkpoint}: no VLA checkpoint there"
 
