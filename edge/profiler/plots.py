@@ -76,6 +76,18 @@ def gripper_phases(t: Sequence[float], gripper: Sequence[float | None],
     return [seg for seg in out if seg[1] > seg[0]]
 
 
+def timeline_title(ep: Mapping[str, Any]) -> str:
+    """An episode timeline's title: its index, seed and how it ended (or that it did not)."""
+    title = f"episode {ep['ep']}"
+    if ep.get("seed") is not None:
+        title += f" (seed {ep['seed']})"
+    if ep.get("success") is not None:
+        title += " — success" if ep["success"] else " — failure"
+    elif ep.get("interrupted"):
+        title += " — interrupted (no episode record)"
+    return title
+
+
 def episode_timeline(ep: Mapping[str, Any], path: Path) -> Path:
     """Six stacked panels over episode time: K and C per query; inference latency; queue depth with
     starved ticks; safety interventions by kind; TCP height; gripper — with the task phases shaded
@@ -97,14 +109,7 @@ def episode_timeline(ep: Mapping[str, Any], path: Path) -> Path:
     ax_kc.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_kc.set_ylabel("steps / actions")
     ax_kc.legend(loc="upper right", ncol=2)
-    title = f"episode {ep['ep']}"
-    if ep.get("seed") is not None:
-        title += f" (seed {ep['seed']})"
-    if ep.get("success") is not None:
-        title += " — success" if ep["success"] else " — failure"
-    elif ep.get("interrupted"):
-        title += " — interrupted (no episode record)"
-    ax_kc.set_title(title, loc="left")
+    ax_kc.set_title(timeline_title(ep), loc="left")
 
     if tq:
         ax_lat.plot(tq, ep["latency_ms"], "o-", color=PALETTE[2], ms=2.5, lw=1, label="latency (obs → ready)")

@@ -133,5 +133,15 @@ def test_an_episode_a_kill_cut_short_is_marked_interrupted(profiled, tmp_path):
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Episode 1 did not end" in md and "episode 1 (interrupted: no episode record)" in md
     assert (tmp_path / "rep" / "timeline_ep1.png").is_file()
+    from edge.profiler.plots import timeline_title
+    from edge.profiler.report import episode_series
+    from edge.telemetry import read_run
+
+    data = read_run(run)
+    ticks, queries, first = data.tick_records(), data.query_records(), json.loads(lines[0])
+    titles = [timeline_title({**episode_series(ticks, queries, ep, rec), "interrupted": rec is None})
+              for ep, rec in ((0, first), (1, None))]
+    assert titles[0].startswith("episode 0 (seed ") and titles[0].endswith(("— success", "— failure"))
+    assert titles[1].startswith("episode 1") and titles[1].endswith("— interrupted (no episode record)")
     whole = build_report(out / "runs" / "fixed_1x8__torch", tmp_path / "rep2", video=False)
     assert whole["interrupted_episodes"] == [] and "did not end" not in (tmp_path / "rep2" / "report.md").read_text()
