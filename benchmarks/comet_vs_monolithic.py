@@ -233,8 +233,10 @@ def _launch_loop(args: argparse.Namespace, todo: list, running: list, env: dict)
 
 
 def read_curve(out: Path) -> list[dict]:
-    f = out / "curve.jsonl"
-    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    """A run's curve so far; a report taken while the run appends a point skips that half-written line."""
+    from edge.telemetry import read_jsonl
+
+    return read_jsonl(out / "curve.jsonl")
 
 
 def bootstrap_band(x: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[float, float]:

@@ -5,6 +5,26 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
+try:  # property tests judge results, not speed: no per-example deadline (a loaded CI machine stalls 100s of ms)
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("edge", deadline=None)
+    _hypothesis_settings.load_profile("edge")
+except ImportError:
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Benchmark mains and trainers set torch's process-wide thread count; give it back after each test,
+    so no test's numbers or timing depend on which test ran before it."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _export_cache(tmp_path_factory):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from edge import atomic
 from edge.errors import EdgeError
 
 #: the longest ``edge run --arm bridge`` (s); a longer deployment is several runs
@@ -154,7 +155,8 @@ def _guarded(res: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
 
 def write_result(path: Path, res: dict[str, Any]) -> None:
     """``res`` as strict JSON (NaN / inf statistics as null)."""
-    path.write_text(json.dumps(_finite(res), indent=2, default=_plain))
+    atomic.write_text(path, json.dumps(_finite(res), indent=2, default=_plain))  # whole or not at all: a
+    # supervisor (edge hil's harness) reads it once it exists, also after killing the host mid-run
 
 
 def _finite(v: Any) -> Any:

@@ -1,6 +1,8 @@
 """benchmarks/comet_vs_monolithic.py: run commands, resumption, and the report's arithmetic on known curves."""
 
 import json
+import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +139,8 @@ def test_a_stopped_benchmark_stops_its_training_runs(tmp_path, monkeypatch):
 
     old = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(cvm, "run_args", fake_args)
-    monkeypatch.setattr(cvm.time, "sleep", interrupt)
+    # only the launcher's clock: patching time.sleep itself would reach every thread in pytest
+    monkeypatch.setattr(cvm, "time", types.SimpleNamespace(sleep=interrupt, time=time.time))
     procs = []
     real_popen = cvm.subprocess.Popen
     monkeypatch.setattr(cvm.subprocess, "Popen", lambda *a, **k: procs.append(real_popen(*a, **k)) or procs[-1])
@@ -227,10 +230,17 @@ def test_failed_runs_end_the_benchmark_without_a_report(tmp_path, monkeypatch, c
     monkeypatch.setattr(cvm, "check_run_settings", lambda args, ap: None)  # runs that fail while training
     monkeypatch.setattr(cvm, "run_args", lambda m, t, s, args, out: [sys.executable, "-c", "import sys; sys.exit(3)"])
     real_sleep = cvm.time.sleep
-    monkeypatch.setattr(cvm.time, "sleep", lambda dt: real_sleep(min(dt, 0.2)))
+    monkeypatch.setattr(cvm, "time", types.SimpleNamespace(sleep=lambda dt: real_sleep(min(dt, 0.2)), time=time.time))
     out = tmp_path / "out"
     assert cvm.main(["--tasks", "push3", "--methods", "oracle", "--seeds", "0", "1", "--env-steps", "12",
                      "--eval-every", "6", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "2 run(s) failed: push3_oracle_s0, push3_oracle_s1" in err and "No report written" in err
     assert not out.exists()  # an earlier report there would stay as it was
+
+
+def test_a_curve_read_while_its_run_appends_skips_the_half_written_point(tmp_path):
+    cvm = load_benchmark("comet_vs_monolithic")
+    (tmp_path / "curve.jsonl").write_text('{"env_steps": 0, "success": 0.0}\n{"env_steps": 6000, "succ')
+    assert cvm.read_curve(tmp_path) == [{"env_steps": 0, "success": 0.0}]
+    assert cvm.read_curve(tmp_path / "none") == []

@@ -195,10 +195,10 @@ def test_over_a_real_pty():
         drv = BridgeArmDriver(BridgeArmConfig(port=rig.path), spec)
         drv.connect()
         drv.activate()
-        for _ in range(5):
-            time.sleep(T)
+        for _ in range(5):  # the command first: the watchdog (200 ms) counts from ARM
             drv.read_state()
             drv.send_command(np.zeros(5, np.float32))
+            time.sleep(T)
         drv.close()
         with rig.lock:
             assert rig.mcu.counters.commands_applied >= 4

@@ -60,8 +60,14 @@ def test_latest_frame_then_frozen_then_stale():
         with pytest.raises(CameraStale, match="unchanged"):
             cam.observe(STATE)
         cap.freeze.clear()
-        time.sleep(0.05)
-        cam.observe(STATE)  # recovers once frames change again
+        deadline = time.monotonic() + 2.0  # recovers once frames change again (the grab thread's next frame)
+        while True:
+            try:
+                cam.observe(STATE)
+                break
+            except CameraStale:
+                assert time.monotonic() < deadline, "the camera did not recover within 2 s of changing frames"
+                time.sleep(0.01)
         cap.unplug.set()
         time.sleep(0.25)
         with pytest.raises(CameraStale, match="old"):

@@ -118,11 +118,20 @@ def test_telemetry_survives_sigkill(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue()  # read by a thread: a child that hangs fails the test, not CI
+    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, "")] + [lines.put("")],
+                     daemon=True).start()
     reported = []
     deadline = time.monotonic() + 60
     try:
         while len(reported) < 40 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
+            try:
+                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
             if not line:
                 break
             reported.append(int(line))

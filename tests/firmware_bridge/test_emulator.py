@@ -501,10 +501,12 @@ def test_the_emulator_takes_the_panda_with_wider_hard_limits(tmp_path):
     assert np.allclose([float(x) for x in home.split(",")], (*panda.q_home_rad, 0.08), atol=1e-3)
     proc = subprocess.Popen([sys.executable, "-m", "firmware_bridge.emulator", "--pty", "--joints", "8",
                              "--watchdog-ms", "200", "--hard-q-limit", "4", "--q0", home, "--path-file", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         t0 = time.monotonic()
         while not path.is_file() and time.monotonic() - t0 < 30:
+            if proc.poll() is not None:
+                pytest.fail(f"the emulator exited ({proc.returncode}) before writing --path-file: {proc.stderr.read()}")
             time.sleep(0.05)
         arm = BridgeArmDriver(BridgeArmConfig(port=path.read_text().strip()), panda)
         arm.connect()

@@ -64,7 +64,7 @@ def test_the_vla_drives_the_arm_for_the_duration_then_disarms(ckpt, tmp_path, ca
 
 
 def test_a_camera_that_stops_delivering_stops_the_arm_safely(ckpt, tmp_path, capsys):
-    cam = video(tmp_path / "short.avi", 50)  # 2.5 s of frames from when the camera opens, then the stream ends
+    cam = video(tmp_path / "short.avi", 100)  # 5 s of frames from when the camera opens, then the stream ends
     with panda_mcu() as rig:
         code = main(arm_argv(rig.path, ckpt, cam, tmp_path / "run", "--duration", "20"))
         mode = settled_mode(rig)
@@ -73,10 +73,12 @@ def test_a_camera_that_stops_delivering_stops_the_arm_safely(ckpt, tmp_path, cap
     assert "error: the arm was stopped: camera 'front': newest frame is" in err
     age = float(err.split("newest frame is ")[1].split(" s old")[0])
     # noticed at the next tick (checked every tick; 0.50-0.54 s measured), not at the next query (C = 8: up to
-    # 0.9 s before); a loose bound for a loaded machine, the exact test is the control loop's
-    assert 0.5 < age < 0.6, age
+    # 0.9 s before): within one period of 0.5 s, plus however late the run's ticks were (a loaded machine)
+    ticks = [json.loads(x) for x in (tmp_path / "run" / "ticks.jsonl").read_text().splitlines()]
+    late = max((t.get("lateness_s") or 0.0) for t in ticks)
+    assert 0.5 < age < 0.5 + 0.05 + late + 0.03, (age, late)
     res = json.loads((tmp_path / "run" / "arm_result.json").read_text())
-    assert res["error_type"] == "CameraStale" and res["t_motion_end"] - res["t0"] < 4.0  # not the 20 s
+    assert res["error_type"] == "CameraStale" and res["t_motion_end"] - res["t0"] < 6.5  # not the 20 s
     assert mode is Mode.DISARMED
 
 
@@ -89,6 +91,11 @@ def test_ctrl_c_or_sigterm_stops_under_control(ckpt, tmp_path, signame):
 
     sig = getattr(signal, signame)
     ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def stray(*_):  # a signal that lands after the run must not end pytest itself (SIGTERM's default would)
+        pass
+
+    term_before = signal.signal(signal.SIGTERM, stray)
 
     from edge.runtime.arm import ArmRun, deploy
     from edge.runtime.config import RuntimeConfig
@@ -113,10 +120,11 @@ def test_ctrl_c_or_sigterm_stops_under_control(ckpt, tmp_path, signame):
             for t in timers:  # never let the signal land after the run (in pytest itself)
                 t.cancel()
                 t.join()
-            restored = signal.getsignal(signal.SIGINT)
+            restored = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
             signal.signal(signal.SIGINT, ignored)
+            signal.signal(signal.SIGTERM, term_before)
         mode = settled_mode(rig)
-    assert restored is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers given back
+    assert restored == (signal.SIG_IGN, stray)  # handlers given back
     assert res["interrupted"] and res["error_type"] == "KeyboardInterrupt" and res["error"] == f"signal {signame}"
     assert res["stop"] is None
     assert res["t_motion_end"] - res["t0"] < 5.0 and mode is Mode.DISARMED and res["driver_state"] == "disconnected"
