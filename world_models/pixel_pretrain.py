@@ -13,7 +13,7 @@ models freeze theirs.
 slot-encoder`` does, with the same seeds). DIR gets ``encoder.pt`` (``{"kind": "pixel-encoder",
 "config", "state_dict"}``: the encoder only), ``manifest.json`` (command, seed, data hash, git
 revision, metrics, sha256 of the weights; checked when loaded), ``metrics.json``, ``log.jsonl`` and
-``train_state.pt`` (rerunning the command continues from it).
+``train_state.pt`` (``edge train pixel-encoder ... --resume`` continues from it).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ taken after the frame, -1 on an episode's last frame) and ``meta`` (a JSON strin
 sizes and ``data_hash``, the sha256 of the arrays above).
 
 Training writes into ``--out``: ``train_state.pt`` (model, optimizer, step, RNG; re-running the same
-command continues from it), ``log.jsonl`` (loss per ``log_every`` steps, evaluations), and at the end
+command continues from it; ``edge train slot-encoder`` does so with ``--resume``), ``log.jsonl`` (loss per ``log_every`` steps, evaluations), and at the end
 ``metrics.json``, ``encoder.pt`` and ``manifest.json`` (:func:`world_models.slot_encoder.save_encoder`).
 With ``--keep-every N`` it also keeps the weights every N steps (``weights_<step>.pt``), which
 ``export`` turns into a verified encoder directory.

@@ -143,6 +143,8 @@ def register(subparsers) -> None:
                     "manifest.json; same architecture, except that tracking rounds and loss weights may differ "
                     "and --set num_slots may add slots, --set in_channels=4 a depth channel to an RGB encoder); "
                     "default: random init")
+    se.add_argument("--resume", action="store_true",
+                    help="continue the run in --out from its train_state.pt (a larger --steps extends it)")
     se.set_defaults(func=_train_slot_encoder)
     pe = add_subparser(models, "pixel-encoder", "pretrain the pixel world model's CNN as an autoencoder on "
                        "frames collected as for the slot encoder (resumable)", """
@@ -160,6 +162,8 @@ def register(subparsers) -> None:
     pe.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override an encoder setting (repeatable; default: none; image_size, channels, width, "
                          "fg_weight; they must match the world model's image_size, cnn_channels and width)")
+    pe.add_argument("--resume", action="store_true",
+                    help="continue the run in --out from its train_state.pt (a larger --steps extends it)")
     pe.set_defaults(func=_train_pixel_encoder)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -472,6 +476,7 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+    _check_encoder_resume(args, out, "slot-encoder")
     try:  # before anything is collected or written
         config = slot_pretrain._config_from_args(args.preset, args.set)
     except ValueError as err:
@@ -511,6 +516,21 @@ def _train_slot_encoder(args: argparse.Namespace) -> int:
                                "--keep-every", str(args.keep_every), "--threads", str(args.threads), "--summary",
                                *(("--init-from", args.init_from) if args.init_from else ()),
                                *(f"--set={kv}" for kv in args.set)])
+
+
+def _check_encoder_resume(args: argparse.Namespace, out: Path, kind: str) -> None:
+    """An encoder run continues only when asked (``--resume``), as every other trainer's: a command run
+    again into the same --out, or into another run's, is refused before anything is collected or written.
+    Frames already collected there (and nothing else) are reused by a new run."""
+    from edge.errors import EdgeError
+
+    state = out / "train_state.pt"
+    if args.resume and not state.is_file():
+        raise EdgeError(f"--resume: {out} holds no {kind} training run to continue (no train_state.pt); "
+                        "drop --resume to start one there")
+    if not args.resume and state.is_file():
+        raise EdgeError(f"--out {out}: already holds a {kind} training run (train_state.pt); pass --resume to "
+                        "continue it (a larger --steps extends it), or choose another --out")
 
 
 def _add_frame_args(p: argparse.ArgumentParser) -> None:
@@ -573,6 +593,7 @@ def _train_pixel_encoder(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise EdgeError(f"--out {out}: exists and is not a directory; choose another --out")
+    _check_encoder_resume(args, out, "pixel-encoder")
     for key in ("frames", "eval_frames", "steps", "batch_size", "eval_every"):
         if getattr(args, key) < 1:
             raise EdgeError(f"--{key.replace('_', '-')} {getattr(args, key)}: must be >= 1")

@@ -392,6 +392,6 @@ def test_a_slot_run_does_not_resume_over_an_encoder_changed_in_place(tmp_path):
     cfg = lambda n: tiny(obs="slots", encoder=str(enc), env_steps=n, eval_every=8, checkpoint_every=8,  # noqa: E731
                          model=WorldModelConfig(**{**base.model.__dict__, "num_slots": 4, "slot_dim": 16}))
     Trainer(cfg(8), tmp_path / "wm", progress=False).run()
-    assert main([*args, "--steps", "3"]) == 0  # the encoder trains on, in place
+    assert main([*args, "--steps", "3", "--resume"]) == 0  # the encoder trains on, in place
     with pytest.raises(ConfigError, match="changed in place"):
         Trainer(cfg(16), tmp_path / "wm", progress=False).run()

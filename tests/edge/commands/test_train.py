@@ -26,8 +26,15 @@ def test_slot_encoder_trains_on_object_play_frames_and_keeps_random_held_out_fra
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data_hash"] == _meta(out / "data_train.npz")["data_hash"]
     assert "commit" in manifest["git"]  # the same provenance key as the VLA's and the world models' manifests
-    assert main([*args[:-2], "--steps", "2", "--policy", "play"]) == 0  # the same settings: files reused, resumed
+    capsys.readouterr()
+    assert main([*args[:-2], "--steps", "2", "--policy", "play"]) == 2  # run again without --resume: refused
+    assert "already holds a slot-encoder training run (train_state.pt); pass --resume" in capsys.readouterr().err
+    assert json.loads((out / "metrics.json").read_text())["step"] == 1  # untouched
+    assert main([*args[:-2], "--steps", "2", "--policy", "play", "--resume"]) == 0  # files reused, resumed
     assert json.loads((out / "metrics.json").read_text())["step"] == 2
+    fresh = tmp_path / "fresh"
+    assert main([*args[:5], str(fresh), *args[6:], "--resume"]) == 2  # nothing there to continue
+    assert "holds no slot-encoder training run to continue" in capsys.readouterr().err and not fresh.exists()
 
 
 def test_frames_already_there_with_other_settings_are_refused_by_name(tmp_path, capsys):
@@ -35,6 +42,7 @@ def test_frames_already_there_with_other_settings_are_refused_by_name(tmp_path, 
     base = ["train", "slot-encoder", "--preset", "tiny", "--out", str(out), "--eval-frames", "20", "--steps", "1"]
     assert main([*base, "--frames", "40"]) == 0
     capsys.readouterr()
+    base = [*base, "--resume"]  # the run there continues; the frames it was collected with must match
     assert main([*base, "--frames", "40", "--policy", "play"]) == 2
     err = capsys.readouterr().err
     assert "data_train.npz was collected with other settings" in err and "'policy': ('random', 'play')" in err
@@ -56,10 +64,10 @@ def test_slot_encoder_with_four_channels_collects_rgbd_frames_and_keeps_weights(
     assert sorted(p.name for p in out.glob("weights_*.pt")) == ["weights_000001.pt", "weights_000002.pt"]
     assert json.loads((out / "manifest.json").read_text())["config"]["in_channels"] == 4
     capsys.readouterr()
-    assert main([*base, "--steps", "3"]) == 2  # RGB asked for where RGB-D frames lie: refused by name
+    assert main([*base, "--steps", "3", "--resume"]) == 2  # RGB asked for where RGB-D frames lie: refused by name
     assert "'depth': ({'near_m': 0.6, 'far_m': 1.0}, None)" in capsys.readouterr().err
     assert json.loads((out / "manifest.json").read_text())["depth"] == {"near_m": 0.6, "far_m": 1.0}
-    assert main([*base, "--steps", "3", "--set", "in_channels=4", "--keep-every", "-1"]) == 2
+    assert main([*base, "--steps", "3", "--set", "in_channels=4", "--keep-every", "-1", "--resume"]) == 2
     assert "--keep-every -1" in capsys.readouterr().err
 
 
@@ -73,3 +81,14 @@ def test_world_model_without_progress_bar_still_prints_a_line_per_evaluation(tmp
     assert lines[-1].startswith(f"[comet] step {curve[-1]['env_steps']}: success {curve[-1]['success']:.2f}")
     assert "step/s" not in cap.err  # no progress bar
     assert cap.out.startswith(f"world model: {out} (comet, ")
+
+
+def test_pixel_encoder_resumes_only_when_asked(tmp_path, capsys):
+    out = tmp_path / "pe"
+    assert main(["train", "pixel-encoder", "--out", str(out), "--resume"]) == 2
+    assert "--resume: " in capsys.readouterr().err and not out.exists()
+    out.mkdir()
+    (out / "train_state.pt").write_bytes(b"")  # another run's state: nothing is collected or trained over it
+    assert main(["train", "pixel-encoder", "--out", str(out)]) == 2
+    assert "already holds a pixel-encoder training run" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["train_state.pt"]
