@@ -30,9 +30,10 @@ from edge.telemetry import machine_info, package_versions
 
 def episodes(ticks_file: Path) -> list[list[dict]]:
     """One ticks.jsonl's records, grouped by episode, each in slot order."""
+    from edge.telemetry import read_jsonl
+
     by_ep: dict[int, list[dict]] = {}
-    for line in ticks_file.read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_jsonl(ticks_file):  # a run killed mid-line: its cut last line is skipped
         by_ep.setdefault(int(rec.get("ep", 0)), []).append(rec)
     return [sorted(ticks, key=lambda r: r["slot"]) for ticks in by_ep.values()]
 
@@ -109,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--runs {spec!r}: no run directory with a ticks.jsonl matches {pattern!r}")
         one, two, lag = [], [], []
         for d in dirs:
-            a, b, c = fractions(Path(d) / "ticks.jsonl", args.min_move_m)
+            try:
+                a, b, c = fractions(Path(d) / "ticks.jsonl", args.min_move_m)
+            except ValueError as err:  # a damaged record inside the file: named, with its line
+                ap.error(f"--runs {spec!r}: {err}; leave that run out or repair the file")
             one += a
             two += b
             lag += c

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from edge.argtypes import whole, writable_file
+from edge.argtypes import fail, whole, writable_file
 from edge.telemetry import machine_info, package_versions
 
 CHECKPOINT = "edge/vla/checkpoints/stack"
@@ -78,14 +78,14 @@ def mcu_overrides(args: argparse.Namespace) -> dict:
     for text in args.mcu:
         key, sep, value = text.partition("=")
         if not sep or key not in types:
-            raise SystemExit(f"error: --mcu {text!r}: give KEY=VALUE with KEY a numeric McuConfig setting other than "
+            fail(f"--mcu {text!r}: give KEY=VALUE with KEY a numeric McuConfig setting other than "
                              "n_joints and seed, e.g. kp_1_s=100")
         try:
             out[key] = int(value) if types[key] in ("int", int) else float(value)
         except ValueError:
-            raise SystemExit(f"error: --mcu {text!r}: {value!r} is not a{'n integer' if types[key] in ('int', int) else ' number'}") from None
+            fail(f"--mcu {text!r}: {value!r} is not a{'n integer' if types[key] in ('int', int) else ' number'}")
         if not math.isfinite(out[key]):
-            raise SystemExit(f"error: --mcu {text!r}: must be finite")
+            fail(f"--mcu {text!r}: must be finite")
     return out
 
 
@@ -276,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     from edge.stats import paired, wilson
 
     work = Path(args.work)
+    if work.exists() and not work.is_dir():
+        ap.error(f"--work {work}: exists and is not a directory; give a directory for the episode records")
     state = work / "settings.json"
     if state.is_file() and json.loads(state.read_text()) != settings(args):
         ap.error(f"--work {work}: holds episodes of other settings ({state.read_text().strip()}); "

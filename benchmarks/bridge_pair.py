@@ -33,11 +33,14 @@ def load(work: Path) -> dict[str, dict[int, dict]]:
     """``{arm: {seed: record}}`` from a bridge_deploy work directory (a line cut by a kill is skipped, as
     bridge_deploy.py skips it: that seed has not run)."""
     out: dict[str, dict[int, dict]] = {}
-    for line in (work / "episodes.jsonl").read_text().splitlines():
+    for i, line in enumerate((work / "episodes.jsonl").read_text().splitlines(), 1):
         try:
             rec = json.loads(line)
         except ValueError:
             continue
+        if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
+            raise ValueError(f"{work / 'episodes.jsonl'}:{i}: a record without 'arm' and 'seed': not a "
+                             "bridge_deploy.py --work directory")
         out.setdefault(rec["arm"], {})[int(rec["seed"])] = rec
     return out
 
@@ -95,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(work)
         if not (path / "episodes.jsonl").is_file():
             ap.error(f"--run {spec!r}: {path / 'episodes.jsonl'} not found: give a bridge_deploy.py --work directory")
-        runs[label] = load(path)
+        try:
+            runs[label] = load(path)
+        except ValueError as err:
+            ap.error(f"--run {spec!r}: {err}")
         if {"bridge", "sim"} - set(runs[label]):
             ap.error(f"--run {spec!r}: {path / 'episodes.jsonl'} lacks a bridge or a sim arm")
         for arm, recs in runs[label].items():

@@ -101,6 +101,10 @@ def _same(a, b) -> bool:
     return a == b
 
 
+class RunMismatch(ValueError):
+    """A saved run made with other settings than asked for now (main: exit 2 naming it)."""
+
+
 def check_set_overrides(out: Path, cfg: dict, overrides: list[str]) -> None:
     """Refuse a saved run whose configuration differs from what is asked for now: from a ``--set
     KEY=VALUE``, or, for a key not set and not on this script's command line, from the preset's value
@@ -125,11 +129,11 @@ def check_set_overrides(out: Path, cfg: dict, overrides: list[str]) -> None:
         want, text = asked.get(key, (default.get(key), None))
         if not _same(was, want):
             now = text if text is not None else f"{want!r} (the preset's; pass --set {key}={was} to reuse the run)"
-            raise SystemExit(f"error: {out} was trained with {key}={was!r}, not {now}; use another --runs directory")
+            raise RunMismatch(f"{out} was trained with {key}={was!r}, not {now}; use another --runs directory")
 
 
 def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
-    """Refuse (SystemExit naming the run) a saved run of a slot method made with another encoder or
+    """Refuse (RunMismatch naming the run) a saved run of a slot method made with another encoder or
     other tracking rounds than asked for now: run directories are named by task, method and seed
     only, so such a run would otherwise be skipped as finished and averaged into this report."""
     m = out / "manifest.json"
@@ -141,13 +145,13 @@ def check_run_matches(out: Path, method: str, args: argparse.Namespace) -> None:
         return
     if method == "pixels_ae":
         if Path(cfg.get("encoder", "")).resolve() != Path(args.pixel_encoder).resolve():
-            raise SystemExit(f"error: {out} was trained with --pixel-encoder {cfg.get('encoder')}, not "
+            raise RunMismatch(f"{out} was trained with --pixel-encoder {cfg.get('encoder')}, not "
                              f"{args.pixel_encoder}; use another --runs directory")
         return
     saved = (Path(cfg.get("encoder", "")).resolve(), int(cfg.get("encoder_carry_iters", 0)))
     now = (Path(args.encoder).resolve(), int(getattr(args, "encoder_carry_iters", 0)))
     if saved != now:
-        raise SystemExit(f"error: {out} was trained with --encoder {cfg.get('encoder')} --encoder-carry-iters "
+        raise RunMismatch(f"{out} was trained with --encoder {cfg.get('encoder')} --encoder-carry-iters "
                          f"{saved[1]}, not {args.encoder} / {now[1]}; use another --runs directory")
 
 
@@ -328,6 +332,12 @@ def report(args: argparse.Namespace) -> dict:
                 check_run_matches(run_dir(args, task, m, s), m, args)
             curves = {s: read_curve(run_dir(args, task, m, s)) for s in args.seeds}
             curves = {s: c for s, c in curves.items() if c}
+            missing = [run_dir(args, task, m, s).name for s in args.seeds if s not in curves]
+            if missing:  # said, and recorded: a report over fewer seeds than asked for
+                print(f"note: --runs {args.runs}: no curve yet for {', '.join(missing)}; "
+                      + (f"{task} / {m} is reported over the other seeds" if curves else f"{task} / {m} left out"),
+                      file=sys.stderr)
+                rt.setdefault("missing_runs", []).extend(missing)
             if not curves:
                 continue
             # seeds that reached the budget; a run still in progress is listed, not averaged in
@@ -474,8 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.set:
         if "=" not in text or not text.partition("=")[0].strip():
             ap.error(f"--set {text!r}: give KEY=VALUE, e.g. --set model.width=64")
+    if Path(args.runs).exists() and not Path(args.runs).is_dir():
+        ap.error(f"--runs {args.runs}: exists and is not a directory; give the directory for the training runs")
     if args.report and not Path(args.runs).is_dir():
         ap.error(f"--runs {args.runs}: no such directory (nothing to report; run without --report first)")
+    if args.report and not any(read_curve(run_dir(args, t, m, s)) for t in args.tasks for m in args.methods
+                               for s in args.seeds):
+        ap.error(f"--runs {args.runs}: no run of {' / '.join(args.tasks)} × {', '.join(args.methods)} × seeds "
+                 f"{' '.join(map(str, args.seeds))} there (e.g. {run_dir(args, args.tasks[0], args.methods[0], args.seeds[0])}"
+                 "/curve.jsonl); check --runs, or run without --report first")
     if not 0 <= args.encoder_carry_iters <= 10:
         ap.error(f"--encoder-carry-iters {args.encoder_carry_iters}: must be in 0..10 (0 = the encoder's own)")
     if not args.report:
@@ -486,13 +503,19 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--pixel-encoder {args.pixel_encoder}: no pixel encoder there (train one with "
                      "`edge train pixel-encoder`)")
         check_run_settings(args, ap)
-        failed = launch(args)
+        try:
+            failed = launch(args)
+        except RunMismatch as err:
+            ap.error(str(err))
         if failed:  # no report over runs that did not train (an earlier report stays as it was)
             print(f"error: {len(failed)} run(s) failed: {', '.join(failed)}; each one's train.log says why. The "
                   "others are kept: fix the cause and rerun to resume (or pass --report to aggregate the runs that exist). "
                   "No report written.", file=sys.stderr)
             return 1
-    res = report(args)
+    try:
+        res = report(args)
+    except RunMismatch as err:
+        ap.error(str(err))
     for task, rt in res["tasks"].items():
         print(f"{task}: random {rt['random_policy_success']:.2f}; " + "; ".join(
             f"{m} final {e['final_mean']:.2f} auc {e['auc_first_half'] if e['auc_first_half'] is None else round(e['auc_first_half'], 3)} "

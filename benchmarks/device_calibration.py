@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import existing, whole, writable_file  # noqa: E402
+from edge.argtypes import check_vla_checkpoint, existing, whole, writable_file  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", type=existing("path"), default=str(ROOT / "edge/vla/checkpoints/stack"))
     ap.add_argument("--reps", type=whole(2), default=60, help="timed repetitions per measurement (>= 2)")
     ap.add_argument("--out", type=writable_file, default=str(ROOT / "benchmarks/results/device_calibration.json"))
+    ap.add_argument("--no-verify", action="store_true",
+                    help="measure a --checkpoint whose model.pt does not match its manifest.json (or has none)")
     args = ap.parse_args(argv)
+    check_vla_checkpoint(args.checkpoint, verify=not args.no_verify)
 
     import os
 
@@ -46,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
-    profile = count_checkpoint(args.checkpoint)
-    measured = measure_parts(args.checkpoint, reps=args.reps)
+    profile = count_checkpoint(args.checkpoint, verify=not args.no_verify)
+    measured = measure_parts(args.checkpoint, reps=args.reps, verify=not args.no_verify)
     cal = calibrate(profile, measured)
 
     from dataclasses import replace

@@ -250,11 +250,22 @@ def main(argv: list[str] | None = None) -> None:
         chunk = int(checkpoint_spec(a.checkpoint).chunk_len)
     except (EdgeError, OSError) as err:
         ap.error(f"--checkpoint {a.checkpoint}: {err}")
-    for arm in arms:
+    for arm, given in zip(arms, a.arms.split(",")):
         try:
-            c = parse_arm(arm).get("execute")
+            overrides = parse_arm(arm)
         except ValueError as err:
             ap.error(str(err))
+        c = overrides.get("execute")
+        for key in ("adapter", "scheduler.eqrl.noise_adapter"):  # loaded and verified now, not in the eqrl
+            if overrides.get("scheduler") == "eqrl" and key in overrides:  # arm's first shard after the others ran
+                from adapters.eqrl.checkpoint import load_agent
+                from adapters.eqrl.deploy import _adapter_path
+
+                try:
+                    load_agent(_adapter_path(overrides[key]))
+                except EdgeError as err:
+                    flag = f"--adapter {a.adapter}" if given == "eqrl" and a.adapter else f"--arms {arm!r}"
+                    ap.error(f"{flag}: {err}")
         if c is not None and c > chunk:  # the runtime would cut it to the chunk without a word
             ap.error(f"--arms: {arm!r}: C={c} is longer than the checkpoint's chunk of {chunk}")
         try:

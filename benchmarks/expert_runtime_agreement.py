@@ -10,7 +10,6 @@ benchmarks/results/expert_runtime_agreement.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -82,7 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--out {a.out}: a directory; give the result JSON's path")
     seeds = list(range(a.seed, a.seed + a.episodes))
     out = Path(a.out)
-    results = json.loads(out.read_text()) if out.exists() else {}
+    from edge import atomic
+    from edge.argtypes import read_json_dict
+
+    results = read_json_dict(out, "--out", "a results file of this script", "choose another --out") if out.exists() else {}
     for cell in a.cells.split(","):
         task, n_blocks = CELLS[cell]
         t0 = time.perf_counter()
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                "wall_s_own": t1 - t0, "wall_s_runtime": t2 - t1, "rows": rows, "command": " ".join(sys.argv)}
         results[f"{cell}/{a.sim}"] = rep
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2))
+        atomic.write_json(out, results, indent=2)
         print(f"{cell}/{a.sim}: success own {rep['successes_own']}/{len(seeds)}, runtime "
               f"{rep['successes_runtime']}/{len(seeds)}; success agrees on {agree}/{len(seeds)} seeds, "
               f"identical actions and steps on {same}/{len(seeds)} (own {t1 - t0:.1f} s, runtime {t2 - t1:.1f} s)")

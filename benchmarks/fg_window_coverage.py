@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes < 1:
         ap.error(f"--episodes {args.episodes}: must be >= 1")
     if not Path(args.data).is_file():
-        ap.error(f"--data {args.data}: no such file")
+        ap.error(f"--data {args.data}: " + ("a directory; give the frames' .npz file" if Path(args.data).is_dir()
+                                            else "no such file"))
     import torch
 
     from world_models.slot_pretrain import episode_index, load_dataset
@@ -78,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     try:
         arrays, meta = load_dataset(args.data)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        print(f"error: --data {args.data}: not a frames file from `python -m world_models.slot_pretrain collect` "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
         return 2
     size = arrays["frames"].shape[1]
     if size % args.res:

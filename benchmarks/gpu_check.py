@@ -110,8 +110,9 @@ def observations(spec: Any, ref: Any, n: int, data: str | None) -> tuple[list[di
     if data:
         try:
             return recorded_observations(spec, ref, n, data), f"recorded: first frames of {data}"
-        except Exception as err:  # noqa: BLE001 - fall back, and say why
+        except Exception as err:  # noqa: BLE001 - fall back, and say why (here and in the JSON)
             why = f"--data {data} unusable ({type(err).__name__}: {err})"
+            print(f"gpu_check: note: {why}; synthetic observations instead", file=sys.stderr)
     obs = []
     for i in range(n):
         obs.append(example_inputs(spec, batch=1, seed=1000 + i))
@@ -296,6 +297,9 @@ def bad_args(args: argparse.Namespace) -> str | None:
         ks = []
     if not ks or min(ks) < 1 or max(ks) > 100:
         return f"--parity-k {args.parity_k!r}: give a comma-separated list of K in 1..100, e.g. 1,2,4,10"
+    if args.data and not Path(args.data).is_dir():
+        return (f"--data {args.data}: no such directory (recorded demonstrations from `edge data record`); leave "
+                "--data out for synthetic observations")
     dev = args.device
     if not (dev in ("cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
         return f"--device {dev}: give cuda, cuda:N or cpu"

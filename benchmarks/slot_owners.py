@@ -194,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     try:
         model, manifest = load_encoder(args.encoder, carry_iters=args.carry_iters)
-        arrays, meta = load_dataset(args.data)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: --encoder {args.encoder}: {e}", file=sys.stderr)
+        return 2
+    try:
+        arrays, meta = load_dataset(args.data)
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        print(f"error: --data {args.data}: not a frames file from `python -m world_models.slot_pretrain collect` "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
         return 2
     if arrays["frames"].shape[1] != model.cfg.image_size:
         print(f"error: --data {args.data} holds {arrays['frames'].shape[1]}² frames but --encoder {args.encoder} "

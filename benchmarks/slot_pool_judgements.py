@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     for f in args.judgements:
         try:
             result = json.loads(Path(f).read_text())
+            if not isinstance(result, dict):
+                raise ValueError(f"its JSON is a {type(result).__name__}, not a slot_carry_iters.py output")
         except (OSError, ValueError) as e:
             print(f"error: --judgements {f}: {e}", file=sys.stderr)
             return 2

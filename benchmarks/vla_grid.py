@@ -132,7 +132,9 @@ def open_resumable(out: Path, identity: dict) -> dict:
     from edge.vla.checkpoint import resolve
 
     identity = {**identity, "checkpoint_sha256": sha256_file(resolve(identity["checkpoint"]))}
-    results = json.loads(out.read_text()) if out.exists() else {}
+    from edge.argtypes import read_json_dict
+
+    results = read_json_dict(out, "--out", "a results file of this script", "choose another --out") if out.exists() else {}
     # render_mesh_cell_m: files written before the option ran with the meshes as they are
     stored = {k: results.get(k, 0.0 if k == "render_mesh_cell_m" else None) for k in identity}
     if results and stored != identity:

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.argtypes import existing, whole, whole_list, writable_file  # noqa: E402
+from edge.argtypes import check_vla_checkpoint, existing, whole, whole_list, writable_file  # noqa: E402
 
 
 def random_default_checkpoint(directory: Path) -> tuple[Path, str]:
@@ -144,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query-env-queries", type=whole(0), default=300,
                     help="QueryEnv throughput: queries timed per backend (0 = skip)")
     ap.add_argument("--out", type=writable_file, default=str(ROOT / "benchmarks/results/vla_latency.json"))
+    ap.add_argument("--no-verify", action="store_true",
+                    help="time a --checkpoint whose model.pt does not match its manifest.json (or has none)")
     args = ap.parse_args(argv)
+    if args.checkpoint:
+        check_vla_checkpoint(args.checkpoint, verify=not args.no_verify)
 
     import onnxruntime
     import torch
@@ -163,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def build(name: str, threads: int):
         # the random-init model has no manifest (nothing to verify); a given checkpoint is verified
-        return make_backend(BackendConfig(name=name, threads=threads), ckpt, verify=bool(args.checkpoint))
+        return make_backend(BackendConfig(name=name, threads=threads), ckpt,
+                            verify=bool(args.checkpoint) and not args.no_verify)
 
     backends = {n: build(n, args.threads) for n in ("torch", "onnxruntime") if not status[n]}
     spec = next(iter(backends.values())).spec
@@ -216,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "vla_latency",
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "weights": weights,
-        "parameters": parameter_count(load_model(ckpt, verify=bool(args.checkpoint))),
+        "parameters": parameter_count(load_model(ckpt, verify=bool(args.checkpoint) and not args.no_verify)),
         "batch": 1,
         "queries_per_k": args.queries,
         "warmup_per_k": args.warmup,

@@ -392,8 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("agents", "replay_runs"):
         for a in getattr(args, key):
             name, sep, run = a.partition("=")
-            if not sep or not name or not run or not (Path(run) / "model.pt").is_file():
+            if not sep or not name or not run:
                 ap.error(f"--{key.replace('_', '-')} {a!r}: expected NAME=RUN, an `edge train world-model` directory")
+            if not (Path(run) / "model.pt").is_file():
+                ap.error(f"--{key.replace('_', '-')} {a!r}: {run} " + ("holds no model.pt" if Path(run).is_dir() else
+                         "does not exist") + " (give an `edge train world-model` directory)")
     if args.token_config and not (Path(args.token_config) / "model.pt").is_file():
         ap.error(f"--token-config {args.token_config}: not an `edge train world-model` directory")
     # each run is read once now, so that one of another kind is refused before anything is collected

@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from edge.argtypes import writable_file
+from edge.argtypes import whole, writable_file
 from edge.errors import EdgeError
 from edge.stats import paired, wilson
 from edge.telemetry import machine_info
@@ -98,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default="runs/wm_bench", help="the comparison's training runs")
-    ap.add_argument("--task", default="reach3")
+    ap.add_argument("--task", default="reach3", choices=("push3", "reach3"))
     ap.add_argument("--methods", nargs="+", default=["comet", "flat_slots", "pixels"])
     ap.add_argument("--reference", default="pixels", help="the method every other is paired against")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (runs) to pool")
+    ap.add_argument("--seeds", nargs="+", type=whole(0), default=[0, 1, 2], help="training seeds (runs) to pool")
     ap.add_argument("--episodes", type=int, default=100, help="evaluation episodes per run")
     ap.add_argument("--seed0", type=int, default=SEED0, help="first evaluation seed (fresh: see the module doc)")
     ap.add_argument("--reuse", nargs="+", default=[], metavar="JSON",
@@ -124,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--reference {args.reference}: not among --methods {args.methods}")
     missing = [str(run_dir(Path(args.runs), args.task, m, s)) for m in args.methods for s in args.seeds
                if not (run_dir(Path(args.runs), args.task, m, s) / "model.pt").is_file()]
+    if not Path(args.runs).is_dir():
+        ap.error(f"--runs {args.runs}: no such directory (the training runs of benchmarks/comet_vs_monolithic.py)")
     if missing:
-        ap.error(f"no finished run (model.pt) at: {', '.join(missing)}; run benchmarks/comet_vs_monolithic.py first")
+        ap.error(f"--runs {args.runs}: no finished run (model.pt) at: {', '.join(missing)}; run "
+                 "benchmarks/comet_vs_monolithic.py first")
 
     earlier: dict = {}  # (method, seed) -> the --reuse files' entries for that run, in file order
     for f in args.reuse:

@@ -95,8 +95,13 @@ def runtime_steps(run_dir: Path, rng: np.random.Generator, first_moves: int = 0,
     moves: dict[int, int] = defaultdict(int)  # moves measured so far per episode
     first_ep = None
     with open(run_dir / "ticks.jsonl", encoding="utf-8") as f:
-        for line in f:
-            t = json.loads(line)
+        for i, line in enumerate(f, 1):
+            try:
+                t = json.loads(line)
+            except json.JSONDecodeError as err:
+                if not line.endswith("\n"):  # a killed run's cut last line
+                    break
+                raise ValueError(f"{run_dir / 'ticks.jsonl'}:{i}: not a JSON record ({err})") from None
             acts += t.get("kind") == "act"
             first_ep = t["ep"] if first_ep is None else first_ep
             if episodes and t["ep"] - first_ep >= episodes:

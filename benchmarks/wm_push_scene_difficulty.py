@@ -49,6 +49,8 @@ def read_results(path: str) -> list[dict]:
         raise ValueError(f"{path}: no 'arms' list: not a benchmarks/wm_sim_search.py result file")
     out = []
     for a in arms:
+        if not isinstance(a, dict):
+            raise ValueError(f"{path}: an arm that is no JSON object: not a benchmarks/wm_sim_search.py result file")
         if a.get("task") != "push3":
             continue
         seeds, succ = a.get("per_episode_seed"), a.get("per_episode_success")

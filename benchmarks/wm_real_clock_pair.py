@@ -36,6 +36,8 @@ def read_arm(spec: str) -> tuple[dict, dict]:
         res = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: cannot read a wm_real_clock result ({err})") from None
+    if not isinstance(res, dict) or not isinstance(res.get("arms"), dict):
+        raise ValueError(f"{path}: not a wm_real_clock result (no arms)")
     if res.get("benchmark") != "wm_real_clock" or arm not in res.get("arms", {}):
         raise ValueError(f"{path}: not a wm_real_clock result with an arm {arm!r} "
                          f"(arms: {', '.join(res.get('arms', {})) or 'none'})")

@@ -207,7 +207,14 @@ def pool_pairs(arms: list[dict], pools: list[str]) -> list[dict]:
 
 def merge(files: list[Path], pools: list[str], out: Path, command: str) -> int:
     """Arms of earlier runs of this script (same first seed) in one file, with their pairs and pools."""
-    runs = [json.loads(f.read_text()) for f in files]
+    from edge.argtypes import read_json_dict
+
+    runs = [read_json_dict(f, "--merge", "a wm_sim_search.py output", "give the JSON files this script wrote")
+            for f in files]
+    for f, r in zip(files, runs):
+        if not isinstance(r.get("settings"), dict) or "seed0" not in r["settings"] or not isinstance(r.get("arms"), list):
+            raise EdgeError(f"--merge {f}: not a wm_sim_search.py output (no settings.seed0 / arms); give the JSON "
+                            "files this script wrote")
     seed0 = {r["settings"]["seed0"] for r in runs}
     if len(seed0) != 1:
         raise EdgeError(f"--merge: the runs start at different seeds {sorted(seed0)}; their arms do not pair")

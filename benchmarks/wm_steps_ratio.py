@@ -136,8 +136,11 @@ def run(args: argparse.Namespace) -> int:
         if not p.is_file():
             raise EdgeError(f"--results / --floor-from {p}: no such file")
     if args.floor_from is not None:
-        ref = json.loads(args.floor_from.read_text())
-        ca = (ref.get("tasks", {}).get(args.task) or {}).get("constant_action")
+        from edge.argtypes import read_json_dict
+
+        ref = read_json_dict(args.floor_from, "--floor-from", "an object_task_scripted.py result",
+                             "give the JSON object_task_scripted.py wrote")
+        ca = ((ref.get("tasks") or {}).get(args.task) or {}).get("constant_action")
         if ca is None:
             raise EdgeError(f"--floor-from {args.floor_from}: no constant-action result for {args.task} "
                             "(run object_task_scripted.py with --constant-select-episodes > 0)")

@@ -36,7 +36,7 @@ from edge.vla.manifest import git_revision
 def load_constant(path: Path, task: str) -> dict:
     try:
         r = json.loads(path.read_text())["tasks"][task]
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise EdgeError(f"--constant {path}: no {task!r} results of object_task_scripted.py ({e}); "
                         f"run it with --tasks {task} and the final evaluations' --seed0") from None
     if "constant_action" not in r:

@@ -35,6 +35,40 @@ def fail(message: str) -> NoReturn:
     raise BadArgument(message)
 
 
+def read_json_dict(path: str | Path, flag: str, what: str, hint: str) -> dict:
+    """The JSON object in ``path``, given by ``flag``; anything else (no such file, not JSON, not an object)
+    ends the script through :func:`fail`: ``FLAG PATH: not WHAT (why); HINT``."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        fail(f"{flag} {path}: no such file; {hint}")
+    except IsADirectoryError:
+        fail(f"{flag} {path}: a directory, not {what}; {hint}")
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        fail(f"{flag} {path}: not {what} (not readable JSON: {err}); {hint}")
+    if not isinstance(data, dict):
+        fail(f"{flag} {path}: not {what} (its JSON is a {type(data).__name__}, not an object); {hint}")
+    return data
+
+
+def check_vla_checkpoint(path: str, verify: bool, flag: str = "--checkpoint") -> None:
+    """End the script through :func:`fail` unless ``path`` is a VLA checkpoint (a directory with model.pt, or
+    the file) that matches its manifest (when ``verify``): checked before anything is measured."""
+    from edge.errors import EdgeError
+    from edge.vla.checkpoint import resolve
+
+    try:
+        ckpt = resolve(path)
+        if verify:
+            from edge.vla.verify import verify_checkpoint
+
+            verify_checkpoint(ckpt)
+    except (FileNotFoundError, EdgeError) as err:
+        fail(f"{flag}: {err}" if str(path) in str(err) else f"{flag} {path}: {err}")
+
+
 def _bounds(lo: float | None, hi: float | None, lo_open: bool = False) -> str:
     if lo is not None and hi is not None:
         return f"in {'(' if lo_open else '['}{lo}, {hi}]"

@@ -99,6 +99,22 @@ CASES = [
     ("mujoco_rollout_speed", ["--threads", "1", "0"], "argument --threads: 0: must be a whole number >= 1"),
     ("wm_steps_ratio", ["--results", NOWHERE, "--floor", "0"], f"--results / --floor-from {NOWHERE}: no such file"),
     ("wm_steps_ratio", ["--results", NOWHERE, "--floor", "0", "--resamples", "0"], "--resamples=0 must be at least 1"),
+    # found by a sweep of every script with bad inputs (stop 68): tracebacks, exit 1, or work started first
+    ("eqrl_eval", ["--adapter", NOWHERE], f"--adapter {NOWHERE}: no EQRL adapter at {NOWHERE}"),
+    ("eqrl_eval", ["--arms", "fixed:2x8,eqrl:stack_efficent"], "did you mean stack_efficient?"),
+    ("vla_grid", ["--out", "README.md"], "--out README.md: not a results file of this script (not readable JSON"),
+    ("latency_robustness", ["--out", "README.md"], "--out README.md: not a results file of this script"),
+    ("vla_latency", ["--checkpoint", "configs"], "--checkpoint: no VLA checkpoint at configs"),
+    ("device_calibration", ["--checkpoint", "configs"], "--checkpoint: no VLA checkpoint at configs"),
+    ("bridge_deploy", ["--work", NOWHERE, "--mcu", "bogus=1"], "--mcu 'bogus=1': give KEY=VALUE"),
+    ("bridge_deploy", ["--work", "README.md"], "--work README.md: exists and is not a directory"),
+    ("comet_vs_monolithic", ["--runs", "README.md", "--tasks", "reach3"], "--runs README.md: exists and is not a directory"),
+    ("wm_final_eval", ["--runs", NOWHERE], f"--runs {NOWHERE}: no such directory"),
+    ("wm_final_eval", ["--seeds", "-1"], "argument --seeds: -1: must be a whole number >= 0"),
+    ("wm_final_eval", ["--task", "bogus"], "argument --task: invalid choice: 'bogus'"),
+    ("wm_contact_ceiling", ["--agents", f"a={NOWHERE}"], f"--agents 'a={NOWHERE}': {NOWHERE} does not exist"),
+    ("wm_steps_ratio", ["--results", "README.md", "--floor-from", "README.md"],
+     "--floor-from README.md: not an object_task_scripted.py result (not readable JSON"),
 ]
 
 
@@ -118,7 +134,8 @@ def test_gpu_check_names_the_flag_with_its_own_setup_exit_code(capsys):
     gpu_check = load_benchmark("gpu_check")
     for argv, said in ((["--parity-k", "1,x"], "--parity-k '1,x'"), (["--parity-k", ""], "--parity-k ''"),
                        (["--budget-s", "0"], "--budget-s 0.0"), (["--device", "gpu"], "--device gpu"),
-                       (["--checkpoint", NOWHERE], f"--checkpoint {NOWHERE}")):
+                       (["--checkpoint", NOWHERE], f"--checkpoint: no VLA checkpoint at {NOWHERE}"),
+                       (["--data", NOWHERE], f"--data {NOWHERE}: no such directory")):
         cpu = [] if "--device" in argv else ["--device", "cpu"]
         assert gpu_check.main([*argv, *cpu]) == gpu_check.EXIT_SETUP
         assert said in capsys.readouterr().err
@@ -195,3 +212,28 @@ def test_vla_vision_probe_names_a_camera_the_dataset_was_not_recorded_with(tmp_p
                                                  "--out", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--camera wrist:" in err and "front only" in err and "Traceback" not in err
+
+
+def test_result_files_that_are_not_one_are_named_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """Inputs a script reads after parsing: not JSON, JSON of another shape, a cut run record."""
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for merge, said in (("README.md", "--merge README.md: not a wm_sim_search.py output (not readable JSON"),
+                        (str(tmp_path / "list.json"), "its JSON is a list, not an object")):
+        with pytest.raises(SystemExit) as e:
+            load_benchmark("wm_sim_search").main(["--merge", merge, "--out", str(tmp_path / "o.json")])
+        assert e.value.code == 2 and said in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    tick = {"ep": 0, "slot": 0, "ee_pos_m": [0.4, 0.0, 0.2], "kind": "act", "sent": [0.01, 0.0, 0.0, 0.0, 0.0]}
+    (run / "ticks.jsonl").write_text("garbage\n" + json.dumps(tick) + "\n")
+    with pytest.raises(SystemExit) as e:
+        load_benchmark("arm_tracking").main(["--runs", f"x={run}", "--out", str(tmp_path / "a.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"{run}/ticks.jsonl:1: corrupt record" in err and "Traceback" not in err
+    (run / "ticks.jsonl").write_text(json.dumps(tick) + "\n" + '{"ep": 0, "slo')  # a kill's cut last line: skipped
+    assert load_benchmark("arm_tracking").main(["--runs", f"x={run}", "--out", str(tmp_path / "a.json")]) == 0
+    for script, argv in (("fg_window_coverage", ["--data", "README.md"]),
+                         ("slot_owners", ["--encoder", "world_models/checkpoints/slots_push3_v2", "--data", "README.md"])):
+        assert load_benchmark(script).main([*argv, "--out", str(tmp_path / "f.json")]) == 2, script
+        assert "--data README.md: not a frames file" in capsys.readouterr().err

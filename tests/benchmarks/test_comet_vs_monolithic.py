@@ -187,7 +187,7 @@ def test_runs_of_another_encoder_setting_are_refused_not_mixed(tmp_path, monkeyp
     _write_run(runs / "reach3_comet_s0", [0.0, 0.4, 0.5, 0.6])
     (runs / "reach3_comet_s0" / "manifest.json").write_text(json.dumps(
         {"config": {"encoder": args.encoder, "encoder_carry_iters": 0}}))
-    with pytest.raises(SystemExit, match="reach3_comet_s0 was trained with .*--encoder-carry-iters 0"):
+    with pytest.raises(cvm.RunMismatch, match="reach3_comet_s0 was trained with .*--encoder-carry-iters 0"):
         cvm.report(args)
     args.encoder_carry_iters = 0  # the same setting: reported
     assert "comet" in cvm.report(args)["tasks"]["reach3"]["methods"]
@@ -202,10 +202,10 @@ def test_a_run_with_another_setting_is_refused_unless_asked_for(tmp_path):
     cfg["eval_every"], cfg["planner"]["num_simulations"] = 500, 64  # set by this script's command line
     cvm.check_set_overrides(tmp_path, cfg, [])
     cfg["env"]["approach"] = "behind"
-    with pytest.raises(SystemExit, match=r"env.approach='behind', not 'cube' \(the preset's; pass --set env.approach"):
+    with pytest.raises(cvm.RunMismatch, match=r"env.approach='behind', not 'cube' \(the preset's; pass --set env.approach"):
         cvm.check_set_overrides(tmp_path, cfg, [])
     cvm.check_set_overrides(tmp_path, cfg, ["env.approach=behind"])
-    with pytest.raises(SystemExit, match="replay_ratio=0.25, not 1.0"):
+    with pytest.raises(cvm.RunMismatch, match="replay_ratio=0.25, not 1.0"):
         cvm.check_set_overrides(tmp_path, cfg, ["env.approach=behind", "replay_ratio=1.0"])
     del cfg["env"]["approach"]  # a run saved before the key existed counts at its default
     cvm.check_set_overrides(tmp_path, cfg, [])
@@ -244,3 +244,28 @@ def test_a_curve_read_while_its_run_appends_skips_the_half_written_point(tmp_pat
     (tmp_path / "curve.jsonl").write_text('{"env_steps": 0, "success": 0.0}\n{"env_steps": 6000, "succ')
     assert cvm.read_curve(tmp_path) == [{"env_steps": 0, "success": 0.0}]
     assert cvm.read_curve(tmp_path / "none") == []
+
+
+def test_a_report_names_the_runs_it_lacks_and_refuses_a_runs_folder_without_any(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    monkeypatch.setattr(cvm, "random_policy_score", lambda task, n: 0.0)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    argv = ["--tasks", "reach3", "--methods", "comet", "pixels", "--seeds", "0", "1", "--env-steps", "300",
+            "--report", "--no-diagnostics", "--runs", str(runs), "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as e:  # a --runs folder with none of the runs: a typo, not an empty report
+        cvm.main(argv)
+    assert e.value.code == 2 and f"--runs {runs}: no run of reach3" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "a_file").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        cvm.main([*argv[:-4], "--runs", str(tmp_path / "a_file"), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and "exists and is not a directory" in capsys.readouterr().err
+    _write_run(runs / "reach3_pixels_s0", [0.0, 0.1, 0.3, 0.5])
+    _write_run(runs / "reach3_pixels_s1", [0.0, 0.2, 0.3, 0.4])
+    _write_run(runs / "reach3_comet_s0", [0.0, 0.4, 0.5, 0.6])
+    res = cvm.report(cvm.argparse.Namespace(**{**vars(_args(tmp_path)), "encoder_carry_iters": 0}))
+    assert res["tasks"]["reach3"]["missing_runs"] == ["reach3_comet_s1"]
+    assert res["tasks"]["reach3"]["methods"]["comet"]["seeds"] == [0]
+    assert "no curve yet for reach3_comet_s1; reach3 / comet is reported over the other seeds" in capsys.readouterr().err

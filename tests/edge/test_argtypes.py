@@ -78,3 +78,23 @@ def test_out_paths_are_checked_when_parsed_and_nothing_is_made(tmp_path, capsys)
             ap.parse_args(argv)
         err = capsys.readouterr().err
         assert e.value.code == 2 and said in err, err
+
+
+def test_read_json_dict_names_the_flag_the_file_and_what_it_is_not(tmp_path, capsys):
+    import pytest
+
+    from edge.argtypes import BadArgument, read_json_dict
+
+    good = tmp_path / "r.json"
+    good.write_text('{"a": 1}')
+    assert read_json_dict(good, "--in", "a result", "rerun it") == {"a": 1}
+    for text, said in (("not json", "not a result (not readable JSON"), ("[1]", "its JSON is a list, not an object")):
+        good.write_text(text)
+        with pytest.raises(BadArgument) as e:
+            read_json_dict(good, "--in", "a result", "rerun it")
+        assert e.value.code == 2 and str(e.value) == capsys.readouterr().err.strip().removeprefix("error: ")
+        assert str(e.value).startswith(f"--in {good}: ") and said in str(e.value) and str(e.value).endswith("; rerun it")
+    with pytest.raises(BadArgument, match="no such file; rerun it"):
+        read_json_dict(tmp_path / "none.json", "--in", "a result", "rerun it")
+    with pytest.raises(BadArgument, match="a directory, not a result"):
+        read_json_dict(tmp_path, "--in", "a result", "rerun it")
