@@ -88,6 +88,25 @@ def latency_difference(after: dict[int, np.ndarray], before: dict[int, np.ndarra
     return out
 
 
+def _edge_run_refuses(run_args: list[str]) -> str:
+    """What this checkout's `edge run` parser says of ``run_args`` ('' if it takes them): a typo ends here,
+    not in the first arm's worktree (the other revision's parser may differ; its arm says so if it does)."""
+    import contextlib
+    import io
+
+    from edge.cli import build_parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            build_parser().parse_args(["run", *run_args])
+    except SystemExit as e:
+        if e.code:
+            lines = [x for x in err.getvalue().splitlines() if x.strip()]
+            return lines[-1].split(" error: ", 1)[-1] if lines else f"exit {e.code}"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     run_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -110,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{bad} after `--`: the benchmark sets it for both arms; drop it")
     if args.episodes < 2 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: need >= 2 episodes and blocks >= 1")
+    said = _edge_run_refuses(run_args)  # before a worktree is made or an arm plays
+    if said:
+        ap.error(f"the `edge run` arguments after `--`: edge run says: {said}")
     runs = Path(args.runs_dir).resolve()  # the before arm runs inside its worktree
     if runs.exists():
         ap.error(f"--runs-dir {runs} exists: give a new directory (the arms' runs must not mix with old ones)")

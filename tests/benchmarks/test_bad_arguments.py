@@ -62,6 +62,8 @@ CASES = [
     ("wm_contact_ceiling", ["--near-cm", "0"], "--near-cm 0.0: need a finite distance > 0"),
     ("wm_feature_probe", ["--play-segment", "0.5"], "--play-segment 0.5: need a finite number of steps >= 1"),
     ("edge_run_revisions", ["--before", "HEAD", "--", "--policy", "comet", "--episodes=5"], "--episodes after `--`"),
+    ("edge_run_revisions", ["--before", "HEAD", "--", "--policy", "comet", "--task", "rech"],
+     "the `edge run` arguments after `--`: edge run says: argument --task: invalid choice: 'rech'"),
     ("bridge_deploy", ["--work", NOWHERE, "--driver", "gripper_speed_m_s=abc"],
      "--driver 'gripper_speed_m_s=abc': 'abc' is not a number"),
     ("bridge_deploy", ["--work", NOWHERE, "--driver", "gripper_sped_m_s=1"], "--driver gripper_sped_m_s=1:"),
