@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{bad} after `--`: the benchmark sets it for both arms; drop it")
     if args.episodes < 2 or args.block < 1:
         ap.error(f"--episodes {args.episodes} / --block {args.block}: need >= 2 episodes and blocks >= 1")
-    said = _edge_run_refuses(run_args)  # before a worktree is made or an arm plays
-    if said:
+    said = _edge_run_refuses(run_args) if args.after is None else ""  # the after arm is this checkout: its
+    if said:  # parser judges them before a worktree is made or an arm plays
         ap.error(f"the `edge run` arguments after `--`: edge run says: {said}")
     runs = Path(args.runs_dir).resolve()  # the before arm runs inside its worktree
     if runs.exists():

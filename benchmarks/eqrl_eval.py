@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
 
                 try:
                     load_agent(_adapter_path(overrides[key]))
-                except EdgeError as err:
+                except (EdgeError, RuntimeError, KeyError, ValueError) as err:  # a damaged or mismatched one too
                     flag = f"--adapter {a.adapter}" if given == "eqrl" and a.adapter else f"--arms {arm!r}"
                     ap.error(f"{flag}: {err}")
         if c is not None and c > chunk:  # the runtime would cut it to the chunk without a word

@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model, manifest = load_encoder(args.encoder, carry_iters=args.carry_iters)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
-        print(f"error: --encoder {args.encoder}: {e}", file=sys.stderr)
+        said = str(e)  # the loader's message may name the path itself: say it once
+        print(f"error: --encoder: {said}" if args.encoder in said else f"error: --encoder {args.encoder}: {said}",
+              file=sys.stderr)
         return 2
     try:
         arrays, meta = load_dataset(args.data)

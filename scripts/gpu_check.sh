@@ -5,7 +5,8 @@
 # files. On a machine without an NVIDIA GPU it exits at once with status 2 and writes nothing.
 #
 #   scripts/gpu_check.sh                         # everything this machine can run
-#   scripts/gpu_check.sh --out "$OUT/gpu_check.json" --data data/stack   # recorded observations
+#   scripts/gpu_check.sh --out "$OUT/gpu_check.json" --data data/stack   # recorded observations (where
+#                                                # data/stack was recorded with edge data record)
 #   scripts/gpu_check.sh --help                  # all options (benchmarks/gpu_check.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."

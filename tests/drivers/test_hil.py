@@ -87,7 +87,10 @@ def ctx(tmp_path_factory):
     # One untimed run first: a fresh install's first real-time run stalls at start-up (2 of 2
     # fresh-clone CI runs, 0 of 10 warm ones), so the timed scenarios below start warm and their
     # retry is left for a stall of their own.
-    run_scenario(_scenario("bit_flip"), c, tmp_path_factory.mktemp("hil_warmup") / "bit_flip")
+    try:
+        run_scenario(_scenario("bit_flip"), c, tmp_path_factory.mktemp("hil_warmup") / "bit_flip")
+    except Exception:  # noqa: BLE001 - a warm-up only: the timed scenarios report any real problem themselves
+        pass
     yield c
     c.close()
 

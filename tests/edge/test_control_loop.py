@@ -457,7 +457,7 @@ def test_real_clock_loop_merges_chunks_that_arrive_between_ticks(tmp_path, slack
         assert not in_slack
     else:
         # one may miss; so may one per tick that woke late (a VM stall shifts the answer past the slack)
-        n_late = sum(r.lateness_s > 0.005 for r in loop._records)
+        n_late = min(2, sum(r.lateness_s > 0.005 for r in loop._records))  # capped: the check must still bite
         assert len(in_slack) >= len(queries) - 1 - n_late
         # merged for the coming tick, at least slack_margin_s before its deadline
         for q in in_slack:
@@ -496,7 +496,7 @@ def test_process_answers_are_received_in_the_slack_and_merged_on_the_tick(tmp_pa
         worker.close()
     assert len(queries) >= 6 and not any(q["merged_in_slack"] for q in queries)
     early = [q for q in queries if q["t_received_s"] < q["t_merged_s"]]
-    n_late = sum(r.lateness_s > 0.005 for r in loop._records)  # as above: a late tick may cost one
+    n_late = min(2, sum(r.lateness_s > 0.005 for r in loop._records))  # as above: a late tick may cost one
     assert len(early) >= len(queries) - 1 - n_late
     # received for the coming tick, at least the receive margin before its deadline; a VM stall that
     # makes the ticks late (tens of ms on this real clock) shifts the slack after them by as much

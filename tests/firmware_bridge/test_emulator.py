@@ -519,6 +519,7 @@ def test_the_emulator_takes_the_panda_with_wider_hard_limits(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        proc.stderr.close()
 
 
 def test_the_path_file_appears_whole_or_not_at_all(tmp_path, monkeypatch):

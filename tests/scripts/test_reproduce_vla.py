@@ -14,6 +14,7 @@ STEPS = ["record_viapoint", "record_direct", "stage1", "stage2", "stage3", "stag
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1900)  # its two subprocess runs may take 900 s each
 def test_smoke_recipe_chains_every_stage_and_resumes(tmp_path):
     out = tmp_path / "repro"
     env = {**os.environ, "MUJOCO_GL": "egl"}
