@@ -383,6 +383,13 @@ ROWS = [
         ("--set worker.noise_temperature=0.9", "replayed expert")),
     Row("hil-set-worker-cpus", ["hil", "--all", "--policy", "replay", "--set", "worker.cpus=0"],
         ("--set worker.cpus=0", "inference is thread", "drop it")),
+    # options are for a user's pkg.module:factory only: a registered one dropped them without a word
+    Row("run-set-scheduler-options-registered", [*RUN, "--set", "scheduler.options.gain=2", "--out", "{tmp}/r"],
+        ("scheduler.options={'gain': 2}", "read only by your own 'pkg.module:factory' scheduler",
+         "this run's scheduler is fixed", "scheduler.fixed.*")),
+    Row("run-set-policy-options-registered", [*RUN, "--policy", "comet", "--task", "reach", "--set",
+                                              "policy.options.sims=4", "--out", "{tmp}/r"],
+        ("policy.options={'sims': 4}", "this run's policy is comet", "policy.comet.*")),
     Row("run-set-adapter-noise-without-eqrl", [*RUN, "--set", "adapter_noise=mean", "--out", "{tmp}/r"],
         ("scheduler.eqrl.noise=mean", "add --scheduler eqrl")),
     Row("run-set-latency-ms-measured", [*RUN, "--set", "latency_ms=50", "--out", "{tmp}/r"],

@@ -440,6 +440,12 @@ def unread_settings(cfg: RuntimeConfig, base: RuntimeConfig | None = None) -> li
                     + (" (its adapter chooses K and C)" if kind == "eqrl" and name == "fixed" else ""),
                  "drop it" if name == "fixed" else f"add --scheduler {name} or drop it")
                 for k in sorted(asked) if k.startswith(section) and not read][:1]
+    for section, name, own in (("scheduler", kind, f"scheduler.{kind}.*" if kind in ("dvac", "eqrl") else
+                                "scheduler.fixed.*"),
+                               ("policy", policy, "policy.comet.*" if policy == "comet" else "")):
+        if f"{section}.options" in asked and ":" not in name:  # a registered one reads its own sections only
+            out.append((f"{section}.options", f"read only by your own 'pkg.module:factory' {section}; this run's "
+                        f"{section} is {name}" + (f" (its settings: {own})" if own else ""), "drop it"))
     if "clock.latency_ms" in asked and cfg.clock.latency != "constant":
         out.append(("clock.latency_ms", f"the charge of --latency constant; this run's latency is {cfg.clock.latency}",
                     "add --latency constant or drop it"))

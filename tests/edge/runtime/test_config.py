@@ -140,6 +140,19 @@ def test_flags_named_in_messages():
         assert flag_of(path) == f"--set {path}=..."
 
 
+def test_options_are_unread_unless_a_users_factory_takes_them():
+    from dataclasses import replace
+
+    from edge.runtime.config import unread_settings
+
+    given = apply_settings(RuntimeConfig(), [("scheduler.options", {"gain": 2}), ("policy.options", {"k": 1})])
+    assert [u[0] for u in unread_settings(given)] == ["scheduler.options", "policy.options"]
+    assert "this run's scheduler is fixed (its settings: scheduler.fixed.*)" in unread_settings(given)[0][1]
+    custom = replace(given, scheduler=replace(given.scheduler, kind="my_sched:make"),
+                     policy=replace(given.policy, name="my_pol:make"))
+    assert unread_settings(custom) == []
+
+
 def test_options_sections_pass_through_for_plugins():
     c = apply_settings(RuntimeConfig(), [("scheduler.options", {"gain": 2, "mode": {"a": 1}})])
     assert c.scheduler.options == {"gain": 2, "mode": {"a": 1}}
