@@ -410,3 +410,12 @@ def counting_backend(config: Any, model_path: Any, robot: Any = None, verify: bo
 
     backend.encode = counted
     return backend
+
+
+def options_scheduler(cfg: Any, policy: Any) -> Any:
+    """TEST FIXTURE: ``--scheduler tests.fakes:options_scheduler``, a fixed schedule whose K it reads from
+    ``scheduler.options.k`` (and nothing else there)."""
+    from edge.schedulers import FixedScheduler
+
+    k = int(cfg.scheduler.options.get("k", 2))
+    return FixedScheduler(num_steps=k, execute=8)

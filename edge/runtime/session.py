@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -172,9 +173,79 @@ def _built(name: str, kind: str, factory: Callable[..., Any], args: tuple[Any, .
     return obj
 
 
-def built_policy(cfg_: RuntimeConfig) -> tuple[Any, Any, Callable[[], Any] | None]:
+class ReadOptions(dict):
+    """A user's factory's ``options``, noting which keys it looked up: one it never reads (a misspelt option,
+    or one the factory does not have) is reported when the run ends instead of being dropped without a word.
+    Iterating over them, or copying them, counts as reading every key."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: Any) -> bool:
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def _all(self) -> None:
+        self.read.update(super().keys())
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self._all()
+        return super().__iter__()
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        self._all()
+        return super().keys()
+
+    def items(self):  # type: ignore[no-untyped-def]
+        self._all()
+        return super().items()
+
+    def values(self):  # type: ignore[no-untyped-def]
+        self._all()
+        return super().values()
+
+    def copy(self) -> dict:
+        self._all()
+        return dict(super().items())
+
+    def unread(self) -> list[str]:
+        return sorted(k for k in super().keys() if k not in self.read)
+
+
+def _tracked(cfg_: RuntimeConfig, section: str, trackers: list | None) -> RuntimeConfig:
+    """``cfg_`` with ``section``'s options as :class:`ReadOptions` (noted in ``trackers``) when a user's
+    factory gets them; else ``cfg_`` as it is."""
+    import dataclasses
+
+    sub = getattr(cfg_, section)
+    name = sub.kind if section == "scheduler" else sub.name
+    if trackers is None or not sub.options or ":" not in name:
+        return cfg_
+    opts = ReadOptions(sub.options)
+    trackers.append((section, name, opts))
+    return dataclasses.replace(cfg_, **{section: dataclasses.replace(sub, options=opts)})
+
+
+def unread_options(trackers: list) -> list[str]:
+    """``section.options.KEY`` a user's factory never looked up, one line each."""
+    return [f"{section}.options.{k}: {name} never read it (a misspelt option, or one it does not have)"
+            for section, name, opts in trackers for k in opts.unread()]
+
+
+def built_policy(cfg_: RuntimeConfig, trackers: list | None = None) -> tuple[Any, Any, Callable[[], Any] | None]:
     """(policy, robot spec, factory): ``cfg_``'s policy built and checked to be one; ``factory`` rebuilds it in a
-    worker process (``inference='process'``), else None."""
+    worker process (``inference='process'``), else None. ``trackers``: a list to note which of a user's
+    factory's ``policy.options`` it reads (:func:`unread_options`)."""
+    cfg_ = _tracked(cfg_, "policy", trackers)
     loader, robot = policy_loader(cfg_)
     policy = _built(cfg_.policy.name, "policy", loader.func, loader.args,
                     ("spec", "chunk_len", "action_dim", "encode", "sample"),
@@ -182,8 +253,9 @@ def built_policy(cfg_: RuntimeConfig) -> tuple[Any, Any, Callable[[], Any] | Non
     return policy, robot, (loader if cfg_.worker.mode == "process" else None)
 
 
-def built_scheduler(cfg_: RuntimeConfig, policy: Any) -> Any:
-    """``cfg_``'s scheduler for ``policy``, built and checked to be one."""
+def built_scheduler(cfg_: RuntimeConfig, policy: Any, trackers: list | None = None) -> Any:
+    """``cfg_``'s scheduler for ``policy``, built and checked to be one (``trackers``: as for :func:`built_policy`)."""
+    cfg_ = _tracked(cfg_, "scheduler", trackers)
     return _built(cfg_.scheduler.kind, "scheduler", SCHEDULERS.resolve(cfg_.scheduler.kind), (cfg_, policy),
                   ("plan", "reset"), "factory(config, policy) returning a Scheduler (edge.contracts)")
 
@@ -302,6 +374,7 @@ class Runtime:
         loop.episode = first_episode
         self.max_steps = cfg_.scene.max_steps or env.unwrapped.max_steps
         self._closed = False
+        self.option_trackers: list = []  # (section, factory name, ReadOptions) of a user's factories
 
     @property
     def out_dir(self) -> Path | None:
@@ -386,6 +459,10 @@ class Runtime:
             return {}
         self._closed = True
         summary: dict[str, Any] = {}
+        for line in unread_options(self.option_trackers):  # said, and recorded with the run's events
+            print(f"note: {line}", file=sys.stderr)
+            if self.recorder is not None:
+                self.recorder.event("option_unread", self.loop.clock.now(), detail=line)
         try:
             self.loop.close(close_driver=True)
         finally:
@@ -491,8 +568,9 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
         raise EdgeError(f"{out_dir} already holds a run ({', '.join(held)}); runs never mix: continue it with "
                         "resume=True (edge run --resume) or record into another directory")
     factory = None
+    trackers: list = []  # a user's factories' options, to say at the end which they never read
     if policy is None:
-        policy, robot, factory = built_policy(cfg_)
+        policy, robot, factory = built_policy(cfg_, trackers)
     elif cfg_.worker.mode == "process":
         raise EdgeError("inference='process' builds the policy from the checkpoint in the worker "
                         "process; it cannot take a policy object")
@@ -571,7 +649,7 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     lat = LatencyConfig(kind=cfg_.clock.latency, latency_s=cfg_.clock.latency_ms / 1000.0, device=cfg_.clock.device,
                         checkpoint=cfg_.policy.checkpoint if (Path(cfg_.policy.checkpoint) / "model.pt").is_file() else "")
     if scheduler is None:
-        scheduler = built_scheduler(cfg_, policy)
+        scheduler = built_scheduler(cfg_, policy, trackers)
     recorder = None
     first_episode = 0
     if out_dir is not None:
@@ -596,7 +674,9 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     if recorder is not None:  # once per start and per resume
         recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4),
                        torch_threads=loop.worker.torch_threads)
-    return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
+    rt = Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
+    rt.option_trackers = trackers
+    return rt
 
 
 def progress_label(cfg_: RuntimeConfig, scheduler: Any = None) -> str:

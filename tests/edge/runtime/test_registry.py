@@ -62,3 +62,26 @@ def test_what_a_users_factory_raises_is_raised_as_it_is():
                            video_episodes=0)
     with pytest.raises(AttributeError, match="the user's own bug"):
         run_session(cfg, None, progress=False)
+
+
+def test_a_users_factory_is_told_of_the_options_it_never_read(tmp_path, capsys):
+    import dataclasses
+    import json
+
+    from edge.runtime.config import apply_settings
+    from edge.runtime.session import ReadOptions, run_session
+
+    cfg = RuntimeConfig.of(scheduler="tests.fakes:options_scheduler", episodes=1, max_steps=4, video_episodes=0)
+    cfg = apply_settings(cfg, [("scheduler.options", {"k": 1, "kk": 3})])  # "kk": a misspelt option
+    res = run_session(cfg, tmp_path / "run", progress=False)
+    err = capsys.readouterr().err
+    assert "note: scheduler.options.kk: tests.fakes:options_scheduler never read it" in err
+    assert "options.k:" not in err
+    events = [json.loads(x) for x in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [e["detail"] for e in events if e["kind"] == "option_unread"] == [
+        "scheduler.options.kk: tests.fakes:options_scheduler never read it (a misspelt option, or one it does not have)"]
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["config"]["scheduler"]["options"] == {"k": 1, "kk": 3}
+    assert res.summary["episodes"] == 1
+    every = dataclasses.replace(cfg, scheduler=dataclasses.replace(cfg.scheduler, options={"k": 1, "kk": 3}))
+    opts = ReadOptions(every.scheduler.options)
+    assert opts.unread() == ["k", "kk"] and (dict(**opts) or True) and opts.unread() == []  # unpacking reads all
