@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -229,18 +230,20 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
         built_scheduler,
         check_execute_fits,
         check_policy_task,
+        unread_options,
     )
     from edge.runtime.wiring import wire_loop
     from edge.telemetry import RunRecorder
 
     out = Path(out_dir)
+    trackers: list = []  # a user's factories' options, to say at the end which they never read
     if policy is None:
-        policy, robot, factory = built_policy(cfg)
+        policy, robot, factory = built_policy(cfg, trackers)
     else:
         robot, factory = load_robot_spec(cfg.scene.robot), policy_factory
     check_policy_task(cfg, policy)
     check_execute_fits(cfg, policy)
-    scheduler = built_scheduler(cfg, policy)
+    scheduler = built_scheduler(cfg, policy, trackers)
     try:
         dcfg = from_dict(BridgeArmConfig, {**arm.driver, "port": arm.port})
     except (ConfigError, ValueError) as err:
@@ -319,6 +322,9 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
             observer.close()
         if commands is not None:
             commands.close()
+    for line in unread_options(trackers):  # said, and recorded with the run's events
+        print(f"note: {line}", file=sys.stderr)
+        recorder.event("option_unread", clock.now(), detail=line)
     summary = recorder.close(extra={"arm": "bridge", "stop": res.get("stop") or res.get("error_type")})
     write_result(out / "arm_result.json", res)
     return res, summary
