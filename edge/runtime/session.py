@@ -230,6 +230,8 @@ def _tracked(cfg_: RuntimeConfig, section: str, trackers: list | None) -> Runtim
     name = sub.kind if section == "scheduler" else sub.name
     if trackers is None or not sub.options or ":" not in name:
         return cfg_
+    if section == "policy" and cfg_.worker.mode == "process":  # queries run on a copy built in the worker:
+        return cfg_  # what that copy reads later is not seen here, so nothing is said of it
     opts = ReadOptions(sub.options)
     trackers.append((section, name, opts))
     return dataclasses.replace(cfg_, **{section: dataclasses.replace(sub, options=opts)})
