@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -230,7 +229,7 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
         built_scheduler,
         check_execute_fits,
         check_policy_task,
-        unread_options,
+        report_unread_options,
     )
     from edge.runtime.wiring import wire_loop
     from edge.telemetry import RunRecorder
@@ -322,9 +321,7 @@ def _deploy(cfg: Any, arm: ArmRun, out_dir: str | Path, *, confirm: Callable[[st
             observer.close()
         if commands is not None:
             commands.close()
-    for line in unread_options(trackers):  # said, and recorded with the run's events
-        print(f"note: {line}", file=sys.stderr)
-        recorder.event("option_unread", clock.now(), detail=line)
+    report_unread_options(trackers, recorder, clock.now())
     summary = recorder.close(extra={"arm": "bridge", "stop": res.get("stop") or res.get("error_type")})
     write_result(out / "arm_result.json", res)
     return res, summary

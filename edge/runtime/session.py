@@ -237,16 +237,21 @@ def _tracked(cfg_: RuntimeConfig, section: str, trackers: list | None) -> Runtim
     return dataclasses.replace(cfg_, **{section: dataclasses.replace(sub, options=opts)})
 
 
-def unread_options(trackers: list) -> list[str]:
-    """``section.options.KEY`` a user's factory never looked up, one line each."""
-    return [f"{section}.options.{k}: {name} never read it (a misspelt option, or one it does not have)"
-            for section, name, opts in trackers for k in opts.unread()]
+def report_unread_options(trackers: list, recorder: Any, t_s: float) -> None:
+    """Each ``section.options.KEY`` a user's factory never looked up: a note on stderr and an
+    ``option_unread`` event in the run's records (``recorder``, if any)."""
+    for section, name, opts in trackers:
+        for k in opts.unread():
+            line = f"{section}.options.{k}: {name} never read it (a misspelt option, or one it does not have)"
+            print(f"note: {line}", file=sys.stderr)
+            if recorder is not None:
+                recorder.event("option_unread", t_s, detail=line)
 
 
 def built_policy(cfg_: RuntimeConfig, trackers: list | None = None) -> tuple[Any, Any, Callable[[], Any] | None]:
     """(policy, robot spec, factory): ``cfg_``'s policy built and checked to be one; ``factory`` rebuilds it in a
     worker process (``inference='process'``), else None. ``trackers``: a list to note which of a user's
-    factory's ``policy.options`` it reads (:func:`unread_options`)."""
+    factory's ``policy.options`` it reads (:func:`report_unread_options`)."""
     cfg_ = _tracked(cfg_, "policy", trackers)
     loader, robot = policy_loader(cfg_)
     policy = _built(cfg_.policy.name, "policy", loader.func, loader.args,
@@ -368,7 +373,7 @@ class Runtime:
     """A built session. :meth:`run_episode` per seed; :meth:`close` writes the summary."""
 
     def __init__(self, cfg_: RuntimeConfig, env: Any, driver: Any, loop: Any, recorder: Any,
-                 scheduler: Any, first_episode: int = 0) -> None:
+                 scheduler: Any, first_episode: int = 0, option_trackers: list | None = None) -> None:
         self.cfg, self.env, self.driver, self.loop = cfg_, env, driver, loop
         self.recorder, self.scheduler = recorder, scheduler
         self.episodes: list[dict[str, Any]] = []
@@ -376,7 +381,7 @@ class Runtime:
         loop.episode = first_episode
         self.max_steps = cfg_.scene.max_steps or env.unwrapped.max_steps
         self._closed = False
-        self.option_trackers: list = []  # (section, factory name, ReadOptions) of a user's factories
+        self.option_trackers = option_trackers or []  # (section, factory name, ReadOptions) of a user's factories
 
     @property
     def out_dir(self) -> Path | None:
@@ -461,10 +466,7 @@ class Runtime:
             return {}
         self._closed = True
         summary: dict[str, Any] = {}
-        for line in unread_options(self.option_trackers):  # said, and recorded with the run's events
-            print(f"note: {line}", file=sys.stderr)
-            if self.recorder is not None:
-                self.recorder.event("option_unread", self.loop.clock.now(), detail=line)
+        report_unread_options(self.option_trackers, self.recorder, self.loop.clock.now())
         try:
             self.loop.close(close_driver=True)
         finally:
@@ -676,9 +678,8 @@ def build_runtime(cfg_: RuntimeConfig, out_dir: str | Path | None, policy: Any =
     if recorder is not None:  # once per start and per resume
         recorder.event("worker_started", clock.now(), mode=loop.worker.mode, start_s=round(loop.worker.start_s, 4),
                        torch_threads=loop.worker.torch_threads)
-    rt = Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode)
-    rt.option_trackers = trackers
-    return rt
+    return Runtime(cfg_, env, driver, loop, recorder, scheduler, first_episode=first_episode,
+                   option_trackers=trackers)
 
 
 def progress_label(cfg_: RuntimeConfig, scheduler: Any = None) -> str:
